@@ -1,0 +1,5 @@
+//! apf-monitor: watches Kubernetes API Priority and Fairness on every kube-apiserver replica.
+//!
+//! Data flows one way: targets -> scrape -> parse -> model -> analyze -> export.
+pub mod parse;
+pub mod sim;

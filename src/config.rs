@@ -1,0 +1,504 @@
+//! The configuration file (YAML). Every key is documented in `config/apf-monitor.example.yaml`.
+//!
+//! Unknown keys and bad values are errors that name the key's path and line: values are checked while they are
+//! deserialized, so serde_yaml attaches the location to the error.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The whole file. Command-line flags override it (see `cli.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub scrape: ScrapeConfig,
+    #[serde(default)]
+    pub analysis: AnalysisConfig,
+    #[serde(default)]
+    pub targets: TargetsConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            scrape: ScrapeConfig::default(),
+            analysis: AnalysisConfig::default(),
+            targets: TargetsConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 9864))
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScrapeConfig {
+    /// One scrape of every endpoint of every target per interval.
+    pub interval: Interval,
+    /// Default per-request timeout; a target may set its own.
+    pub timeout: Interval,
+    /// Read the three `/debug/api_priority_and_fairness/` dumps (queues, flows).
+    pub debug_dumps: bool,
+    /// Ask `dump_requests` for user names, verbs and paths (`?includeRequestDetails=1`).
+    pub request_details: bool,
+    /// Turn each dump off separately (`debug_dumps: false` turns them all off).
+    pub dump_priority_levels: bool,
+    pub dump_queues: bool,
+    pub dump_requests: bool,
+    /// List PriorityLevelConfigurations (queue settings) this often; 0s turns it off.
+    pub objects_interval: DurationValue,
+    /// A hard cap on one response body: a bigger one is cut off and counted as `too_large`.
+    pub max_body_bytes: ByteCount,
+    /// The longest line of `/metrics` the parser will hold for a wanted family; longer lines are counted and skipped.
+    pub max_line_bytes: ByteCount,
+    /// Longest back-off after consecutive errors of one endpoint.
+    pub max_backoff: Interval,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        Self {
+            interval: Interval(Duration::from_secs(5)),
+            timeout: Interval(Duration::from_secs(4)),
+            debug_dumps: true,
+            request_details: true,
+            dump_priority_levels: true,
+            dump_queues: true,
+            dump_requests: true,
+            objects_interval: DurationValue(Duration::from_secs(60)),
+            max_body_bytes: ByteCount(256 * 1024 * 1024),
+            max_line_bytes: ByteCount(1024 * 1024),
+            max_backoff: Interval(Duration::from_secs(300)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnalysisConfig {
+    /// Rates, percentiles, trends and flow means cover this sliding window.
+    pub window: Interval,
+    /// Flows exported per priority level and replica (`apf_flow_*`).
+    pub top_flows: usize,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        Self {
+            window: Interval(Duration::from_secs(60)),
+            top_flows: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetsConfig {
+    #[serde(default, rename = "static")]
+    pub static_targets: Vec<StaticTarget>,
+}
+
+/// One kube-apiserver replica (or `kubectl proxy`) scraped directly.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticTarget {
+    /// `https://10.0.0.5:6443` or `http://127.0.0.1:8001`.
+    pub url: TargetUrl,
+    /// The `apiserver` label; default: the URL's `host:port`.
+    pub name: Option<String>,
+    /// A file holding the bearer token; re-read whenever it changes (projected tokens rotate).
+    pub bearer_token_file: Option<PathBuf>,
+    /// PEM bundle of the CA that signed the apiserver's certificate (default: the public web roots).
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
+    /// The name to verify the certificate against when the URL holds an IP address.
+    pub tls_server_name: Option<String>,
+    /// Turns certificate verification off. Never in production: warned about at start-up.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+    /// Overrides `scrape.timeout` for this target.
+    pub timeout: Option<Interval>,
+}
+
+impl StaticTarget {
+    pub fn from_url(url: TargetUrl) -> Self {
+        Self {
+            url,
+            name: None,
+            bearer_token_file: None,
+            ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
+            tls_server_name: None,
+            insecure_skip_verify: false,
+            timeout: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing filter: `info`, `debug`, `apf_monitor=debug,info`.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A duration such as `5s`, `1m`, `1m30s`; may be zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationValue(pub Duration);
+
+/// A duration that must be positive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(pub Duration);
+
+/// A byte count: `268435456`, or with a unit: `256MiB`, `64KiB`, `1GiB`, `10MB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteCount(pub u64);
+
+/// An `http` or `https` URL with a host, no query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetUrl(pub reqwest::Url);
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("invalid duration {text:?} ({e}); write it like 5s, 1m or 1m30s"))
+}
+
+pub fn parse_interval(text: &str) -> Result<Interval, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!("duration {text:?} must be greater than zero"));
+    }
+    Ok(Interval(d))
+}
+
+pub fn parse_target_url(text: &str) -> Result<TargetUrl, String> {
+    let url = reqwest::Url::parse(text.trim()).map_err(|e| format!("invalid URL {text:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("URL {text:?} must start with http:// or https://"));
+    }
+    if url.host_str().is_none() {
+        return Err(format!("URL {text:?} has no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("URL {text:?} must not have a query or fragment"));
+    }
+    Ok(TargetUrl(url))
+}
+
+pub fn parse_byte_count(text: &str) -> Result<ByteCount, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid byte count {text:?}; write it like 268435456 or 256MiB"))?;
+    let mult: u64 =
+        match unit.trim() {
+            "" | "B" => 1,
+            "KB" => 1000,
+            "KiB" => 1 << 10,
+            "MB" => 1_000_000,
+            "MiB" => 1 << 20,
+            "GB" => 1_000_000_000,
+            "GiB" => 1 << 30,
+            other => return Err(format!(
+                "unknown unit {other:?} in byte count {text:?}; use B, KiB, MiB, GiB, KB, MB or GB"
+            )),
+        };
+    let bytes = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("byte count {text:?} is too large"))?;
+    if bytes == 0 {
+        return Err(format!("byte count {text:?} must be greater than zero"));
+    }
+    Ok(ByteCount(bytes))
+}
+
+/// Numbers or strings, so that `max_body_bytes: 268435456` and `max_body_bytes: 256MiB` both work.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StrOrNum {
+    Num(u64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s)
+            .map(DurationValue)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_interval(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match StrOrNum::deserialize(d)? {
+            StrOrNum::Num(0) => Err(serde::de::Error::custom(
+                "byte count must be greater than zero",
+            )),
+            StrOrNum::Num(n) => Ok(ByteCount(n)),
+            StrOrNum::Str(s) => parse_byte_count(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TargetUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_target_url(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses and validates; the error names the key's path and, where the YAML parser knows it, the line.
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
+        // An empty file is a valid, all-defaults config.
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let config: Config = serde_yaml::from_str(text).map_err(|e| complete_key_path(&e, text))?;
+        config.validate(text)?;
+        Ok(config)
+    }
+
+    /// Checks that span several keys, after deserialization: the line is found by the last key's name.
+    fn validate(&self, text: &str) -> Result<(), String> {
+        let at = |key: &str| match line_of(text, key) {
+            Some(line) => format!(" at line {line}"),
+            None => String::new(),
+        };
+        if self.scrape.timeout.0 > self.scrape.interval.0 {
+            return Err(format!(
+                "scrape.timeout ({}) must not exceed scrape.interval ({}){}",
+                humantime::format_duration(self.scrape.timeout.0),
+                humantime::format_duration(self.scrape.interval.0),
+                at("timeout")
+            ));
+        }
+        if self.analysis.window.0 < self.scrape.interval.0 * 2 {
+            return Err(format!(
+                "analysis.window ({}) must cover at least two scrape intervals ({}){}",
+                humantime::format_duration(self.analysis.window.0),
+                humantime::format_duration(self.scrape.interval.0),
+                at("window")
+            ));
+        }
+        for (i, t) in self.targets.static_targets.iter().enumerate() {
+            if t.client_cert_file.is_some() != t.client_key_file.is_some() {
+                return Err(format!(
+                    "targets.static[{i}]: client_cert_file and client_key_file go together{}",
+                    at(if t.client_cert_file.is_some() {
+                        "client_cert_file"
+                    } else {
+                        "client_key_file"
+                    })
+                ));
+            }
+            if t.url.0.scheme() == "http"
+                && (t.ca_file.is_some() || t.insecure_skip_verify || t.client_cert_file.is_some())
+            {
+                return Err(format!(
+                    "targets.static[{i}]: TLS settings given for an http:// URL{}",
+                    at("url")
+                ));
+            }
+            if let Some(name) = &t.name {
+                if name.trim().is_empty() {
+                    return Err(format!(
+                        "targets.static[{i}].name must not be empty{}",
+                        at("name")
+                    ));
+                }
+            }
+        }
+        if self.log.level.trim().is_empty() {
+            return Err(format!("log.level must not be empty{}", at("level")));
+        }
+        Ok(())
+    }
+}
+
+/// serde_yaml names the mapping that holds a bad value (`scrape: ...`) and points at the key: add the key itself
+/// (`scrape.interval: ...`) so the message names the exact setting.
+fn complete_key_path(err: &serde_yaml::Error, text: &str) -> String {
+    let msg = err.to_string();
+    let Some(loc) = err.location() else {
+        return msg;
+    };
+    let Some(line) = text.lines().nth(loc.line().saturating_sub(1)) else {
+        return msg;
+    };
+    let rest = line.get(loc.column().saturating_sub(1)..).unwrap_or("");
+    let key: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let is_key = !key.is_empty() && rest[key.len()..].trim_start().starts_with(':');
+    match msg.split_once(": ") {
+        Some((path, detail))
+            if is_key && !path.contains(' ') && path.rsplit('.').next() != Some(key.as_str()) =>
+        {
+            format!("{path}.{key}: {detail}")
+        }
+        None if is_key => format!("{key}: {msg}"),
+        _ => msg,
+    }
+}
+
+/// The 1-based line where `key:` first appears as a key.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| {
+            let l = line
+                .trim_start()
+                .trim_start_matches("- ")
+                .trim_start_matches('{')
+                .trim_start();
+            l.starts_with(key) && l[key.len()..].trim_start().starts_with(':')
+                || line.contains(&format!(" {key}:"))
+                || line.contains(&format!("{{{key}:"))
+        })
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_is_valid_and_complete() {
+        let text = include_str!("../config/apf-monitor.example.yaml");
+        let c = Config::from_yaml(text).expect("example config parses");
+        assert_eq!(c.scrape.interval.0, Duration::from_secs(5));
+        assert_eq!(c.scrape.max_body_bytes.0, 256 * 1024 * 1024);
+        assert_eq!(c.targets.static_targets.len(), 2);
+    }
+
+    #[test]
+    fn empty_file_means_defaults() {
+        let c = Config::from_yaml("").unwrap();
+        assert_eq!(c.listen, default_listen());
+        assert_eq!(c.analysis.window.0, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn unknown_key_names_path_and_line() {
+        let err = Config::from_yaml("scrape:\n  interval: 5s\n  intervall: 10s\n").unwrap_err();
+        assert!(err.contains("intervall"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("scrape"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_path_and_line() {
+        let err = Config::from_yaml("scrape:\n  interval: 0s\n").unwrap_err();
+        assert!(
+            err.contains("scrape.interval") && err.contains("line 2"),
+            "{err}"
+        );
+        let err = Config::from_yaml("targets:\n  static:\n    - url: ftp://x\n").unwrap_err();
+        assert!(
+            err.contains("targets.static[0].url") && err.contains("line 3"),
+            "{err}"
+        );
+        let err = Config::from_yaml("scrape:\n  max_body_bytes: 12 parsecs\n").unwrap_err();
+        assert!(
+            err.contains("max_body_bytes") && err.contains("line 2"),
+            "{err}"
+        );
+        let err = Config::from_yaml("listen: nowhere\n").unwrap_err();
+        assert!(err.contains("listen") && err.contains("line 1"), "{err}");
+        let err = Config::from_yaml("log:\n  format: xml\n").unwrap_err();
+        assert!(err.contains("log.format"), "{err}");
+    }
+
+    #[test]
+    fn cross_key_checks_name_the_key() {
+        let err = Config::from_yaml("scrape:\n  interval: 5s\n  timeout: 10s\n").unwrap_err();
+        assert!(
+            err.contains("scrape.timeout") && err.contains("line 3"),
+            "{err}"
+        );
+        let err = Config::from_yaml(
+            "targets:\n  static:\n    - url: https://10.0.0.5:6443\n      client_cert_file: /c\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("client_key_file") && err.contains("line 4"),
+            "{err}"
+        );
+        let err = Config::from_yaml("analysis:\n  window: 5s\n").unwrap_err();
+        assert!(err.contains("analysis.window"), "{err}");
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_byte_count("256MiB").unwrap().0, 256 << 20);
+        assert_eq!(parse_byte_count("1000").unwrap().0, 1000);
+        assert!(parse_byte_count("0").is_err());
+        assert!(parse_byte_count("-1").is_err());
+        assert!(parse_byte_count("99999999999999999999GiB").is_err());
+        let c = Config::from_yaml("scrape:\n  max_body_bytes: 64KiB\n").unwrap();
+        assert_eq!(c.scrape.max_body_bytes.0, 65536);
+    }
+}

@@ -1,0 +1,144 @@
+//! The version-independent snapshot of one kube-apiserver replica.
+//!
+//! This is the only module that knows the names of kube-apiserver's metrics and how they changed from one Kubernetes
+//! version to the next (see `../shared/reference/apf.md` §1): everything downstream sees one shape per replica and
+//! priority level, whichever metric generation the replica serves.
+mod dumps;
+mod metrics;
+mod objects;
+
+pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump};
+pub use metrics::{is_wanted_sample, SnapshotBuilder};
+pub use objects::{parse_priority_level_configurations, PriorityLevelConfig};
+
+use std::collections::BTreeMap;
+
+/// The priority level that is never limited: it gets executing seats only (product.md).
+pub const EXEMPT: &str = "exempt";
+
+/// Which generation of metric names the replica serves; tells a reader of `check` why a number is what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricGeneration {
+    /// No APF metric at all (APF disabled, or not a kube-apiserver).
+    None,
+    /// 1.18-1.19: camelCase label names, `request_concurrency_limit`, executing counted in requests.
+    CamelCase,
+    /// 1.20-1.21: `request_concurrency_limit`, executing counted in requests.
+    ConcurrencyLimit,
+    /// 1.22-1.25: `request_concurrency_limit` and `request_concurrency_in_use` (seats).
+    ConcurrencyInUse,
+    /// 1.26+: borrowing: `current_limit_seats` is the enforced limit.
+    Borrowing,
+}
+
+/// A cumulative histogram: upper bounds with cumulative counts, as exposed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Histogram {
+    /// (le, cumulative count), sorted by le; `+Inf` last.
+    pub buckets: Vec<(f64, f64)>,
+    pub count: f64,
+    pub sum: f64,
+}
+
+impl Histogram {
+    pub(crate) fn add_bucket(&mut self, le: f64, count: f64) {
+        match self.buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, c)) => *c += count,
+            None => {
+                self.buckets.push((le, count));
+                self.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+        }
+    }
+}
+
+/// Queue state of one priority level, from `dump_queues`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueSummary {
+    pub queues: u32,
+    /// Queues holding at least one waiting request.
+    pub active_queues: u32,
+    pub waiting_requests: u64,
+    /// The most requests waiting in any one queue: a queue at queueLengthLimit rejects with `queue-full`.
+    pub fullest_queue_requests: u64,
+}
+
+/// One flow (flow schema + distinguisher) seen in `dump_requests` at scrape time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowSample {
+    pub priority_level: String,
+    pub flow_schema: String,
+    /// The APF flow distinguisher (user or namespace); empty when the level has at most one queue.
+    pub flow: String,
+    pub waiting_requests: u64,
+    /// Seats held by executing requests (listed from 1.28 only).
+    pub executing_seats: u64,
+    /// Users seen in this flow (with request details), a few at most.
+    pub users: Vec<String>,
+    /// Verb and resource of the first request seen, e.g. `list pods` (with request details).
+    pub example_request: Option<String>,
+}
+
+/// Everything known of one priority level on one replica at one scrape.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelSnapshot {
+    /// The enforced limit: `current_limit_seats` (1.26+), else `request_concurrency_limit`.
+    pub limit_seats: Option<f64>,
+    pub nominal_limit_seats: Option<f64>,
+    pub lower_limit_seats: Option<f64>,
+    pub upper_limit_seats: Option<f64>,
+    /// Seats in use, summed over flow schemas.
+    pub executing_seats: Option<f64>,
+    pub executing_requests: Option<f64>,
+    /// Requests waiting in queues, summed over flow schemas.
+    pub inqueue_requests: Option<f64>,
+    pub inqueue_seats: Option<f64>,
+    /// Cumulative rejections by reason, summed over flow schemas.
+    pub rejected_total: BTreeMap<String, f64>,
+    pub dispatched_total: Option<f64>,
+    /// Queue wait of every request (both `execute` values), summed over flow schemas.
+    pub wait_seconds: Option<Histogram>,
+    /// From `dump_queues`.
+    pub queues: Option<QueueSummary>,
+    /// From the PriorityLevelConfiguration object: queues, queueLengthLimit.
+    pub config: Option<PriorityLevelConfig>,
+}
+
+impl LevelSnapshot {
+    pub fn headroom_seats(&self) -> Option<f64> {
+        Some(self.limit_seats? - self.executing_seats.unwrap_or(0.0))
+    }
+}
+
+/// Everything known of one replica at one scrape: the input of the analysis.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplicaSnapshot {
+    pub generation: Option<MetricGeneration>,
+    /// `gitVersion` from `kubernetes_build_info` (e.g. `v1.33.4`).
+    pub kubernetes_version: Option<String>,
+    pub levels: BTreeMap<String, LevelSnapshot>,
+    /// Cumulative rejections by (priority level, flow schema, reason).
+    pub flow_schema_rejected_total: BTreeMap<(String, String, String), f64>,
+    /// Flows from `dump_requests`, when that dump was read this scrape.
+    pub flows: Option<Vec<FlowSample>>,
+}
+
+impl ReplicaSnapshot {
+    /// True when the replica served at least one APF metric.
+    pub fn has_apf(&self) -> bool {
+        !matches!(self.generation, None | Some(MetricGeneration::None))
+    }
+
+    pub(crate) fn level_mut(&mut self, name: &str) -> &mut LevelSnapshot {
+        // Look up before inserting: most calls find the level, and need not allocate its name.
+        if !self.levels.contains_key(name) {
+            self.levels
+                .insert(name.to_string(), LevelSnapshot::default());
+        }
+        match self.levels.get_mut(name) {
+            Some(level) => level,
+            None => unreachable!("inserted above"),
+        }
+    }
+}

@@ -233,19 +233,20 @@ pub fn parse_byte_count(text: &str) -> Result<ByteCount, String> {
     let n: u64 = digits
         .parse()
         .map_err(|_| format!("invalid byte count {text:?}; write it like 268435456 or 256MiB"))?;
-    let mult: u64 =
-        match unit.trim() {
-            "" | "B" => 1,
-            "KB" => 1000,
-            "KiB" => 1 << 10,
-            "MB" => 1_000_000,
-            "MiB" => 1 << 20,
-            "GB" => 1_000_000_000,
-            "GiB" => 1 << 30,
-            other => return Err(format!(
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1000,
+        "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
                 "unknown unit {other:?} in byte count {text:?}; use B, KiB, MiB, GiB, KB, MB or GB"
-            )),
-        };
+            ))
+        }
+    };
     let bytes = n
         .checked_mul(mult)
         .ok_or_else(|| format!("byte count {text:?} is too large"))?;

@@ -4,4 +4,6 @@
 pub mod config;
 pub mod model;
 pub mod parse;
+pub mod scrape;
 pub mod sim;
+pub mod targets;

@@ -1,0 +1,269 @@
+//! HTTP against one replica: bounded, streaming bodies; errors classified into the `reason` label of
+//! `apf_monitor_scrape_errors_total`.
+mod backoff;
+mod round;
+
+pub use backoff::EndpointState;
+pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
+
+use std::time::Duration;
+
+use crate::targets::Target;
+
+/// What is fetched from each replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Endpoint {
+    Metrics,
+    DumpPriorityLevels,
+    DumpQueues,
+    DumpRequests,
+    /// The PriorityLevelConfiguration objects (queue settings), listed now and then.
+    PriorityLevelConfigurations,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::Metrics,
+        Endpoint::DumpPriorityLevels,
+        Endpoint::DumpQueues,
+        Endpoint::DumpRequests,
+        Endpoint::PriorityLevelConfigurations,
+    ];
+
+    /// The `endpoint` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::Metrics => "metrics",
+            Endpoint::DumpPriorityLevels => "dump_priority_levels",
+            Endpoint::DumpQueues => "dump_queues",
+            Endpoint::DumpRequests => "dump_requests",
+            Endpoint::PriorityLevelConfigurations => "priority_level_configurations",
+        }
+    }
+
+    pub fn is_dump(self) -> bool {
+        matches!(
+            self,
+            Endpoint::DumpPriorityLevels | Endpoint::DumpQueues | Endpoint::DumpRequests
+        )
+    }
+
+    /// The RBAC rule a 403 on this endpoint says is missing.
+    pub fn rbac_hint(self) -> &'static str {
+        match self {
+            Endpoint::Metrics => "nonResourceURLs: [\"/metrics\"], verbs: [\"get\"]",
+            Endpoint::PriorityLevelConfigurations => {
+                "apiGroups: [\"flowcontrol.apiserver.k8s.io\"], resources: [\"prioritylevelconfigurations\"], verbs: [\"get\", \"list\", \"watch\"]"
+            }
+            _ => "nonResourceURLs: [\"/debug/api_priority_and_fairness/*\"], verbs: [\"get\"]",
+        }
+    }
+}
+
+/// Why a request failed; [`ScrapeError::reason`] is the metric label.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("no response within {0:?}: the apiserver is slow or unreachable; raise scrape.timeout or check the network")]
+    Timeout(Duration),
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    #[error("HTTP {status}: {detail}")]
+    Http { status: u16, detail: String },
+    #[error("throttled by the apiserver (HTTP 429){}", retry_after.map(|d| format!(", Retry-After {}s", d.as_secs())).unwrap_or_default())]
+    Throttled { retry_after: Option<Duration> },
+    #[error("response larger than scrape.max_body_bytes ({limit} bytes): cut off; raise the limit if this replica is that big")]
+    TooLarge { limit: u64 },
+    #[error("reading the response failed: {0}")]
+    Body(String),
+    #[error("cannot read the response: {0}")]
+    Parse(String),
+    #[error("bearer token: {0}")]
+    Token(String),
+}
+
+impl ScrapeError {
+    /// Every value `reason` can take, so error counters exist at 0 from start-up.
+    pub const REASONS: [&'static str; 10] = [
+        "timeout",
+        "connect",
+        "http_4xx",
+        "http_5xx",
+        "throttled",
+        "too_large",
+        "body",
+        "parse",
+        "token",
+        "http_other",
+    ];
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ScrapeError::Timeout(_) => "timeout",
+            ScrapeError::Connect(_) => "connect",
+            ScrapeError::Http { status, .. } if (400..500).contains(status) => "http_4xx",
+            ScrapeError::Http { status, .. } if *status >= 500 => "http_5xx",
+            ScrapeError::Http { .. } => "http_other",
+            ScrapeError::Throttled { .. } => "throttled",
+            ScrapeError::TooLarge { .. } => "too_large",
+            ScrapeError::Body(_) => "body",
+            ScrapeError::Parse(_) => "parse",
+            ScrapeError::Token(_) => "token",
+        }
+    }
+
+    /// 403 or 404: the endpoint is not for us (RBAC) or not there (APF off, an old version, a proxy).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            ScrapeError::Http {
+                status: 403 | 404,
+                ..
+            }
+        )
+    }
+}
+
+/// GETs `path` from the target and hands the body to `on_chunk` as it arrives, at most `max_body` bytes, all
+/// within the target's timeout. No compression is asked for: it costs the apiserver CPU (EKS guide).
+pub async fn fetch(
+    target: &Target,
+    path: &str,
+    max_body: u64,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> Result<(), ScrapeError> {
+    let work = async {
+        let mut request = target.client.get(target.url(path));
+        if let Some(token) = &target.token {
+            let token = token
+                .current()
+                .map_err(|e| ScrapeError::Token(e.to_string()))?;
+            request = request.bearer_auth(&*token);
+        }
+        let mut response = request.send().await.map_err(classify)?;
+        let status = response.status();
+        if status.as_u16() == 429 {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            return Err(ScrapeError::Throttled { retry_after });
+        }
+        if !status.is_success() {
+            // A short excerpt of the body says why (an apiserver Status, a proxy's page); never the whole thing.
+            let mut detail = String::new();
+            if let Ok(Some(chunk)) = response.chunk().await {
+                detail = String::from_utf8_lossy(&chunk[..chunk.len().min(300)])
+                    .trim()
+                    .replace('\n', " ");
+            }
+            return Err(ScrapeError::Http {
+                status: status.as_u16(),
+                detail,
+            });
+        }
+        let mut total: u64 = 0;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| ScrapeError::Body(error_chain(&e)))?
+        {
+            total += chunk.len() as u64;
+            if total > max_body {
+                return Err(ScrapeError::TooLarge { limit: max_body });
+            }
+            on_chunk(&chunk);
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(target.timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ScrapeError::Timeout(target.timeout)),
+    }
+}
+
+/// `Retry-After` is seconds or an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    if let Ok(secs) = value.trim().parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate_parse(value.trim())?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+fn httpdate_parse(value: &str) -> Option<std::time::SystemTime> {
+    // `Sun, 06 Nov 1994 08:49:37 GMT` -> RFC 3339, which humantime reads.
+    let parts: Vec<&str> = value.split_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let m = MONTHS.iter().position(|x| x == month)? + 1;
+    humantime::parse_rfc3339(&format!("{year}-{m:02}-{day:0>2}T{time}Z")).ok()
+}
+
+fn classify(e: reqwest::Error) -> ScrapeError {
+    if e.is_timeout() {
+        return ScrapeError::Timeout(Duration::ZERO);
+    }
+    if e.is_connect() {
+        return ScrapeError::Connect(error_chain(&e));
+    }
+    ScrapeError::Body(error_chain(&e))
+}
+
+/// reqwest's own message is terse ("error sending request"); the causes say what went wrong (TLS, refused...).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+        let text = httpdate::fmt(later);
+        let d = parse_retry_after(&text).unwrap();
+        assert!(
+            d > Duration::from_secs(3500) && d <= Duration::from_secs(3600),
+            "{d:?}"
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    mod httpdate {
+        pub fn fmt(t: std::time::SystemTime) -> String {
+            // humantime gives RFC 3339; rebuild the IMF-fixdate form from it.
+            let s = humantime::format_rfc3339_seconds(t).to_string();
+            let (date, time) = s.trim_end_matches('Z').split_once('T').unwrap();
+            let mut d = date.split('-');
+            let (y, m, day) = (d.next().unwrap(), d.next().unwrap(), d.next().unwrap());
+            const MONTHS: [&str; 12] = [
+                "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+            ];
+            format!(
+                "Mon, {day} {} {y} {time} GMT",
+                MONTHS[m.parse::<usize>().unwrap() - 1]
+            )
+        }
+    }
+}

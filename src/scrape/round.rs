@@ -1,0 +1,243 @@
+//! One scrape round of one replica: `/metrics` streamed through the parser, the due dumps and object list beside
+//! it, folded into one [`ReplicaSnapshot`].
+use std::time::{Duration, Instant};
+
+use super::{fetch, Endpoint, ScrapeError};
+use crate::model::{self, PriorityLevelConfig, ReplicaSnapshot, SnapshotBuilder};
+use crate::parse::dump;
+use crate::parse::exposition::{ExpositionParser, ParseStats};
+use crate::targets::Target;
+
+/// What to fetch this round.
+#[derive(Debug, Clone)]
+pub struct ScrapePlan {
+    /// The endpoints due this round (back-off and metrics-only decided by the caller).
+    pub endpoints: Vec<Endpoint>,
+    pub request_details: bool,
+    pub max_body_bytes: u64,
+    pub max_line_bytes: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct EndpointResult {
+    pub endpoint: Endpoint,
+    /// Fetch, parse and derive together.
+    pub duration: Duration,
+    pub outcome: Result<(), ScrapeError>,
+    /// Lines or rows that could not be read (counted, never silently dropped).
+    pub invalid: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplicaScrape {
+    /// `None` when `/metrics` failed: without it there is no headroom to speak of.
+    pub snapshot: Option<ReplicaSnapshot>,
+    pub results: Vec<EndpointResult>,
+    pub metrics_stats: Option<ParseStats>,
+    /// The object list, when it was fetched this round.
+    pub objects: Option<Vec<PriorityLevelConfig>>,
+}
+
+pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape {
+    let wants = |e: Endpoint| plan.endpoints.contains(&e);
+    let details = if plan.request_details {
+        "?includeRequestDetails=1"
+    } else {
+        ""
+    };
+    let requests_path = format!("/debug/api_priority_and_fairness/dump_requests{details}");
+    let (metrics, levels, queues, requests, objects) = tokio::join!(
+        maybe(wants(Endpoint::Metrics), scrape_metrics(target, plan)),
+        maybe(
+            wants(Endpoint::DumpPriorityLevels),
+            fetch_text(
+                target,
+                "/debug/api_priority_and_fairness/dump_priority_levels",
+                plan.max_body_bytes
+            )
+        ),
+        maybe(
+            wants(Endpoint::DumpQueues),
+            fetch_text(
+                target,
+                "/debug/api_priority_and_fairness/dump_queues",
+                plan.max_body_bytes
+            )
+        ),
+        maybe(
+            wants(Endpoint::DumpRequests),
+            fetch_text(target, &requests_path, plan.max_body_bytes)
+        ),
+        maybe(
+            wants(Endpoint::PriorityLevelConfigurations),
+            fetch_objects(target, plan.max_body_bytes)
+        ),
+    );
+
+    let mut results = Vec::new();
+    let mut metrics_stats = None;
+    let mut snapshot = None;
+    if let Some((started, outcome)) = metrics {
+        let (outcome, invalid) = match outcome {
+            Ok((snap, stats)) => {
+                let invalid = stats.invalid_lines + stats.oversized_lines;
+                metrics_stats = Some(stats);
+                snapshot = Some(snap);
+                (Ok(()), invalid)
+            }
+            Err(e) => (Err(e), 0),
+        };
+        results.push(EndpointResult {
+            endpoint: Endpoint::Metrics,
+            duration: started.elapsed(),
+            outcome,
+            invalid,
+        });
+    }
+
+    // Dumps are folded in only when /metrics came through this round.
+    let mut fold = |endpoint: Endpoint, fetched: Option<(Instant, Result<String, ScrapeError>)>| {
+        let (started, text) = fetched?;
+        let parsed = text.and_then(|text| {
+            let snap = snapshot.as_mut();
+            let err = |e: dump::DumpError| ScrapeError::Parse(e.to_string());
+            let invalid = match endpoint {
+                Endpoint::DumpPriorityLevels => {
+                    let d = dump::parse_priority_levels(&text).map_err(err)?;
+                    snap.map(|s| model::apply_priority_levels_dump(s, &d));
+                    d.stats.invalid_rows
+                }
+                Endpoint::DumpQueues => {
+                    let d = dump::parse_queues(&text).map_err(err)?;
+                    snap.map(|s| model::apply_queues_dump(s, &d));
+                    d.stats.invalid_rows
+                }
+                _ => {
+                    let d = dump::parse_requests(&text).map_err(err)?;
+                    snap.map(|s| model::apply_requests_dump(s, &d));
+                    d.stats.invalid_rows
+                }
+            };
+            Ok(invalid)
+        });
+        let (outcome, invalid) = match parsed {
+            Ok(invalid) => (Ok(()), invalid),
+            Err(e) => (Err(e), 0),
+        };
+        Some(EndpointResult {
+            endpoint,
+            duration: started.elapsed(),
+            outcome,
+            invalid,
+        })
+    };
+    results.extend(fold(Endpoint::DumpPriorityLevels, levels));
+    results.extend(fold(Endpoint::DumpQueues, queues));
+    results.extend(fold(Endpoint::DumpRequests, requests));
+
+    let mut fetched_objects = None;
+    if let Some((started, outcome)) = objects {
+        let outcome = outcome.map(|list| fetched_objects = Some(list));
+        results.push(EndpointResult {
+            endpoint: Endpoint::PriorityLevelConfigurations,
+            duration: started.elapsed(),
+            outcome,
+            invalid: 0,
+        });
+    }
+    ReplicaScrape {
+        snapshot,
+        results,
+        metrics_stats,
+        objects: fetched_objects,
+    }
+}
+
+async fn maybe<T>(
+    wanted: bool,
+    work: impl std::future::Future<Output = T>,
+) -> Option<(Instant, T)> {
+    if !wanted {
+        return None;
+    }
+    let started = Instant::now();
+    Some((started, work.await))
+}
+
+/// `/metrics`, parsed chunk by chunk as it arrives: the body is never held whole.
+async fn scrape_metrics(
+    target: &Target,
+    plan: &ScrapePlan,
+) -> Result<(ReplicaSnapshot, ParseStats), ScrapeError> {
+    let mut parser = ExpositionParser::new(model::is_wanted_sample, plan.max_line_bytes);
+    let mut builder = SnapshotBuilder::new();
+    fetch(target, "/metrics", plan.max_body_bytes, |chunk| {
+        parser.feed(chunk, &mut builder)
+    })
+    .await?;
+    let stats = parser.finish(&mut builder);
+    let snapshot = builder.finish();
+    if stats.samples == 0 && stats.invalid_lines > 0 && stats.skipped_samples == 0 {
+        let first = stats
+            .first_errors
+            .first()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        return Err(ScrapeError::Parse(format!(
+            "not a Prometheus /metrics body ({} unreadable lines; first: {first})",
+            stats.invalid_lines
+        )));
+    }
+    Ok((snapshot, stats))
+}
+
+async fn fetch_text(target: &Target, path: &str, max_body: u64) -> Result<String, ScrapeError> {
+    let mut body = Vec::new();
+    fetch(target, path, max_body, |chunk| {
+        body.extend_from_slice(chunk)
+    })
+    .await?;
+    // A dump is ASCII but for user names and paths; a stray invalid byte must not lose the whole dump.
+    Ok(match String::from_utf8(body) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+/// The PriorityLevelConfigurations, from the newest API version the replica serves (apf.md §3g).
+async fn fetch_objects(
+    target: &Target,
+    max_body: u64,
+) -> Result<Vec<PriorityLevelConfig>, ScrapeError> {
+    let mut last = None;
+    for version in ["v1", "v1beta3", "v1beta2", "v1beta1"] {
+        let path =
+            format!("/apis/flowcontrol.apiserver.k8s.io/{version}/prioritylevelconfigurations");
+        let mut body = Vec::new();
+        match fetch(target, &path, max_body, |chunk| {
+            body.extend_from_slice(chunk)
+        })
+        .await
+        {
+            Ok(()) => {
+                return model::parse_priority_level_configurations(&body)
+                    .map_err(|e| ScrapeError::Parse(format!("{path}: {e}")))
+            }
+            // Not served in this version: try an older one.
+            Err(ScrapeError::Http {
+                status: 404,
+                detail,
+            }) => {
+                last = Some(ScrapeError::Http {
+                    status: 404,
+                    detail,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or(ScrapeError::Http {
+        status: 404,
+        detail: String::new(),
+    }))
+}

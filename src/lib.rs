@@ -7,3 +7,6 @@ pub mod parse;
 pub mod scrape;
 pub mod sim;
 pub mod targets;
+pub mod analyze;
+pub mod export;
+pub mod daemon;

@@ -3,7 +3,7 @@
 mod backoff;
 mod round;
 
-pub use backoff::EndpointState;
+pub use backoff::{EndpointState, Verdict, UNAVAILABLE_RETRY};
 pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
 
 use std::time::Duration;

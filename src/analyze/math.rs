@@ -1,0 +1,128 @@
+//! Counter increases with resets, histogram quantiles, and a trend robust to outliers.
+use crate::model::Histogram;
+
+/// Increase of a counter over successive samples, Prometheus style: a drop means the process restarted and the
+/// counter began again from 0. `None` is a sample where the series was absent (no increase counted across it).
+pub fn counter_increase(samples: impl IntoIterator<Item = Option<f64>>) -> f64 {
+    let mut total = 0.0;
+    let mut prev: Option<f64> = None;
+    for cur in samples {
+        if let (Some(p), Some(c)) = (prev, cur) {
+            total += if c >= p { c - p } else { c };
+        }
+        prev = cur;
+    }
+    total
+}
+
+/// The `q` quantile of a cumulative histogram, interpolated linearly inside the bucket as Prometheus'
+/// `histogram_quantile` does. `None` when it holds no observation.
+pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let rank = q * total;
+    let mut lower = 0.0;
+    let mut below = 0.0;
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                // Beyond the last finite bound: that bound is all that can be said.
+                return Some(lower);
+            }
+            let in_bucket = count - below;
+            if in_bucket <= 0.0 {
+                return Some(le);
+            }
+            return Some(lower + (le - lower) * (rank - below) / in_bucket);
+        }
+        lower = le;
+        below = count;
+    }
+    Some(lower)
+}
+
+/// The quantile of what was observed between two scrapes (after a reset: of the later one alone).
+pub fn histogram_delta_quantile(first: Option<&Histogram>, last: Option<&Histogram>, q: f64) -> Option<f64> {
+    let last = last?;
+    let delta: Vec<(f64, f64)> = match first {
+        Some(first) if first.buckets.len() == last.buckets.len() && first.count <= last.count => last
+            .buckets
+            .iter()
+            .zip(&first.buckets)
+            .map(|(&(le, c), &(_, p))| (le, (c - p).max(0.0)))
+            .collect(),
+        _ => last.buckets.clone(),
+    };
+    histogram_quantile(q, &delta)
+}
+
+/// The Theil-Sen slope: the median of the slopes between every pair of points. One outlier cannot move it much,
+/// unlike a least-squares fit. `None` for fewer than two distinct times.
+pub fn theil_sen_slope(points: &[(f64, f64)]) -> Option<f64> {
+    let mut slopes = Vec::with_capacity(points.len() * points.len() / 2);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            let dt = b.0 - a.0;
+            if dt.abs() > 1e-9 {
+                slopes.push((b.1 - a.1) / dt);
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    slopes.sort_by(f64::total_cmp);
+    let mid = slopes.len() / 2;
+    Some(if slopes.len() % 2 == 0 { (slopes[mid - 1] + slopes[mid]) / 2.0 } else { slopes[mid] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_increase_handles_resets_and_gaps() {
+        let s = |v: &[Option<f64>]| counter_increase(v.iter().copied());
+        assert_eq!(s(&[Some(10.0), Some(15.0), Some(20.0)]), 10.0);
+        // Restart: 20 -> 3 means 3 new since the reset.
+        assert_eq!(s(&[Some(10.0), Some(20.0), Some(3.0), Some(5.0)]), 15.0);
+        assert_eq!(s(&[Some(10.0), None, Some(12.0)]), 0.0);
+        assert_eq!(s(&[]), 0.0);
+    }
+
+    #[test]
+    fn quantile_like_prometheus() {
+        let b = [(0.1, 50.0), (0.5, 90.0), (1.0, 100.0), (f64::INFINITY, 100.0)];
+        assert!((histogram_quantile(0.5, &b).unwrap() - 0.1).abs() < 1e-9);
+        // rank 99 falls in (0.5, 1.0] which holds 10: 0.5 + 0.5 * 9/10.
+        assert!((histogram_quantile(0.99, &b).unwrap() - 0.95).abs() < 1e-9);
+        assert_eq!(histogram_quantile(0.99, &[(1.0, 0.0), (f64::INFINITY, 0.0)]), None);
+        assert_eq!(histogram_quantile(0.99, &[(1.0, 1.0), (f64::INFINITY, 100.0)]), Some(1.0));
+    }
+
+    #[test]
+    fn delta_quantile_uses_what_happened_in_the_window() {
+        let h = |c: [f64; 3]| Histogram {
+            buckets: vec![(0.1, c[0]), (1.0, c[1]), (f64::INFINITY, c[2])],
+            count: c[2],
+            sum: 0.0,
+        };
+        // Before: 1000 fast requests. In the window: 10 requests, all between 0.1 and 1 s.
+        let q = histogram_delta_quantile(Some(&h([1000.0, 1000.0, 1000.0])), Some(&h([1000.0, 1010.0, 1010.0])), 0.99);
+        assert!(q.unwrap() > 0.1, "{q:?}");
+        // After a reset the later histogram stands alone.
+        let q = histogram_delta_quantile(Some(&h([1000.0, 1000.0, 1000.0])), Some(&h([0.0, 10.0, 10.0])), 0.5);
+        assert!(q.unwrap() > 0.1);
+    }
+
+    #[test]
+    fn theil_sen_ignores_one_outlier() {
+        let mut pts: Vec<(f64, f64)> = (0..12).map(|i| (i as f64 * 5.0, 100.0 - i as f64 * 5.0)).collect();
+        pts[6].1 = 500.0;
+        let slope = theil_sen_slope(&pts).unwrap();
+        assert!((slope + 1.0).abs() < 0.05, "{slope}");
+        assert_eq!(theil_sen_slope(&[(1.0, 1.0)]), None);
+    }
+}

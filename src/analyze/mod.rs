@@ -1,0 +1,233 @@
+//! Headroom, rates, trends and the flows behind the pressure: pure functions over a replica's snapshots in the
+//! sliding window. Nothing here does I/O or reads a clock: times come in as seconds.
+mod history;
+mod math;
+mod status;
+
+pub use history::{Point, ReplicaHistory};
+pub use math::{counter_increase, histogram_quantile, theil_sen_slope};
+pub use status::{LevelStatus, Thresholds};
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::model::{LevelSnapshot, ReplicaSnapshot, EXEMPT};
+
+/// The shape shared by `check --output json` and `/api/v1/status` (product.md), named like the metrics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StatusReport {
+    pub apiservers: Vec<ApiserverReport>,
+    /// Filled by the alerting stage; empty until then.
+    pub alerts: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ApiserverReport {
+    pub apiserver: String,
+    pub kubernetes_version: Option<String>,
+    /// RFC 3339 time of the last successful `/metrics` scrape.
+    pub scraped_at: Option<String>,
+    /// Problems of the last round, each naming what failed and what to do.
+    pub errors: Vec<String>,
+    pub levels: Vec<LevelReport>,
+    /// Rejections per second by (priority level, flow schema, reason) over the window.
+    #[serde(skip)]
+    pub flow_schema_rejected_per_second: Vec<(String, String, String, f64)>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LevelReport {
+    pub priority_level: String,
+    pub limit_seats: Option<f64>,
+    pub nominal_limit_seats: Option<f64>,
+    pub upper_limit_seats: Option<f64>,
+    pub executing_seats: Option<f64>,
+    pub headroom_seats: Option<f64>,
+    pub headroom_ratio: Option<f64>,
+    pub inqueue_requests: Option<f64>,
+    pub queue_capacity_requests: Option<f64>,
+    pub queue_length_limit: Option<f64>,
+    pub fullest_queue_requests: Option<f64>,
+    /// By reason; null until two scrapes span a window.
+    pub rejected_per_second: Option<BTreeMap<String, f64>>,
+    pub wait_p99_seconds: Option<f64>,
+    pub seconds_to_exhaustion: Option<f64>,
+    pub status: LevelStatus,
+    pub top_flows: Vec<FlowReport>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FlowReport {
+    pub flow_schema: String,
+    pub flow: String,
+    /// Mean over the window's dumps.
+    pub waiting_requests: f64,
+    pub executing_seats: f64,
+    /// Users seen in the flow (with request details): who to talk to.
+    pub users: Vec<String>,
+    /// e.g. `list pods`.
+    pub example_request: Option<String>,
+}
+
+/// Settings of the analysis.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// Seconds covered by rates, percentiles, trends and flow means.
+    pub window_seconds: f64,
+    pub top_flows: usize,
+    pub thresholds: Thresholds,
+}
+
+impl Default for Analysis {
+    fn default() -> Self {
+        Self { window_seconds: 60.0, top_flows: 10, thresholds: Thresholds::default() }
+    }
+}
+
+impl Analysis {
+    /// Everything about one replica, from its history; `now` is in the history's seconds.
+    pub fn analyze_replica(&self, apiserver: &str, history: &ReplicaHistory, now: f64) -> ApiserverReport {
+        let mut report = ApiserverReport { apiserver: apiserver.to_string(), ..Default::default() };
+        let points = history.window(now, self.window_seconds);
+        let Some(latest) = points.last() else { return report };
+        let snap = &latest.snapshot;
+        report.kubernetes_version = snap.kubernetes_version.clone();
+        report.scraped_at = Some(latest.wall_time.clone());
+        // Only the points inside the window (not the baseline before it) speak for trends and flow means.
+        let inside: Vec<&Point> = points.iter().filter(|p| p.at >= now - self.window_seconds).collect();
+        let span = points.last().map(|l| l.at).unwrap_or(0.0) - points.first().map(|f| f.at).unwrap_or(0.0);
+        let flows = self.top_flows_by_level(&inside);
+        for (name, level) in &snap.levels {
+            let mut lr = if name == EXEMPT {
+                // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (product.md).
+                LevelReport {
+                    priority_level: name.clone(),
+                    executing_seats: level.executing_seats,
+                    ..Default::default()
+                }
+            } else {
+                self.level_report(name, level, &points, &inside, span)
+            };
+            if name != EXEMPT {
+                lr.top_flows = flows.get(name.as_str()).cloned().unwrap_or_default();
+                lr.status = self.thresholds.classify(&lr);
+            }
+            report.levels.push(lr);
+        }
+        if points.len() >= 2 && span > 0.0 {
+            let keys: BTreeSet<&(String, String, String)> =
+                points.iter().flat_map(|p| p.snapshot.flow_schema_rejected_total.keys()).collect();
+            for key in keys {
+                let series = points.iter().map(|p| p.snapshot.flow_schema_rejected_total.get(key).copied());
+                let rate = counter_increase(series) / span;
+                report.flow_schema_rejected_per_second.push((key.0.clone(), key.1.clone(), key.2.clone(), rate));
+            }
+        }
+        report
+    }
+
+    fn level_report(
+        &self,
+        name: &str,
+        level: &LevelSnapshot,
+        points: &[Point],
+        inside: &[&Point],
+        span: f64,
+    ) -> LevelReport {
+        let headroom = level.headroom_seats();
+        let limit = level.limit_seats;
+        let capacity = level.config.as_ref().and_then(|c| c.queue_capacity()).map(|c| c as f64);
+        let levels = || points.iter().map(|p| p.snapshot.levels.get(name));
+        let rejected_per_second = (points.len() >= 2 && span > 0.0).then(|| {
+            let reasons: BTreeSet<&String> = levels().flatten().flat_map(|l| l.rejected_total.keys()).collect();
+            reasons
+                .into_iter()
+                .map(|reason| {
+                    // A level present without the reason's series has rejected nothing yet: 0.
+                    let series = levels().map(|l| l.map(|l| l.rejected_total.get(reason).copied().unwrap_or(0.0)));
+                    (reason.clone(), counter_increase(series) / span)
+                })
+                .collect()
+        });
+        let wait_p99_seconds = match (levels().next().flatten(), levels().last().flatten()) {
+            (Some(first), Some(last)) if points.len() >= 2 => {
+                math::histogram_delta_quantile(first.wait_seconds.as_ref(), last.wait_seconds.as_ref(), 0.99)
+            }
+            _ => None,
+        };
+        let trend: Vec<(f64, f64)> =
+            inside.iter().filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.headroom_seats()?))).collect();
+        let seconds_to_exhaustion = match headroom {
+            Some(h) if h <= 0.0 => Some(0.0),
+            Some(h) if trend.len() >= 3 => theil_sen_slope(&trend).filter(|s| *s < -1e-9).map(|s| h / -s),
+            _ => None,
+        };
+        LevelReport {
+            priority_level: name.to_string(),
+            limit_seats: limit,
+            nominal_limit_seats: level.nominal_limit_seats,
+            upper_limit_seats: level.upper_limit_seats,
+            executing_seats: level.executing_seats,
+            headroom_seats: headroom,
+            headroom_ratio: match (headroom, limit) {
+                (Some(h), Some(l)) if l > 0.0 => Some(h / l),
+                _ => None,
+            },
+            inqueue_requests: level.inqueue_requests,
+            queue_capacity_requests: capacity,
+            queue_length_limit: level.config.as_ref().and_then(|c| c.queue_length_limit).map(f64::from),
+            fullest_queue_requests: level.queues.as_ref().map(|q| q.fullest_queue_requests as f64),
+            rejected_per_second,
+            wait_p99_seconds,
+            seconds_to_exhaustion,
+            status: LevelStatus::Ok,
+            top_flows: Vec::new(),
+        }
+    }
+
+    /// Mean waiting requests and executing seats per flow over the dumps in the window; the top N per level.
+    fn top_flows_by_level<'a>(&self, inside: &[&'a Point]) -> BTreeMap<&'a str, Vec<FlowReport>> {
+        let with_flows: Vec<_> = inside.iter().filter_map(|p| p.snapshot.flows.as_ref()).collect();
+        let n = with_flows.len() as f64;
+        let mut sums: BTreeMap<(&str, &str, &str), FlowReport> = BTreeMap::new();
+        for flows in &with_flows {
+            for f in flows.iter() {
+                let entry = sums.entry((&f.priority_level, &f.flow_schema, &f.flow)).or_insert_with(|| FlowReport {
+                    flow_schema: f.flow_schema.clone(),
+                    flow: f.flow.clone(),
+                    ..Default::default()
+                });
+                entry.waiting_requests += f.waiting_requests as f64 / n;
+                entry.executing_seats += f.executing_seats as f64 / n;
+                for u in &f.users {
+                    if entry.users.len() < 3 && !entry.users.contains(u) {
+                        entry.users.push(u.clone());
+                    }
+                }
+                if entry.example_request.is_none() {
+                    entry.example_request = f.example_request.clone();
+                }
+            }
+        }
+        let mut by_level: BTreeMap<&str, Vec<FlowReport>> = BTreeMap::new();
+        for ((level, _, _), flow) in sums {
+            by_level.entry(level).or_default().push(flow);
+        }
+        for flows in by_level.values_mut() {
+            // Pressure a flow puts on its level: what it waits for plus what it holds.
+            flows.sort_by(|a, b| {
+                (b.waiting_requests + b.executing_seats).total_cmp(&(a.waiting_requests + a.executing_seats))
+            });
+            flows.truncate(self.top_flows);
+        }
+        by_level
+    }
+}
+
+/// One snapshot alone (`check --file`): no rates, no trend.
+pub fn analyze_single(apiserver: &str, snapshot: ReplicaSnapshot, analysis: &Analysis) -> ApiserverReport {
+    let mut history = ReplicaHistory::default();
+    history.push(Point { at: 0.0, wall_time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(), snapshot: std::sync::Arc::new(snapshot) });
+    analysis.analyze_replica(apiserver, &history, 0.0)
+}

@@ -1,0 +1,296 @@
+//! The daemon's main job: one scrape loop per replica feeding the analysis, whose report `/metrics` serves.
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::analyze::{Analysis, ApiserverReport, Point, ReplicaHistory};
+use crate::config::ScrapeConfig;
+use crate::export::ExportState;
+use crate::model::PriorityLevelConfig;
+use crate::scrape::{self, Endpoint, EndpointState, ReplicaScrape, ScrapeError, ScrapePlan};
+use crate::targets::Target;
+
+/// Which endpoints the configuration asks for.
+pub fn enabled_endpoints(scrape: &ScrapeConfig) -> Vec<Endpoint> {
+    Endpoint::ALL
+        .into_iter()
+        .filter(|e| match e {
+            Endpoint::Metrics => true,
+            Endpoint::DumpPriorityLevels => scrape.debug_dumps && scrape.dump_priority_levels,
+            Endpoint::DumpQueues => scrape.debug_dumps && scrape.dump_queues,
+            Endpoint::DumpRequests => scrape.debug_dumps && scrape.dump_requests,
+            Endpoint::PriorityLevelConfigurations => !scrape.objects_interval.0.is_zero(),
+        })
+        .collect()
+}
+
+struct ReplicaState {
+    history: ReplicaHistory,
+    /// Seconds (on the hub's clock) of the last successful `/metrics` scrape.
+    last_metrics_success: Option<f64>,
+    /// Problems of the latest round, by endpoint, for reports.
+    errors: BTreeMap<Endpoint, String>,
+}
+
+/// Where every replica's rounds land: history, analysis, self-metrics, and the report that is served.
+pub struct Hub {
+    pub export: Arc<ExportState>,
+    analysis: Analysis,
+    started: Instant,
+    replicas: Mutex<BTreeMap<String, ReplicaState>>,
+}
+
+impl Hub {
+    pub fn new(export: Arc<ExportState>, analysis: Analysis) -> Self {
+        Self { export, analysis, started: Instant::now(), replicas: Mutex::new(BTreeMap::new()) }
+    }
+
+    fn seconds(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.started).as_secs_f64()
+    }
+
+    /// Error counters exist at 0 for every target, endpoint and reason from start-up, so rules see them at once.
+    pub fn register(&self, apiserver: &str, endpoints: &[Endpoint]) {
+        let mut m = self.export.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
+        for e in endpoints {
+            for reason in ScrapeError::REASONS {
+                m.scrape_errors_total.entry((apiserver.into(), e.label().into(), reason.into())).or_insert(0);
+            }
+            m.parse_errors_total.entry((apiserver.into(), e.label().into())).or_insert(0);
+            if *e != Endpoint::Metrics {
+                m.endpoint_available.insert((apiserver.into(), e.label().into()), 1);
+            }
+        }
+        drop(m);
+        self.replicas.lock().unwrap_or_else(|p| p.into_inner()).entry(apiserver.to_string()).or_insert_with(|| {
+            ReplicaState { history: ReplicaHistory::default(), last_metrics_success: None, errors: BTreeMap::new() }
+        });
+    }
+
+    /// Takes one round's results: updates self-metrics, the history and the served report.
+    pub fn record(
+        &self,
+        apiserver: &str,
+        mut round: ReplicaScrape,
+        objects: Option<&[PriorityLevelConfig]>,
+        unavailable: &[Endpoint],
+    ) {
+        let now = Instant::now();
+        let now_s = self.seconds(now);
+        let wall = SystemTime::now();
+        let unix = wall.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        {
+            let mut m = self.export.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
+            for r in &round.results {
+                let key = (apiserver.to_string(), r.endpoint.label().to_string());
+                m.scrape_duration_seconds.insert(key.clone(), r.duration.as_secs_f64());
+                *m.parse_errors_total.entry(key.clone()).or_insert(0) += r.invalid;
+                match &r.outcome {
+                    Ok(()) => {
+                        m.last_success_timestamp_seconds.insert(key.clone(), unix);
+                    }
+                    Err(e) => {
+                        *m.scrape_errors_total.entry((key.0.clone(), key.1.clone(), e.reason().into())).or_insert(0) += 1;
+                    }
+                }
+                if r.endpoint != Endpoint::Metrics {
+                    m.endpoint_available.insert(key, u8::from(!unavailable.contains(&r.endpoint)));
+                }
+            }
+            if let Some(v) = round.snapshot.as_ref().and_then(|s| s.kubernetes_version.clone()) {
+                m.kubernetes_version.insert(apiserver.to_string(), v);
+            }
+        }
+
+        let mut replicas = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
+        let state = replicas.entry(apiserver.to_string()).or_insert_with(|| ReplicaState {
+            history: ReplicaHistory::default(),
+            last_metrics_success: None,
+            errors: BTreeMap::new(),
+        });
+        for r in &round.results {
+            match &r.outcome {
+                Ok(()) => {
+                    state.errors.remove(&r.endpoint);
+                }
+                Err(e) => {
+                    state.errors.insert(r.endpoint, describe_error(r.endpoint, e));
+                }
+            }
+        }
+        if let Some(mut snapshot) = round.snapshot.take() {
+            if let Some(objects) = objects {
+                for plc in objects {
+                    if let Some(level) = snapshot.levels.get_mut(&plc.name) {
+                        level.config = Some(plc.clone());
+                    }
+                }
+            }
+            if !snapshot.has_apf() {
+                state.errors.insert(
+                    Endpoint::Metrics,
+                    "metrics: no apiserver_flowcontrol_* metric: APF is off on this replica, or the target is not a \
+                     kube-apiserver"
+                        .into(),
+                );
+            }
+            state.history.push(Point {
+                at: now_s,
+                wall_time: humantime::format_rfc3339_seconds(wall).to_string(),
+                snapshot: Arc::new(snapshot),
+            });
+            state.last_metrics_success = Some(now_s);
+            self.export.ready.store(true, Ordering::Relaxed);
+        }
+        state.history.prune(now_s, self.analysis.window_seconds);
+        let report = self.report_for(apiserver, state, now_s);
+        drop(replicas);
+
+        let mut served = self.export.report.write().unwrap_or_else(|p| p.into_inner());
+        match served.apiservers.binary_search_by(|a| a.apiserver.as_str().cmp(apiserver)) {
+            Ok(i) => served.apiservers[i] = report,
+            Err(i) => served.apiservers.insert(i, report),
+        }
+    }
+
+    fn report_for(&self, apiserver: &str, state: &ReplicaState, now_s: f64) -> ApiserverReport {
+        let stale = state.last_metrics_success.is_none_or(|t| now_s - t > self.analysis.window_seconds);
+        let mut report = if stale {
+            // Numbers older than the window would be presented as current: withhold them (honest over complete).
+            ApiserverReport { apiserver: apiserver.to_string(), ..Default::default() }
+        } else {
+            self.analysis.analyze_replica(apiserver, &state.history, now_s)
+        };
+        if stale && state.last_metrics_success.is_some() {
+            report.errors.push(format!(
+                "no successful /metrics scrape for over {:.0}s: values withheld until the replica answers again",
+                self.analysis.window_seconds
+            ));
+        }
+        report.errors.extend(state.errors.values().cloned());
+        report
+    }
+}
+
+/// A report line naming what failed and what to do about it.
+pub fn describe_error(endpoint: Endpoint, e: &ScrapeError) -> String {
+    let label = endpoint.label();
+    match e {
+        ScrapeError::Http { status: 401, .. } => {
+            format!("{label}: {e}: the credentials were refused; check bearer_token_file or the client certificate")
+        }
+        ScrapeError::Http { status: 403, .. } => {
+            format!("{label}: {e}: RBAC does not allow it; grant a ClusterRole rule {}", endpoint.rbac_hint())
+        }
+        ScrapeError::Http { status: 404, .. } if endpoint.is_dump() => {
+            format!("{label}: {e}: the replica does not serve this dump (APF off, or a proxy in the way)")
+        }
+        _ => format!("{label}: {e}"),
+    }
+}
+
+/// Settings of one replica's loop.
+#[derive(Debug, Clone)]
+pub struct LoopSettings {
+    pub interval: Duration,
+    pub max_backoff: Duration,
+    pub objects_interval: Duration,
+    pub request_details: bool,
+    pub max_body_bytes: u64,
+    pub max_line_bytes: usize,
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl LoopSettings {
+    pub fn from_config(scrape: &ScrapeConfig) -> Self {
+        Self {
+            interval: scrape.interval.0,
+            max_backoff: scrape.max_backoff.0,
+            objects_interval: scrape.objects_interval.0,
+            request_details: scrape.request_details,
+            max_body_bytes: scrape.max_body_bytes.0,
+            max_line_bytes: usize::try_from(scrape.max_line_bytes.0).unwrap_or(usize::MAX),
+            endpoints: enabled_endpoints(scrape),
+        }
+    }
+}
+
+/// Scrapes one replica every interval, forever: one request per endpoint per interval at most, never two rounds
+/// at once (a round ends within the timeout, which is no longer than the interval).
+pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>) {
+    hub.register(&target.name, &settings.endpoints);
+    let mut states: BTreeMap<Endpoint, EndpointState> = BTreeMap::new();
+    let mut objects: Option<Vec<crate::model::PriorityLevelConfig>> = None;
+    let mut next_objects = Instant::now();
+    let mut ticker = tokio::time::interval(settings.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticker.tick().await;
+        let now = Instant::now();
+        let due: Vec<Endpoint> = settings
+            .endpoints
+            .iter()
+            .copied()
+            .filter(|e| *e != Endpoint::PriorityLevelConfigurations || now >= next_objects)
+            .filter(|e| states.get(e).is_none_or(|s| s.is_due(now)))
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
+        let plan = ScrapePlan {
+            endpoints: due,
+            request_details: settings.request_details,
+            max_body_bytes: settings.max_body_bytes,
+            max_line_bytes: settings.max_line_bytes,
+        };
+        let mut round = scrape::scrape_replica(&target, &plan).await;
+        let finished = Instant::now();
+        for r in &round.results {
+            let state = states.entry(r.endpoint).or_default();
+            match &r.outcome {
+                Ok(()) => {
+                    if state.consecutive_failures > 0 || state.unavailable {
+                        tracing::info!(apiserver = %target.name, endpoint = r.endpoint.label(), "scraping works again");
+                    }
+                    state.record_success();
+                    if r.endpoint == Endpoint::PriorityLevelConfigurations {
+                        next_objects = finished + settings.objects_interval;
+                    }
+                }
+                Err(e) => {
+                    let verdict =
+                        state.record_failure(r.endpoint, e, finished, settings.interval, settings.max_backoff);
+                    match verdict {
+                        scrape::Verdict::Unavailable { first: true } => tracing::warn!(
+                            apiserver = %target.name,
+                            endpoint = r.endpoint.label(),
+                            "{}; continuing without it (tried again every {}s)",
+                            describe_error(r.endpoint, e),
+                            scrape::UNAVAILABLE_RETRY.as_secs()
+                        ),
+                        scrape::Verdict::Unavailable { first: false } => {}
+                        scrape::Verdict::RetryAfter(delay) => {
+                            // Warn on the first failure and then rarely, so a dead replica does not flood the log.
+                            if state.consecutive_failures == 1 || state.consecutive_failures % 20 == 0 {
+                                tracing::warn!(
+                                    apiserver = %target.name,
+                                    endpoint = r.endpoint.label(),
+                                    failures = state.consecutive_failures,
+                                    next_try_in_s = delay.as_secs_f64(),
+                                    "{}",
+                                    describe_error(r.endpoint, e)
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(list) = round.objects.take() {
+            objects = Some(list);
+        }
+        let unavailable: Vec<Endpoint> = states.iter().filter(|(_, s)| s.unavailable).map(|(e, _)| *e).collect();
+        hub.record(&target.name, round, objects.as_deref(), &unavailable);
+    }
+}

@@ -1,0 +1,75 @@
+//! The status page: per replica and level, headroom, queues and top flows, readable without Grafana.
+use std::fmt::Write;
+
+use crate::analyze::{LevelStatus, StatusReport};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.fract() == 0.0 => format!("{v}"),
+        Some(v) => format!("{v:.2}"),
+        None => "–".into(),
+    }
+}
+
+pub fn render(report: &StatusReport) -> String {
+    let mut h = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"5\">\
+         <title>apf-monitor</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+         td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}td:first-child,th:first-child{text-align:left}\
+         .warning{background:#fff3cd}.critical{background:#f8d7da}.err{color:#a00}</style></head><body>\
+         <h1>apf-monitor</h1><p><a href=\"/metrics\">/metrics</a> · <a href=\"/api/v1/status\">/api/v1/status</a></p>",
+    );
+    if report.apiservers.is_empty() {
+        h.push_str("<p>No replica scraped yet.</p>");
+    }
+    for a in &report.apiservers {
+        let _ = write!(
+            h,
+            "<h2>{} <small>{}</small></h2>",
+            esc(&a.apiserver),
+            esc(a.kubernetes_version.as_deref().unwrap_or(""))
+        );
+        for e in &a.errors {
+            let _ = write!(h, "<p class=\"err\">{}</p>", esc(e));
+        }
+        h.push_str(
+            "<table><tr><th>priority level</th><th>limit</th><th>in use</th><th>headroom</th><th>queued</th>\
+             <th>fullest queue</th><th>rejected/s</th><th>to exhaustion</th><th>status</th><th>top flows</th></tr>",
+        );
+        for l in &a.levels {
+            let class = match l.status {
+                LevelStatus::Ok => "",
+                LevelStatus::Warning => "warning",
+                LevelStatus::Critical => "critical",
+            };
+            let rejected: f64 = l.rejected_per_second.iter().flatten().map(|(_, v)| v).sum();
+            let flows: Vec<String> = l
+                .top_flows
+                .iter()
+                .take(3)
+                .map(|f| format!("{}/{} ({:.1} waiting, {:.1} seats)", esc(&f.flow_schema), esc(&f.flow), f.waiting_requests, f.executing_seats))
+                .collect();
+            let _ = write!(
+                h,
+                "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:?}</td><td style=\"text-align:left\">{}</td></tr>",
+                esc(&l.priority_level),
+                num(l.limit_seats),
+                num(l.executing_seats),
+                num(l.headroom_seats),
+                num(l.inqueue_requests),
+                num(l.fullest_queue_requests),
+                if l.rejected_per_second.is_some() { format!("{rejected:.2}") } else { "–".into() },
+                l.seconds_to_exhaustion.map(|s| format!("{s:.0}s")).unwrap_or_else(|| "–".into()),
+                l.status,
+                flows.join("<br>")
+            );
+        }
+        h.push_str("</table>");
+    }
+    h.push_str("</body></html>");
+    h
+}

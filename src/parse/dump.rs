@@ -717,6 +717,16 @@ mod tests {
     }
 
     #[test]
+    fn header_only_is_an_empty_dump() {
+        // 1.28+ dump_queues when no level has queues, or dump_requests when nothing waits.
+        let d = ok(parse_requests(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime, InitialSeats, FinalSeats, AdditionalLatency, StartTime\n",
+        ));
+        assert!(d.rows.is_empty());
+        assert_eq!(d.stats, DumpStats::default());
+    }
+
+    #[test]
     fn bad_rows_are_counted_not_fatal() {
         let text = "PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests\n\
                     a, 1, false, false, 2, 3\n\

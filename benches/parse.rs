@@ -1,1 +1,87 @@
-fn main() {}
+//! Throughput of the exposition parser on the biggest real capture, against prometheus-parse.
+//!
+//! Run: `cargo bench --bench parse -- --warm-up-time 1 --measurement-time 3`
+
+use std::hint::black_box;
+use std::io::Read;
+
+use apf_monitor::parse::exposition::{parse_all, ExpositionParser, Sample};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+/// What the daemon keeps: the APF families, the in-flight gauges and the build info.
+fn apf_filter(name: &str) -> bool {
+    name.starts_with("apiserver_flowcontrol_")
+        || name.starts_with("apiserver_current_in")
+        || name == "kubernetes_build_info"
+}
+
+fn capture() -> Vec<u8> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/metrics-v1.34.txt.gz"
+    );
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let input = capture();
+    let text = String::from_utf8(input.clone()).unwrap_or_else(|e| panic!("capture: {e}"));
+
+    let mut group = c.benchmark_group("metrics-v1.34");
+    group.throughput(Throughput::Bytes(input.len() as u64));
+    group.bench_function("ours, APF filter", |b| {
+        b.iter(|| {
+            let mut sum = 0.0;
+            let stats = parse_all(black_box(&input), apf_filter, &mut |s: &Sample<'_>| {
+                sum += s.value
+            });
+            black_box((sum, stats))
+        })
+    });
+    group.bench_function("ours, no filter", |b| {
+        b.iter(|| {
+            let mut labels = 0usize;
+            let stats = parse_all(black_box(&input), |_| true, &mut |s: &Sample<'_>| {
+                labels += s.labels.len()
+            });
+            black_box((labels, stats))
+        })
+    });
+    group.bench_function("prometheus-parse (baseline)", |b| {
+        b.iter(|| {
+            let lines = black_box(text.as_str())
+                .lines()
+                .map(|l| Ok::<_, std::io::Error>(l.to_owned()));
+            black_box(prometheus_parse::Scrape::parse(lines).map(|s| s.samples.len()))
+        })
+    });
+    group.finish();
+
+    // A big cluster's scrape: the capture repeated to ~50 MB, streamed in 64 KiB chunks.
+    let copies = (50 * 1024 * 1024) / input.len() + 1;
+    let big: Vec<u8> = input.repeat(copies);
+    let mut group = c.benchmark_group("50MB");
+    group.throughput(Throughput::Bytes(big.len() as u64));
+    group.sample_size(10);
+    group.bench_function("ours, APF filter, 64 KiB chunks", |b| {
+        b.iter(|| {
+            let mut n = 0u64;
+            let mut sink = |_: &Sample<'_>| n += 1;
+            let mut parser = ExpositionParser::new(apf_filter, 1 << 20);
+            for chunk in black_box(&big).chunks(64 * 1024) {
+                parser.feed(chunk, &mut sink);
+            }
+            let stats = parser.finish(&mut sink);
+            black_box((n, stats))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,22 +1,58 @@
-//! TEMPORARY STUB (replaced by the real parser on merge).
+//! Header-driven parser of the three APF debug dumps
+//! (`/debug/api_priority_and_fairness/dump_priority_levels`, `dump_queues`, `dump_requests`).
+//!
+//! The apiserver joins cells with `",\t"` and pads them with Go's tabwriter. The column set changed
+//! across releases (5 to 18 columns), so every column is looked up by its header name and a
+//! column this release does not print is `None`. Columns we do not know (future releases) are
+//! ignored. One bad row never fails the dump: it is counted in [`DumpStats::invalid_rows`].
+//!
+//! Rows with more cells than the header: a user name can contain a comma. The extra cells are
+//! merged back into the free-text column, `UserName` when the header has it, else
+//! `FlowDistingsher` (which holds the user name for by-user flow schemas). If both hold the same
+//! comma-containing name the merge goes entirely into `UserName` and `FlowDistingsher` keeps its
+//! first piece: a known, rare imprecision that leaves every other column correct. Dumps without
+//! a free-text column (levels, queues) count such a row as invalid. A 2020 details row that
+//! stops early can hide an extra cell (it still has fewer cells than the header); nothing in
+//! the text tells it apart, so such a row is read as is.
+
+use std::borrow::Cow;
+
+/// Why a body is not usable at all.
 #[derive(Debug, thiserror::Error)]
 pub enum DumpError {
-    #[error("not a dump: {first_line}")]
-    NotADump { first_line: String },
-    #[error("missing column {column}")]
+    /// The first line is not a dump header: e.g. an HTML page from a proxy, or `Forbidden`.
+    #[error("not an APF debug dump; first line: {first_line:?}")]
+    NotADump {
+        /// Truncated to 80 characters.
+        first_line: String,
+    },
+    /// The header lacks a column that every row needs.
+    #[error("APF debug dump header has no {column} column")]
     MissingColumn { column: &'static str },
 }
+
+/// Counters of one dump parse.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DumpStats {
+    /// Rows returned.
     pub rows: u64,
+    /// Blank lines and literal `...` lines (elided rows in documentation copies).
     pub skipped_lines: u64,
+    /// Rows skipped because a cell did not parse or the priority level name was empty.
     pub invalid_rows: u64,
+    /// Rows whose extra cells were merged into the free-text column.
     pub merged_rows: u64,
 }
+
+/// The rows of one dump and how they were read.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Dump<T> {
     pub rows: Vec<T>,
     pub stats: DumpStats,
 }
+
+/// One row of `dump_priority_levels`. Counters after `executing_requests` exist from 1.27;
+/// `exempt` prints `<none>` (all `None`) before 1.28.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriorityLevelRow {
     pub priority_level: String,
@@ -30,6 +66,9 @@ pub struct PriorityLevelRow {
     pub timedout_requests: Option<u64>,
     pub cancelled_requests: Option<u64>,
 }
+
+/// One row of `dump_queues`. `virtual_start` is the 1.19–1.22 column; `next_dispatch_r` and the
+/// seat columns exist from 1.23.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueRow {
     pub priority_level: String,
@@ -37,12 +76,17 @@ pub struct QueueRow {
     pub pending_requests: Option<u64>,
     pub executing_requests: Option<u64>,
     pub seats_in_use: Option<u64>,
+    /// Seat-seconds (`ss` suffix removed).
     pub next_dispatch_r: Option<f64>,
     pub virtual_start: Option<f64>,
     pub initial_seats_sum: Option<u64>,
     pub max_seats_sum: Option<u64>,
+    /// Seat-seconds (`ss` suffix removed).
     pub total_work_sum: Option<f64>,
 }
+
+/// One row of `dump_requests` (queued requests; from 1.28 executing ones too). The columns from
+/// `user_name` on are present only with `?includeRequestDetails=1`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRow {
     pub priority_level: String,
@@ -64,29 +108,727 @@ pub struct RequestRow {
     pub resource: Option<String>,
     pub subresource: Option<String>,
 }
+
 impl RequestRow {
+    /// Executing, not waiting: `RequestIndexInQueue` is -1 (rows listed from 1.28).
     pub fn is_executing(&self) -> bool {
         self.request_index_in_queue == Some(-1)
     }
+
+    /// The 1.19 all-`<none>` row for `exempt` (kubernetes/kubernetes#93376), not a request.
     pub fn is_phantom(&self) -> bool {
         self.flow_schema.is_none() && self.queue_index.is_none()
     }
 }
-pub fn parse_priority_levels(_t: &str) -> Result<Dump<PriorityLevelRow>, DumpError> {
-    Ok(Dump {
-        rows: vec![],
-        stats: DumpStats::default(),
+
+const PRIORITY_LEVEL_NAME: &str = "PriorityLevelName";
+/// Spelled this way by the apiserver; the correct spelling is accepted too, in case it is fixed.
+const FLOW_DISTINGUISHER: [&str; 2] = ["FlowDistingsher", "FlowDistinguisher"];
+const USER_NAME: &str = "UserName";
+
+/// Parses `dump_priority_levels`.
+pub fn parse_priority_levels(text: &str) -> Result<Dump<PriorityLevelRow>, DumpError> {
+    parse_table(
+        text,
+        |_| None,
+        |h| {
+            let name = h.require(PRIORITY_LEVEL_NAME)?;
+            let active = h.col("ActiveQueues");
+            let idle = h.col("IsIdle");
+            let quiescing = h.col("IsQuiescing");
+            let waiting = h.col("WaitingRequests");
+            let executing = h.col("ExecutingRequests");
+            let dispatched = h.col("DispatchedRequests");
+            let rejected = h.col("RejectedRequests");
+            let timedout = h.col("TimedoutRequests");
+            let cancelled = h.col("CancelledRequests");
+            Ok(move |r: &Row<'_>| {
+                Some(PriorityLevelRow {
+                    priority_level: r.level(name)?,
+                    active_queues: r.num(active)?,
+                    is_idle: r.boolean(idle)?,
+                    is_quiescing: r.boolean(quiescing)?,
+                    waiting_requests: r.num(waiting)?,
+                    executing_requests: r.num(executing)?,
+                    dispatched_requests: r.num(dispatched)?,
+                    rejected_requests: r.num(rejected)?,
+                    timedout_requests: r.num(timedout)?,
+                    cancelled_requests: r.num(cancelled)?,
+                })
+            })
+        },
+    )
+}
+
+/// Parses `dump_queues`.
+pub fn parse_queues(text: &str) -> Result<Dump<QueueRow>, DumpError> {
+    parse_table(
+        text,
+        |_| None,
+        |h| {
+            let name = h.require(PRIORITY_LEVEL_NAME)?;
+            let index = h.col("Index");
+            let pending = h.col("PendingRequests");
+            let executing = h.col("ExecutingRequests");
+            let seats = h.col("SeatsInUse");
+            let next_r = h.col("NextDispatchR");
+            let virtual_start = h.col("VirtualStart");
+            let initial = h.col("InitialSeatsSum");
+            let max = h.col("MaxSeatsSum");
+            let work = h.col("TotalWorkSum");
+            Ok(move |r: &Row<'_>| {
+                Some(QueueRow {
+                    priority_level: r.level(name)?,
+                    index: r.num(index)?,
+                    pending_requests: r.num(pending)?,
+                    executing_requests: r.num(executing)?,
+                    seats_in_use: r.num(seats)?,
+                    next_dispatch_r: r.seat_seconds(next_r)?,
+                    virtual_start: r.seat_seconds(virtual_start)?,
+                    initial_seats_sum: r.num(initial)?,
+                    max_seats_sum: r.num(max)?,
+                    total_work_sum: r.seat_seconds(work)?,
+                })
+            })
+        },
+    )
+}
+
+/// Parses `dump_requests`, with or without `includeRequestDetails`.
+pub fn parse_requests(text: &str) -> Result<Dump<RequestRow>, DumpError> {
+    let free_text = |h: &Header| h.col(USER_NAME).or_else(|| h.col_any(&FLOW_DISTINGUISHER));
+    parse_table(text, free_text, |h| {
+        let name = h.require(PRIORITY_LEVEL_NAME)?;
+        let schema = h.col("FlowSchemaName");
+        let queue = h.col("QueueIndex");
+        let in_queue = h.col("RequestIndexInQueue");
+        let distinguisher = h.col_any(&FLOW_DISTINGUISHER);
+        let arrive = h.col("ArriveTime");
+        let initial = h.col("InitialSeats");
+        let fin = h.col("FinalSeats");
+        let latency = h.col("AdditionalLatency");
+        let start = h.col("StartTime");
+        let user = h.col(USER_NAME);
+        let verb = h.col("Verb");
+        let path = h.col("APIPath");
+        let namespace = h.col("Namespace");
+        let obj = h.col("Name");
+        let version = h.col("APIVersion");
+        let resource = h.col("Resource");
+        let sub = h.col("SubResource");
+        Ok(move |r: &Row<'_>| {
+            Some(RequestRow {
+                priority_level: r.level(name)?,
+                flow_schema: r.text(schema),
+                queue_index: r.num(queue)?,
+                request_index_in_queue: r.num(in_queue)?,
+                flow_distinguisher: r.text(distinguisher),
+                arrive_time: r.text(arrive),
+                initial_seats: r.num(initial)?,
+                final_seats: r.num(fin)?,
+                additional_latency: r.text(latency),
+                start_time: r.text(start),
+                user_name: r.text(user),
+                verb: r.text(verb),
+                api_path: r.text(path),
+                namespace: r.text(namespace),
+                name: r.text(obj),
+                api_version: r.text(version),
+                resource: r.text(resource),
+                subresource: r.text(sub),
+            })
+        })
     })
 }
-pub fn parse_queues(_t: &str) -> Result<Dump<QueueRow>, DumpError> {
-    Ok(Dump {
-        rows: vec![],
-        stats: DumpStats::default(),
-    })
+
+/// Column names of a dump, in order.
+struct Header {
+    columns: Vec<String>,
 }
-pub fn parse_requests(_t: &str) -> Result<Dump<RequestRow>, DumpError> {
-    Ok(Dump {
-        rows: vec![],
-        stats: DumpStats::default(),
-    })
+
+impl Header {
+    fn col(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == name)
+    }
+
+    fn col_any(&self, names: &[&str]) -> Option<usize> {
+        names.iter().find_map(|n| self.col(n))
+    }
+
+    fn require(&self, name: &'static str) -> Result<usize, DumpError> {
+        self.col(name)
+            .ok_or(DumpError::MissingColumn { column: name })
+    }
+}
+
+/// The trimmed cells of one row, aligned with the header.
+struct Row<'a> {
+    cells: Vec<Cow<'a, str>>,
+}
+
+impl Row<'_> {
+    /// The cell, or `None` when the column is absent, the row stops early, or the cell is empty
+    /// or `<none>`.
+    fn cell(&self, col: Option<usize>) -> Option<&str> {
+        let cell = self.cells.get(col?)?.as_ref();
+        match cell {
+            "" | "<none>" => None,
+            c => Some(c),
+        }
+    }
+
+    fn text(&self, col: Option<usize>) -> Option<String> {
+        self.cell(col).map(str::to_string)
+    }
+
+    /// The priority level name; `None` (empty or `<none>`) makes the row invalid.
+    fn level(&self, col: usize) -> Option<String> {
+        self.cell(Some(col)).map(str::to_string)
+    }
+
+    /// Outer `None`: the cell is not a number, so the row is invalid. Inner `None`: no value.
+    fn num<N: std::str::FromStr>(&self, col: Option<usize>) -> Option<Option<N>> {
+        match self.cell(col) {
+            None => Some(None),
+            Some(c) => c.parse().ok().map(Some),
+        }
+    }
+
+    fn boolean(&self, col: Option<usize>) -> Option<Option<bool>> {
+        match self.cell(col) {
+            None => Some(None),
+            Some("true") => Some(Some(true)),
+            Some("false") => Some(Some(false)),
+            Some(_) => None,
+        }
+    }
+
+    /// `SeatSeconds.String()` is `%d.%08dss`; `VirtualStart` (1.19–1.22) is a plain float.
+    fn seat_seconds(&self, col: Option<usize>) -> Option<Option<f64>> {
+        match self.cell(col) {
+            None => Some(None),
+            Some(c) => {
+                let c = c.strip_suffix("ss").unwrap_or(c);
+                c.parse::<f64>().ok().filter(|v| v.is_finite()).map(Some)
+            }
+        }
+    }
+}
+
+/// Shared table reader: finds the header, lets `columns` resolve what it needs, then turns
+/// each row into a `T` with `build` (which returns `None` for an invalid row).
+fn parse_table<'t, T, B>(
+    text: &'t str,
+    free_text: impl Fn(&Header) -> Option<usize>,
+    columns: impl FnOnce(&Header) -> Result<B, DumpError>,
+) -> Result<Dump<T>, DumpError>
+where
+    B: Fn(&Row<'t>) -> Option<T>,
+{
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut stats = DumpStats::default();
+    let mut lines = text.lines();
+    // Leading blank lines are tolerated; a blank body is an empty dump.
+    let header_line = loop {
+        match lines.next() {
+            None => {
+                return Ok(Dump {
+                    rows: Vec::new(),
+                    stats,
+                })
+            }
+            Some(l) if l.trim().is_empty() => continue,
+            Some(l) => break l,
+        }
+    };
+    // The 2020 layouts end every line with `,`: then that comma closes the last cell rather
+    // than opening an empty one. Otherwise a row ending in `,` has an empty last cell, and
+    // dropping it would hide a comma inside a user name.
+    let trailing_comma = header_line.trim_end().ends_with(',');
+    let columns_found = split_cells(header_line, trailing_comma);
+    if !looks_like_header(&columns_found) {
+        return Err(DumpError::NotADump {
+            first_line: header_line.trim().chars().take(80).collect(),
+        });
+    }
+    let header = Header {
+        columns: columns_found.iter().map(|c| c.trim().to_string()).collect(),
+    };
+    let build = columns(&header)?;
+    let free = free_text(&header);
+    let width = header.columns.len();
+    let mut rows = Vec::new();
+    for line in lines {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed == "..." {
+            stats.skipped_lines += 1;
+            continue;
+        }
+        let raw = split_cells(line, trailing_comma);
+        let cells: Vec<Cow<'t, str>> = if raw.len() > width {
+            match free {
+                Some(f) => {
+                    stats.merged_rows += 1;
+                    merge_extra_cells(&raw, f, raw.len() - width)
+                }
+                None => {
+                    stats.invalid_rows += 1;
+                    continue;
+                }
+            }
+        } else {
+            raw.iter().map(|c| Cow::Borrowed(c.trim())).collect()
+        };
+        match build(&Row { cells }) {
+            Some(row) => {
+                stats.rows += 1;
+                rows.push(row);
+            }
+            None => stats.invalid_rows += 1,
+        }
+    }
+    Ok(Dump { rows, stats })
+}
+
+/// Splits on `,` without trimming; with `trailing_comma` a final `,` closes the last cell.
+fn split_cells(line: &str, trailing_comma: bool) -> Vec<&str> {
+    let mut line = line.trim_end();
+    if trailing_comma {
+        line = line.strip_suffix(',').unwrap_or(line);
+    }
+    line.split(',').collect()
+}
+
+/// A header has at least two cells, each a bare CamelCase column name.
+fn looks_like_header(cells: &[&str]) -> bool {
+    cells.len() >= 2
+        && cells.iter().all(|c| {
+            let c = c.trim();
+            c.starts_with(|ch: char| ch.is_ascii_alphabetic())
+                && c.chars().all(|ch| ch.is_ascii_alphanumeric())
+        })
+}
+
+/// Glues `extra` cells after column `free` back into it, with the commas they were split on.
+fn merge_extra_cells<'t>(raw: &[&'t str], free: usize, extra: usize) -> Vec<Cow<'t, str>> {
+    let mut cells = Vec::with_capacity(raw.len() - extra);
+    for (i, c) in raw.iter().enumerate() {
+        if i == free {
+            let end = (free + extra + 1).min(raw.len());
+            cells.push(Cow::Owned(raw[free..end].join(",").trim().to_string()));
+        } else if i <= free || i > free + extra {
+            cells.push(Cow::Borrowed(c.trim()));
+        }
+    }
+    cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn ok<T>(r: Result<Dump<T>, DumpError>) -> Dump<T> {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn levels_2020_six_columns_trailing_comma_and_none_exempt() {
+        let d = ok(parse_priority_levels(&fixture(
+            "k8swebsite-2020-dump_priority_levels.txt",
+        )));
+        assert_eq!(d.rows.len(), 7);
+        assert_eq!(
+            d.stats,
+            DumpStats {
+                rows: 7,
+                ..DumpStats::default()
+            }
+        );
+        let low = &d.rows[0];
+        assert_eq!(low.priority_level, "workload-low");
+        assert_eq!(low.active_queues, Some(0));
+        assert_eq!(low.is_idle, Some(true));
+        assert_eq!(low.is_quiescing, Some(false));
+        assert_eq!(low.executing_requests, Some(0));
+        assert_eq!(low.dispatched_requests, None, "no such column before 1.27");
+        let exempt = d.rows.iter().find(|r| r.priority_level == "exempt");
+        assert_eq!(
+            exempt,
+            Some(&PriorityLevelRow {
+                priority_level: "exempt".into(),
+                active_queues: None,
+                is_idle: None,
+                is_quiescing: None,
+                waiting_requests: None,
+                executing_requests: None,
+                dispatched_requests: None,
+                rejected_requests: None,
+                timedout_requests: None,
+                cancelled_requests: None,
+            })
+        );
+    }
+
+    #[test]
+    fn levels_2023_ten_columns() {
+        let d = ok(parse_priority_levels(&fixture(
+            "k8swebsite-2023-dump_priority_levels.txt",
+        )));
+        assert_eq!(d.stats.rows, 8);
+        let wh = d.rows.iter().find(|r| r.priority_level == "workload-high");
+        assert_eq!(wh.and_then(|r| r.dispatched_requests), Some(500));
+        let exempt = d.rows.iter().find(|r| r.priority_level == "exempt");
+        assert_eq!(exempt.and_then(|r| r.executing_requests), Some(0));
+        let gd = d.rows.iter().find(|r| r.priority_level == "global-default");
+        assert_eq!(gd.and_then(|r| r.dispatched_requests), Some(46));
+        assert_eq!(gd.and_then(|r| r.cancelled_requests), Some(0));
+        assert_eq!(gd.and_then(|r| r.timedout_requests), Some(0));
+    }
+
+    #[test]
+    fn queues_2020_virtual_start_and_ellipsis() {
+        let d = ok(parse_queues(&fixture("k8swebsite-2020-dump_queues.txt")));
+        assert_eq!(d.stats.rows, 5);
+        assert_eq!(d.stats.skipped_lines, 1);
+        let last = &d.rows[4];
+        assert_eq!(last.priority_level, "leader-election");
+        assert_eq!(last.index, Some(15));
+        assert_eq!(last.virtual_start, Some(0.0));
+        assert_eq!(last.next_dispatch_r, None);
+        assert_eq!(last.seats_in_use, None);
+    }
+
+    #[test]
+    fn queues_2023_seat_seconds() {
+        let d = ok(parse_queues(&fixture("k8swebsite-2023-dump_queues.txt")));
+        assert_eq!(d.stats.rows, 6);
+        assert_eq!(d.stats.skipped_lines, 2);
+        let q14 = &d.rows[0];
+        assert_eq!(q14.priority_level, "workload-low");
+        assert_eq!(q14.index, Some(14));
+        assert_eq!(q14.pending_requests, Some(27));
+        assert_eq!(q14.next_dispatch_r, Some(77.64342019));
+        assert_eq!(q14.initial_seats_sum, Some(270));
+        assert_eq!(q14.max_seats_sum, Some(270));
+        assert_eq!(q14.total_work_sum, Some(0.81));
+        assert_eq!(q14.virtual_start, None);
+        let le0 = &d.rows[2];
+        assert_eq!(
+            (le0.priority_level.as_str(), le0.next_dispatch_r),
+            ("leader-election", Some(5088.87053833))
+        );
+    }
+
+    #[test]
+    fn requests_2020_and_phantom() {
+        let d = ok(parse_requests(&fixture(
+            "k8swebsite-2020-dump_requests.txt",
+        )));
+        assert_eq!(d.rows.len(), 2);
+        assert!(d.rows[0].is_phantom());
+        assert_eq!(d.rows[0].priority_level, "exempt");
+        let r = &d.rows[1];
+        assert!(!r.is_phantom() && !r.is_executing());
+        assert_eq!(r.flow_schema.as_deref(), Some("system-nodes"));
+        assert_eq!(r.queue_index, Some(12));
+        assert_eq!(r.request_index_in_queue, Some(0));
+        assert_eq!(
+            r.flow_distinguisher.as_deref(),
+            Some("system:node:127.0.0.1")
+        );
+        assert_eq!(
+            r.arrive_time.as_deref(),
+            Some("2020-07-23T15:26:57.179170694Z")
+        );
+        assert_eq!(r.initial_seats, None);
+
+        let d = ok(parse_requests(&fixture(
+            "k8s-issue-93376-dump_requests-phantom.txt",
+        )));
+        assert_eq!(d.rows.len(), 1);
+        assert!(d.rows[0].is_phantom());
+        assert_eq!(d.rows[0].user_name, None);
+    }
+
+    #[test]
+    fn requests_2020_details_rows_stop_early() {
+        let d = ok(parse_requests(&fixture(
+            "k8swebsite-2020-dump_requests-includeRequestDetails.txt",
+        )));
+        assert_eq!(d.stats.rows, 2);
+        assert_eq!(d.stats.invalid_rows, 0);
+        assert_eq!(d.stats.merged_rows, 0);
+        for r in &d.rows {
+            assert_eq!(r.user_name.as_deref(), Some("system:node:127.0.0.1"));
+            assert_eq!(r.verb.as_deref(), Some("create"));
+            assert_eq!(
+                r.api_path.as_deref(),
+                Some("/api/v1/namespaces/scaletest/configmaps")
+            );
+            assert_eq!(r.namespace, None);
+            assert_eq!(r.name, None);
+            assert_eq!(r.api_version, None);
+            assert_eq!(r.resource, None);
+            assert_eq!(r.subresource, None);
+        }
+        assert_eq!(d.rows[1].request_index_in_queue, Some(1));
+    }
+
+    #[test]
+    fn requests_2023_ten_and_eighteen_columns() {
+        let d = ok(parse_requests(&fixture(
+            "k8swebsite-2023-dump_requests.txt",
+        )));
+        assert_eq!(d.stats.rows, 3);
+        let exempt = &d.rows[0];
+        assert_eq!(exempt.queue_index, Some(-1));
+        assert!(exempt.is_executing());
+        assert!(!exempt.is_phantom());
+        assert_eq!(exempt.flow_distinguisher, None);
+        assert_eq!(
+            exempt.start_time.as_deref(),
+            Some("2023-07-15T04:51:25.596404345Z")
+        );
+        let low = &d.rows[1];
+        assert_eq!(low.initial_seats, Some(10));
+        assert_eq!(low.final_seats, Some(0));
+        assert_eq!(low.additional_latency.as_deref(), Some("0s"));
+        assert_eq!(low.start_time.as_deref(), Some("0001-01-01T00:00:00Z"));
+        assert_eq!(low.user_name, None);
+
+        let d = ok(parse_requests(&fixture(
+            "k8swebsite-2023-dump_requests-includeRequestDetails.txt",
+        )));
+        assert_eq!(d.stats.rows, 3);
+        let r = &d.rows[1];
+        assert_eq!(
+            r.user_name.as_deref(),
+            Some("system:serviceaccount:default:loadtest")
+        );
+        assert_eq!(r.verb.as_deref(), Some("list"));
+        assert_eq!(r.namespace.as_deref(), Some("kube-stress"));
+        assert_eq!(r.name, None);
+        assert_eq!(r.api_version.as_deref(), Some("v1"));
+        assert_eq!(r.resource.as_deref(), Some("configmaps"));
+        assert_eq!(r.subresource, None);
+        assert_eq!(
+            d.rows[0].user_name.as_deref(),
+            Some("system:serviceaccount:system:admin")
+        );
+    }
+
+    const DETAILS_HEADER: &str = "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime, InitialSeats, FinalSeats, AdditionalLatency, StartTime, UserName, Verb, APIPath, Namespace, Name, APIVersion, Resource, SubResource\n";
+
+    #[test]
+    fn comma_in_user_name_is_merged_into_user_name() {
+        let text = format!(
+            "{DETAILS_HEADER}workload-low, service-accounts, 3, 0, , 2026-03-02T10:15:04Z, 1, 0, 0s, 0001-01-01T00:00:00Z, CN=alice, O=dev,  get,  /api/v1/pods, ns1, , v1, pods, \n"
+        );
+        let d = ok(parse_requests(&text));
+        assert_eq!(d.stats.merged_rows, 1);
+        assert_eq!(d.stats.rows, 1);
+        let r = &d.rows[0];
+        assert_eq!(r.user_name.as_deref(), Some("CN=alice, O=dev"));
+        assert_eq!(r.verb.as_deref(), Some("get"));
+        assert_eq!(r.api_path.as_deref(), Some("/api/v1/pods"));
+        assert_eq!(r.namespace.as_deref(), Some("ns1"));
+        assert_eq!(r.resource.as_deref(), Some("pods"));
+
+        // Without details, the distinguisher (the user name for by-user schemas) gets the merge.
+        let text = "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime\nworkload-low, service-accounts, 3, 0, a,b,c, 2026-03-02T10:15:04Z\n";
+        let d = ok(parse_requests(text));
+        assert_eq!(d.stats.merged_rows, 1);
+        assert_eq!(d.rows[0].flow_distinguisher.as_deref(), Some("a,b,c"));
+        assert_eq!(
+            d.rows[0].arrive_time.as_deref(),
+            Some("2026-03-02T10:15:04Z")
+        );
+
+        // 2020 layout: every line ends with `,`, which is not an extra cell.
+        let text = "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime,\nsystem, system-nodes, 12, 0, a,b, 2020-07-23T15:26:57Z,\n";
+        let d = ok(parse_requests(text));
+        assert_eq!(d.stats.merged_rows, 1);
+        assert_eq!(d.rows[0].flow_distinguisher.as_deref(), Some("a,b"));
+        assert_eq!(
+            d.rows[0].arrive_time.as_deref(),
+            Some("2020-07-23T15:26:57Z")
+        );
+
+        // Levels have no free-text column: an over-long row is invalid, not misread.
+        let d = ok(parse_priority_levels(
+            "PriorityLevelName, ActiveQueues\nx, 1, 2\ny, 3\n",
+        ));
+        assert_eq!((d.stats.rows, d.stats.invalid_rows), (1, 1));
+    }
+
+    #[test]
+    fn crlf_trailing_spaces_and_unknown_columns() {
+        let text = "PriorityLevelName, Index,  PendingRequests, FutureColumn, NextDispatchR   \r\nworkload-low,      1,      14,              zzz,          3124.99112057ss   \r\n\r\n";
+        let d = ok(parse_queues(text));
+        assert_eq!(d.stats.rows, 1);
+        assert_eq!(d.stats.skipped_lines, 1);
+        let q = &d.rows[0];
+        assert_eq!(q.pending_requests, Some(14));
+        assert_eq!(q.next_dispatch_r, Some(3124.99112057));
+        assert_eq!(q.total_work_sum, None);
+    }
+
+    #[test]
+    fn blank_body_is_empty_and_non_dumps_are_errors() {
+        for blank in ["", "\n", "  \r\n\n"] {
+            let d = ok(parse_requests(blank));
+            assert!(d.rows.is_empty());
+        }
+        for body in [
+            "Forbidden",
+            "Forbidden\n",
+            "<html><head><title>502 Bad Gateway</title></head>\n<body></body></html>\n",
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"code\":403}",
+            "404 page not found\n",
+        ] {
+            match parse_queues(body) {
+                Err(DumpError::NotADump { first_line }) => {
+                    assert!(first_line.len() <= 80);
+                    assert!(!first_line.contains('\n'));
+                }
+                other => panic!("{body:?}: {:?}", other.map(|d| d.rows)),
+            }
+        }
+        let long = "x".repeat(500);
+        match parse_queues(&long) {
+            Err(DumpError::NotADump { first_line }) => assert_eq!(first_line.len(), 80),
+            other => panic!("{:?}", other.map(|d| d.rows)),
+        }
+        match parse_priority_levels("Index, PendingRequests\n0, 1\n") {
+            Err(
+                e @ DumpError::MissingColumn {
+                    column: "PriorityLevelName",
+                },
+            ) => {
+                assert!(e.to_string().contains("PriorityLevelName"))
+            }
+            other => panic!("{:?}", other.map(|d| d.rows)),
+        }
+    }
+
+    #[test]
+    fn header_only_is_an_empty_dump() {
+        // 1.28+ dump_queues when no level has queues, or dump_requests when nothing waits.
+        let d = ok(parse_requests(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime, InitialSeats, FinalSeats, AdditionalLatency, StartTime\n",
+        ));
+        assert!(d.rows.is_empty());
+        assert_eq!(d.stats, DumpStats::default());
+    }
+
+    #[test]
+    fn bad_rows_are_counted_not_fatal() {
+        let text = "PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests\n\
+                    a, 1, false, false, 2, 3\n\
+                    b, many, false, false, 2, 3\n\
+                    c, 1, maybe, false, 2, 3\n\
+                    , 1, false, false, 2, 3\n\
+                    d, -1, false, false, 2, 3\n\
+                    e, 0, true, false, 0, 0\n";
+        let d = ok(parse_priority_levels(text));
+        assert_eq!(
+            d.rows
+                .iter()
+                .map(|r| r.priority_level.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "e"]
+        );
+        assert_eq!(d.stats.invalid_rows, 4);
+        let d = ok(parse_queues(
+            "PriorityLevelName, Index, NextDispatchR\nx, 0, 12.5ss\nx, 1, NaNss\nx, 2, abcss\n",
+        ));
+        assert_eq!(d.stats.rows, 1);
+        assert_eq!(d.stats.invalid_rows, 2);
+    }
+
+    #[test]
+    fn exempt_none_rows_of_1_20_to_1_26() {
+        let text = "PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests\n\
+                    workload-low,      3,            false,  false,       41,              24\n\
+                    exempt,            <none>,       <none>, <none>,      <none>,          <none>\n";
+        let d = ok(parse_priority_levels(text));
+        assert_eq!(d.stats.rows, 2);
+        assert_eq!(d.rows[0].waiting_requests, Some(41));
+        assert_eq!(d.rows[1].priority_level, "exempt");
+        assert_eq!(d.rows[1].is_idle, None);
+        assert_eq!(d.rows[1].executing_requests, None);
+        let q = ok(parse_queues(
+            "PriorityLevelName, Index, PendingRequests, ExecutingRequests, SeatsInUse, NextDispatchR, InitialSeatsSum, MaxSeatsSum, TotalWorkSum\n\
+             exempt, <none>, <none>, <none>, <none>, <none>, <none>, <none>, <none>\n",
+        ));
+        assert_eq!(q.rows[0].index, None);
+        assert_eq!(q.rows[0].next_dispatch_r, None);
+    }
+
+    #[test]
+    fn phantom_row_of_1_19() {
+        let text = "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime,\n\
+                    exempt,            <none>,         <none>,     <none>,              <none>,          <none>,\n";
+        let d = ok(parse_requests(text));
+        assert!(d.rows[0].is_phantom());
+        assert!(!d.rows[0].is_executing());
+    }
+
+    #[test]
+    fn executing_requests_of_1_28() {
+        let text = "PriorityLevelName, FlowSchemaName,          QueueIndex, RequestIndexInQueue, FlowDistingsher,                 ArriveTime,                     InitialSeats, FinalSeats, AdditionalLatency, StartTime\n\
+exempt,            exempt,                  -1,         -1,                  ,                                2026-03-02T10:15:04.118829403Z, 1,            0,          0s,                2026-03-02T10:15:04.118830011Z\n\
+workload-low,      service-accounts,        1,          0,                   system:serviceaccount:ci:runner, 2026-03-02T10:15:04.001877210Z, 10,           0,          0s,                0001-01-01T00:00:00Z\n\
+workload-high,     kube-controller-manager, 37,         -1,                  kube-system,                     2026-03-02T10:15:04.117001337Z, 1,            3,          12.5ms,            2026-03-02T10:15:04.117002001Z\n";
+        let d = ok(parse_requests(text));
+        assert_eq!(d.stats.rows, 3);
+        let executing: Vec<_> = d.rows.iter().filter(|r| r.is_executing()).collect();
+        assert_eq!(executing.len(), 2);
+        assert_eq!(executing[1].queue_index, Some(37));
+        assert_eq!(executing[1].final_seats, Some(3));
+        assert_eq!(executing[1].additional_latency.as_deref(), Some("12.5ms"));
+        assert_eq!(
+            executing[1].start_time.as_deref(),
+            Some("2026-03-02T10:15:04.117002001Z")
+        );
+        assert_eq!(
+            d.rows[1].start_time.as_deref(),
+            Some("0001-01-01T00:00:00Z")
+        );
+        assert!(!d.rows[1].is_executing());
+        assert!(d.rows.iter().all(|r| !r.is_phantom()));
+    }
+
+    #[test]
+    fn corrected_spelling_of_flow_distinguisher_is_accepted() {
+        let d = ok(parse_requests(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistinguisher\nx, y, 1, 0, alice\n",
+        ));
+        assert_eq!(d.rows[0].flow_distinguisher.as_deref(), Some("alice"));
+    }
+
+    #[test]
+    fn never_panics_on_junk() {
+        use rand::{Rng, SeedableRng};
+        let alphabet = ",<none>\r\n \t.-0123456789ssPriorityLevelName,Index,UserName,";
+        let chars: Vec<char> = alphabet.chars().chain(['é', '\u{feff}', '…']).collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..2000 {
+            let len = rng.gen_range(0..120);
+            let mut text: String = (0..len)
+                .map(|_| chars[rng.gen_range(0..chars.len())])
+                .collect();
+            if rng.gen_bool(0.5) {
+                text.insert_str(0, DETAILS_HEADER);
+            }
+            let _ = parse_requests(&text);
+            let _ = parse_queues(&text);
+            let _ = parse_priority_levels(&text);
+        }
+    }
 }

@@ -285,6 +285,9 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
         let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         (path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), bytes)
     };
+    // A paste often keeps its shell prompt (`$ kubectl get --raw /metrics | grep ...`): not a metrics line.
+    let kept: Vec<&[u8]> = bytes.split(|b| *b == b'\n').filter(|l| !l.trim_ascii_start().starts_with(b"$ ")).collect();
+    let bytes = kept.join(&b'\n');
     let mut builder = crate::model::SnapshotBuilder::new();
     let stats = crate::parse::exposition::parse_all(&bytes, crate::model::is_wanted_sample, &mut builder);
     let snapshot = builder.finish();
@@ -379,15 +382,16 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
         }
         let _ = writeln!(
             out,
-            "  {:<24} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
-            "PRIORITY LEVEL", "LIMIT", "IN USE", "HEADROOM", "QUEUED", "FULLEST", "REJECTED/S", "STATUS"
+            "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
+            "PRIORITY LEVEL", "NOMINAL", "LIMIT", "IN USE", "HEADROOM", "QUEUED", "FULLEST", "REJECTED/S", "STATUS"
         );
         for l in &a.levels {
             let rejected = l.rejected_per_second.as_ref().map(|r| r.values().sum::<f64>());
             let _ = writeln!(
                 out,
-                "  {:<24} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
+                "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
                 l.priority_level,
+                fmt_num(l.nominal_limit_seats),
                 fmt_num(l.limit_seats),
                 fmt_num(l.executing_seats),
                 fmt_num(l.headroom_seats),

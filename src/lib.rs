@@ -10,3 +10,4 @@ pub mod targets;
 pub mod analyze;
 pub mod export;
 pub mod daemon;
+pub mod cli;

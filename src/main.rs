@@ -1,1 +1,4 @@
-fn main() {}
+//! The `apf-monitor` binary: everything lives in the library; see `cli.rs`.
+fn main() -> std::process::ExitCode {
+    apf_monitor::cli::main()
+}

@@ -106,8 +106,9 @@ pub struct LevelSnapshot {
 }
 
 impl LevelSnapshot {
+    /// Limit minus seats in use; unknown when either is (a paste of the limit alone says nothing of headroom).
     pub fn headroom_seats(&self) -> Option<f64> {
-        Some(self.limit_seats? - self.executing_seats.unwrap_or(0.0))
+        Some(self.limit_seats? - self.executing_seats?)
     }
 }
 

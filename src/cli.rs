@@ -15,7 +15,11 @@ use crate::export::{self, ExportState};
 use crate::targets;
 
 #[derive(Debug, Parser)]
-#[command(name = "apf-monitor", version, about = "Watches Kubernetes API Priority and Fairness on every kube-apiserver replica and warns before clients get HTTP 429s.")]
+#[command(
+    name = "apf-monitor",
+    version,
+    about = "Watches Kubernetes API Priority and Fairness on every kube-apiserver replica and warns before clients get HTTP 429s."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -125,7 +129,11 @@ pub struct DemoArgs {
 /// Entry point of the binary: runs the command and maps errors to an exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -151,9 +159,12 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(format: LogFormat, level: &str) -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .with_context(|| format!("invalid log level {level:?}: use error, warn, info, debug or a filter"))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
+        format!("invalid log level {level:?}: use error, warn, info, debug or a filter")
+    })?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -170,7 +181,12 @@ fn load_config(common: &TargetArgs) -> Result<Config> {
         None => Config::default(),
     };
     if !common.targets.is_empty() {
-        config.targets.static_targets = common.targets.iter().cloned().map(StaticTarget::from_url).collect();
+        config.targets.static_targets = common
+            .targets
+            .iter()
+            .cloned()
+            .map(StaticTarget::from_url)
+            .collect();
     }
     if let Some(i) = common.interval {
         config.scrape.interval = i;
@@ -213,7 +229,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .with_context(|| format!("cannot listen on {}: is another process using it? Use --listen", config.listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {}: is another process using it? Use --listen",
+                config.listen
+            )
+        })?;
     let export = run_daemon(&config, listener)?;
     tracing::info!(listen = %config.listen, targets = config.targets.static_targets.len(), "apf-monitor serving");
     drop(export);
@@ -243,13 +264,14 @@ pub fn run_daemon(config: &Config, listener: tokio::net::TcpListener) -> Result<
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -261,7 +283,14 @@ async fn shutdown_signal() {
 
 async fn check(args: CheckArgs) -> Result<ExitCode> {
     let config = load_config(&args.common)?;
-    init_logging(config.log.format, if args.common.log_level.is_some() { &config.log.level } else { "warn" })?;
+    init_logging(
+        config.log.format,
+        if args.common.log_level.is_some() {
+            &config.log.level
+        } else {
+            "warn"
+        },
+    )?;
     let analysis = analysis_of(&config);
     let report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
@@ -279,24 +308,46 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
     use std::io::Read;
     let (name, bytes) = if path.as_os_str() == "-" {
         let mut buf = Vec::new();
-        std::io::stdin().read_to_end(&mut buf).context("cannot read standard input")?;
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .context("cannot read standard input")?;
         ("stdin".to_string(), buf)
     } else {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        (path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), bytes)
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        (
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            bytes,
+        )
     };
     // A paste often keeps its shell prompt (`$ kubectl get --raw /metrics | grep ...`): not a metrics line.
-    let kept: Vec<&[u8]> = bytes.split(|b| *b == b'\n').filter(|l| !l.trim_ascii_start().starts_with(b"$ ")).collect();
+    let kept: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.trim_ascii_start().starts_with(b"$ "))
+        .collect();
     let bytes = kept.join(&b'\n');
     let mut builder = crate::model::SnapshotBuilder::new();
-    let stats = crate::parse::exposition::parse_all(&bytes, crate::model::is_wanted_sample, &mut builder);
+    let stats =
+        crate::parse::exposition::parse_all(&bytes, crate::model::is_wanted_sample, &mut builder);
     let snapshot = builder.finish();
     let mut report = crate::analyze::analyze_single(&name, snapshot, analysis);
     if stats.invalid_lines > 0 {
-        let first = stats.first_errors.first().map(|e| format!(" (first: {e})")).unwrap_or_default();
-        report.errors.push(format!("{} line(s) could not be read and were skipped{first}", stats.invalid_lines));
+        let first = stats
+            .first_errors
+            .first()
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default();
+        report.errors.push(format!(
+            "{} line(s) could not be read and were skipped{first}",
+            stats.invalid_lines
+        ));
     }
-    Ok(StatusReport { apiservers: vec![report], alerts: Vec::new() })
+    Ok(StatusReport {
+        apiservers: vec![report],
+        alerts: Vec::new(),
+    })
 }
 
 async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusReport> {
@@ -311,13 +362,23 @@ async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusRep
         max_body_bytes: settings.max_body_bytes,
         max_line_bytes: settings.max_line_bytes,
     };
-    let rounds = futures_util::future::join_all(targets.iter().map(|t| crate::scrape::scrape_replica(t, &plan))).await;
+    let rounds = futures_util::future::join_all(
+        targets
+            .iter()
+            .map(|t| crate::scrape::scrape_replica(t, &plan)),
+    )
+    .await;
     let mut report = StatusReport::default();
     for (target, mut round) in targets.iter().zip(rounds) {
         let errors: Vec<String> = round
             .results
             .iter()
-            .filter_map(|r| r.outcome.as_ref().err().map(|e| daemon::describe_error(r.endpoint, e)))
+            .filter_map(|r| {
+                r.outcome
+                    .as_ref()
+                    .err()
+                    .map(|e| daemon::describe_error(r.endpoint, e))
+            })
             .collect();
         let mut a = match round.snapshot.take() {
             Some(mut snap) => {
@@ -328,7 +389,10 @@ async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusRep
                 }
                 crate::analyze::analyze_single(&target.name, snap, analysis)
             }
-            None => crate::analyze::ApiserverReport { apiserver: target.name.clone(), ..Default::default() },
+            None => crate::analyze::ApiserverReport {
+                apiserver: target.name.clone(),
+                ..Default::default()
+            },
         };
         a.errors.extend(errors);
         report.apiservers.push(a);
@@ -339,11 +403,20 @@ async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusRep
 /// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no APF metric anywhere). A replica that could not be read is a
 /// WARNING (the APFScrapeFailing rule), unless none could be read at all.
 pub fn exit_status(report: &StatusReport) -> u8 {
-    let with_levels: Vec<_> = report.apiservers.iter().filter(|a| !a.levels.is_empty()).collect();
+    let with_levels: Vec<_> = report
+        .apiservers
+        .iter()
+        .filter(|a| !a.levels.is_empty())
+        .collect();
     if with_levels.is_empty() {
         return 3;
     }
-    let worst = with_levels.iter().flat_map(|a| &a.levels).map(|l| l.status).max().unwrap_or(LevelStatus::Ok);
+    let worst = with_levels
+        .iter()
+        .flat_map(|a| &a.levels)
+        .map(|l| l.status)
+        .max()
+        .unwrap_or(LevelStatus::Ok);
     let mut code = match worst {
         LevelStatus::Ok => 0,
         LevelStatus::Warning => 1,
@@ -371,7 +444,10 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
             out,
             "apiserver {}{}",
             a.apiserver,
-            a.kubernetes_version.as_deref().map(|v| format!(" ({v})")).unwrap_or_default()
+            a.kubernetes_version
+                .as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default()
         );
         for e in &a.errors {
             let _ = writeln!(out, "  error: {e}");
@@ -383,10 +459,21 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
         let _ = writeln!(
             out,
             "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
-            "PRIORITY LEVEL", "NOMINAL", "LIMIT", "IN USE", "HEADROOM", "QUEUED", "FULLEST", "REJECTED/S", "STATUS"
+            "PRIORITY LEVEL",
+            "NOMINAL",
+            "LIMIT",
+            "IN USE",
+            "HEADROOM",
+            "QUEUED",
+            "FULLEST",
+            "REJECTED/S",
+            "STATUS"
         );
         for l in &a.levels {
-            let rejected = l.rejected_per_second.as_ref().map(|r| r.values().sum::<f64>());
+            let rejected = l
+                .rejected_per_second
+                .as_ref()
+                .map(|r| r.values().sum::<f64>());
             let _ = writeln!(
                 out,
                 "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
@@ -398,7 +485,11 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
                 fmt_num(l.inqueue_requests),
                 fmt_num(l.fullest_queue_requests),
                 fmt_num(rejected),
-                if l.priority_level == crate::model::EXEMPT { "exempt".to_string() } else { format!("{:?}", l.status).to_lowercase() }
+                if l.priority_level == crate::model::EXEMPT {
+                    "exempt".to_string()
+                } else {
+                    format!("{:?}", l.status).to_lowercase()
+                }
             );
             for f in l.top_flows.iter().take(3) {
                 let _ = writeln!(
@@ -408,7 +499,10 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
                     if f.flow.is_empty() { "-" } else { &f.flow },
                     f.waiting_requests,
                     f.executing_seats,
-                    f.example_request.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                    f.example_request
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
                 );
             }
         }
@@ -420,13 +514,26 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
 
 async fn simulate(args: SimulateArgs) -> Result<()> {
     init_logging(LogFormat::Text, "info")?;
-    let sim = build_simulator(&args.kubernetes_version, &args.scenario, args.seed, args.server_concurrency)?;
+    let sim = build_simulator(
+        &args.kubernetes_version,
+        &args.scenario,
+        args.seed,
+        args.server_concurrency,
+    )?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .with_context(|| format!("cannot listen on {}: is another process using it? Use --listen", args.listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {}: is another process using it? Use --listen",
+                args.listen
+            )
+        })?;
     let addr = listener.local_addr()?;
     let _clock = sim.spawn_clock(Duration::from_millis(100));
-    println!("simulated kube-apiserver v{} ({}) on http://{addr}", args.kubernetes_version, args.scenario);
+    println!(
+        "simulated kube-apiserver v{} ({}) on http://{addr}",
+        args.kubernetes_version, args.scenario
+    );
     println!("  scrape it:  apf-monitor serve --target http://{addr}   or   apf-monitor check --target http://{addr}");
     tokio::select! {
         r = crate::sim::serve(listener, sim) => r.context("the simulated apiserver stopped")?,
@@ -435,26 +542,43 @@ async fn simulate(args: SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-fn build_simulator(version: &str, scenario: &str, seed: u64, server_concurrency: u32) -> Result<crate::sim::Simulator> {
-    let version: crate::sim::KubeVersion =
-        version.parse().map_err(|e| anyhow::anyhow!("--kubernetes-version {version:?}: {e}"))?;
-    let source: crate::sim::ScenarioSource =
-        scenario.parse().map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
-    let scenario = crate::sim::Scenario::load(&source).map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
-    Ok(crate::sim::Simulator::new(crate::sim::SimOptions { version, scenario, seed, server_concurrency }))
+fn build_simulator(
+    version: &str,
+    scenario: &str,
+    seed: u64,
+    server_concurrency: u32,
+) -> Result<crate::sim::Simulator> {
+    let version: crate::sim::KubeVersion = version
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--kubernetes-version {version:?}: {e}"))?;
+    let source: crate::sim::ScenarioSource = scenario
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
+    let scenario = crate::sim::Scenario::load(&source)
+        .map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
+    Ok(crate::sim::Simulator::new(crate::sim::SimOptions {
+        version,
+        scenario,
+        seed,
+        server_concurrency,
+    }))
 }
 
 async fn demo(args: DemoArgs) -> Result<()> {
     init_logging(LogFormat::Text, "warn")?;
     let sim = build_simulator(&args.kubernetes_version, &args.scenario, args.seed, 600)?;
-    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot open a local port")?;
+    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot open a local port")?;
     let sim_addr = sim_listener.local_addr()?;
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     tokio::spawn(crate::sim::serve(sim_listener, sim));
 
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
-        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot open a local port")?,
+        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("cannot open a local port")?,
     };
     let listen = listener.local_addr()?;
     let mut config = Config::default();
@@ -462,11 +586,18 @@ async fn demo(args: DemoArgs) -> Result<()> {
     config.scrape.interval = args.interval;
     config.scrape.timeout = args.interval;
     config.analysis.window = config::Interval((args.interval.0 * 2).max(Duration::from_secs(60)));
-    let url = config::parse_target_url(&format!("http://{sim_addr}")).map_err(anyhow::Error::msg)?;
-    config.targets.static_targets = vec![StaticTarget { name: Some("sim-apiserver".into()), ..StaticTarget::from_url(url) }];
+    let url =
+        config::parse_target_url(&format!("http://{sim_addr}")).map_err(anyhow::Error::msg)?;
+    config.targets.static_targets = vec![StaticTarget {
+        name: Some("sim-apiserver".into()),
+        ..StaticTarget::from_url(url)
+    }];
     let export = run_daemon(&config, listener)?;
 
-    println!("apf-monitor demo: a simulated kube-apiserver v{} under the {:?} load scenario", args.kubernetes_version, args.scenario);
+    println!(
+        "apf-monitor demo: a simulated kube-apiserver v{} under the {:?} load scenario",
+        args.kubernetes_version, args.scenario
+    );
     println!("  simulated apiserver:  http://{sim_addr}/metrics");
     println!("  apf-monitor metrics:  http://{listen}/metrics   (apf_priority_level_headroom_seats, ...)");
     println!("  status page:          http://{listen}/");
@@ -499,9 +630,20 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration) -> Vec<String> {
         for e in &a.errors {
             lines.push(format!("[{:>4}s] {}: {e}", elapsed.as_secs(), a.apiserver));
         }
-        for l in a.levels.iter().filter(|l| l.priority_level != crate::model::EXEMPT) {
-            let rejected = l.rejected_per_second.as_ref().map(|r| r.values().sum::<f64>());
-            let top = l.top_flows.first().map(|f| format!("  top flow {}/{}", f.flow_schema, f.flow)).unwrap_or_default();
+        for l in a
+            .levels
+            .iter()
+            .filter(|l| l.priority_level != crate::model::EXEMPT)
+        {
+            let rejected = l
+                .rejected_per_second
+                .as_ref()
+                .map(|r| r.values().sum::<f64>());
+            let top = l
+                .top_flows
+                .first()
+                .map(|f| format!("  top flow {}/{}", f.flow_schema, f.flow))
+                .unwrap_or_default();
             lines.push(format!(
                 "[{:>4}s] {:<16} limit {:>4} in use {:>4} headroom {:>5} ({:>4}) queued {:>4} rejected/s {:>6}  {:<8}{}",
                 elapsed.as_secs(),

@@ -43,7 +43,12 @@ pub struct Hub {
 
 impl Hub {
     pub fn new(export: Arc<ExportState>, analysis: Analysis) -> Self {
-        Self { export, analysis, started: Instant::now(), replicas: Mutex::new(BTreeMap::new()) }
+        Self {
+            export,
+            analysis,
+            started: Instant::now(),
+            replicas: Mutex::new(BTreeMap::new()),
+        }
     }
 
     fn seconds(&self, t: Instant) -> f64 {
@@ -52,20 +57,35 @@ impl Hub {
 
     /// Error counters exist at 0 for every target, endpoint and reason from start-up, so rules see them at once.
     pub fn register(&self, apiserver: &str, endpoints: &[Endpoint]) {
-        let mut m = self.export.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self
+            .export
+            .self_metrics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         for e in endpoints {
             for reason in ScrapeError::REASONS {
-                m.scrape_errors_total.entry((apiserver.into(), e.label().into(), reason.into())).or_insert(0);
+                m.scrape_errors_total
+                    .entry((apiserver.into(), e.label().into(), reason.into()))
+                    .or_insert(0);
             }
-            m.parse_errors_total.entry((apiserver.into(), e.label().into())).or_insert(0);
+            m.parse_errors_total
+                .entry((apiserver.into(), e.label().into()))
+                .or_insert(0);
             if *e != Endpoint::Metrics {
-                m.endpoint_available.insert((apiserver.into(), e.label().into()), 1);
+                m.endpoint_available
+                    .insert((apiserver.into(), e.label().into()), 1);
             }
         }
         drop(m);
-        self.replicas.lock().unwrap_or_else(|p| p.into_inner()).entry(apiserver.to_string()).or_insert_with(|| {
-            ReplicaState { history: ReplicaHistory::default(), last_metrics_success: None, errors: BTreeMap::new() }
-        });
+        self.replicas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(apiserver.to_string())
+            .or_insert_with(|| ReplicaState {
+                history: ReplicaHistory::default(),
+                last_metrics_success: None,
+                errors: BTreeMap::new(),
+            });
     }
 
     /// Takes one round's results: updates self-metrics, the history and the served report.
@@ -79,43 +99,62 @@ impl Hub {
         let now = Instant::now();
         let now_s = self.seconds(now);
         let wall = SystemTime::now();
-        let unix = wall.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        let unix = wall
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
         {
-            let mut m = self.export.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = self
+                .export
+                .self_metrics
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             for r in &round.results {
                 let key = (apiserver.to_string(), r.endpoint.label().to_string());
-                m.scrape_duration_seconds.insert(key.clone(), r.duration.as_secs_f64());
+                m.scrape_duration_seconds
+                    .insert(key.clone(), r.duration.as_secs_f64());
                 *m.parse_errors_total.entry(key.clone()).or_insert(0) += r.invalid;
                 match &r.outcome {
                     Ok(()) => {
                         m.last_success_timestamp_seconds.insert(key.clone(), unix);
                     }
                     Err(e) => {
-                        *m.scrape_errors_total.entry((key.0.clone(), key.1.clone(), e.reason().into())).or_insert(0) += 1;
+                        *m.scrape_errors_total
+                            .entry((key.0.clone(), key.1.clone(), e.reason().into()))
+                            .or_insert(0) += 1;
                     }
                 }
                 if r.endpoint != Endpoint::Metrics {
-                    m.endpoint_available.insert(key, u8::from(!unavailable.contains(&r.endpoint)));
+                    m.endpoint_available
+                        .insert(key, u8::from(!unavailable.contains(&r.endpoint)));
                 }
             }
-            if let Some(v) = round.snapshot.as_ref().and_then(|s| s.kubernetes_version.clone()) {
+            if let Some(v) = round
+                .snapshot
+                .as_ref()
+                .and_then(|s| s.kubernetes_version.clone())
+            {
                 m.kubernetes_version.insert(apiserver.to_string(), v);
             }
         }
 
         let mut replicas = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
-        let state = replicas.entry(apiserver.to_string()).or_insert_with(|| ReplicaState {
-            history: ReplicaHistory::default(),
-            last_metrics_success: None,
-            errors: BTreeMap::new(),
-        });
+        let state = replicas
+            .entry(apiserver.to_string())
+            .or_insert_with(|| ReplicaState {
+                history: ReplicaHistory::default(),
+                last_metrics_success: None,
+                errors: BTreeMap::new(),
+            });
         for r in &round.results {
             match &r.outcome {
                 Ok(()) => {
                     state.errors.remove(&r.endpoint);
                 }
                 Err(e) => {
-                    state.errors.insert(r.endpoint, describe_error(r.endpoint, e));
+                    state
+                        .errors
+                        .insert(r.endpoint, describe_error(r.endpoint, e));
                 }
             }
         }
@@ -147,20 +186,33 @@ impl Hub {
         let report = self.report_for(apiserver, state, now_s);
         drop(replicas);
 
-        let mut served = self.export.report.write().unwrap_or_else(|p| p.into_inner());
-        match served.apiservers.binary_search_by(|a| a.apiserver.as_str().cmp(apiserver)) {
+        let mut served = self
+            .export
+            .report
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        match served
+            .apiservers
+            .binary_search_by(|a| a.apiserver.as_str().cmp(apiserver))
+        {
             Ok(i) => served.apiservers[i] = report,
             Err(i) => served.apiservers.insert(i, report),
         }
     }
 
     fn report_for(&self, apiserver: &str, state: &ReplicaState, now_s: f64) -> ApiserverReport {
-        let stale = state.last_metrics_success.is_none_or(|t| now_s - t > self.analysis.window_seconds);
+        let stale = state
+            .last_metrics_success
+            .is_none_or(|t| now_s - t > self.analysis.window_seconds);
         let mut report = if stale {
             // Numbers older than the window would be presented as current: withhold them (honest over complete).
-            ApiserverReport { apiserver: apiserver.to_string(), ..Default::default() }
+            ApiserverReport {
+                apiserver: apiserver.to_string(),
+                ..Default::default()
+            }
         } else {
-            self.analysis.analyze_replica(apiserver, &state.history, now_s)
+            self.analysis
+                .analyze_replica(apiserver, &state.history, now_s)
         };
         if stale && state.last_metrics_success.is_some() {
             report.errors.push(format!(
@@ -181,7 +233,10 @@ pub fn describe_error(endpoint: Endpoint, e: &ScrapeError) -> String {
             format!("{label}: {e}: the credentials were refused; check bearer_token_file or the client certificate")
         }
         ScrapeError::Http { status: 403, .. } => {
-            format!("{label}: {e}: RBAC does not allow it; grant a ClusterRole rule {}", endpoint.rbac_hint())
+            format!(
+                "{label}: {e}: RBAC does not allow it; grant a ClusterRole rule {}",
+                endpoint.rbac_hint()
+            )
         }
         ScrapeError::Http { status: 404, .. } if endpoint.is_dump() => {
             format!("{label}: {e}: the replica does not serve this dump (APF off, or a proxy in the way)")
@@ -259,8 +314,13 @@ pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>)
                     }
                 }
                 Err(e) => {
-                    let verdict =
-                        state.record_failure(r.endpoint, e, finished, settings.interval, settings.max_backoff);
+                    let verdict = state.record_failure(
+                        r.endpoint,
+                        e,
+                        finished,
+                        settings.interval,
+                        settings.max_backoff,
+                    );
                     match verdict {
                         scrape::Verdict::Unavailable { first: true } => tracing::warn!(
                             apiserver = %target.name,
@@ -272,7 +332,9 @@ pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>)
                         scrape::Verdict::Unavailable { first: false } => {}
                         scrape::Verdict::RetryAfter(delay) => {
                             // Warn on the first failure and then rarely, so a dead replica does not flood the log.
-                            if state.consecutive_failures == 1 || state.consecutive_failures % 20 == 0 {
+                            if state.consecutive_failures == 1
+                                || state.consecutive_failures % 20 == 0
+                            {
                                 tracing::warn!(
                                     apiserver = %target.name,
                                     endpoint = r.endpoint.label(),
@@ -290,7 +352,11 @@ pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>)
         if let Some(list) = round.objects.take() {
             objects = Some(list);
         }
-        let unavailable: Vec<Endpoint> = states.iter().filter(|(_, s)| s.unavailable).map(|(e, _)| *e).collect();
+        let unavailable: Vec<Endpoint> = states
+            .iter()
+            .filter(|(_, s)| s.unavailable)
+            .map(|(e, _)| *e)
+            .collect();
         hub.record(&target.name, round, objects.as_deref(), &unavailable);
     }
 }

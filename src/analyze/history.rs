@@ -33,9 +33,18 @@ impl ReplicaHistory {
 
     /// The points of the window ending at `now`, with the baseline point before it when there is one.
     pub fn window(&self, now: f64, window: f64) -> Vec<Point> {
-        let start = self.points.iter().position(|p| p.at >= now - window).unwrap_or(self.points.len());
+        let start = self
+            .points
+            .iter()
+            .position(|p| p.at >= now - window)
+            .unwrap_or(self.points.len());
         let from = start.saturating_sub(1);
-        self.points.iter().skip(from).filter(|p| p.at <= now).cloned().collect()
+        self.points
+            .iter()
+            .skip(from)
+            .filter(|p| p.at <= now)
+            .cloned()
+            .collect()
     }
 
     pub fn latest(&self) -> Option<&Point> {

@@ -44,15 +44,20 @@ pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// The quantile of what was observed between two scrapes (after a reset: of the later one alone).
-pub fn histogram_delta_quantile(first: Option<&Histogram>, last: Option<&Histogram>, q: f64) -> Option<f64> {
+pub fn histogram_delta_quantile(
+    first: Option<&Histogram>,
+    last: Option<&Histogram>,
+    q: f64,
+) -> Option<f64> {
     let last = last?;
     let delta: Vec<(f64, f64)> = match first {
-        Some(first) if first.buckets.len() == last.buckets.len() && first.count <= last.count => last
-            .buckets
-            .iter()
-            .zip(&first.buckets)
-            .map(|(&(le, c), &(_, p))| (le, (c - p).max(0.0)))
-            .collect(),
+        Some(first) if first.buckets.len() == last.buckets.len() && first.count <= last.count => {
+            last.buckets
+                .iter()
+                .zip(&first.buckets)
+                .map(|(&(le, c), &(_, p))| (le, (c - p).max(0.0)))
+                .collect()
+        }
         _ => last.buckets.clone(),
     };
     histogram_quantile(q, &delta)
@@ -75,7 +80,11 @@ pub fn theil_sen_slope(points: &[(f64, f64)]) -> Option<f64> {
     }
     slopes.sort_by(f64::total_cmp);
     let mid = slopes.len() / 2;
-    Some(if slopes.len() % 2 == 0 { (slopes[mid - 1] + slopes[mid]) / 2.0 } else { slopes[mid] })
+    Some(if slopes.len() % 2 == 0 {
+        (slopes[mid - 1] + slopes[mid]) / 2.0
+    } else {
+        slopes[mid]
+    })
 }
 
 #[cfg(test)]
@@ -94,12 +103,23 @@ mod tests {
 
     #[test]
     fn quantile_like_prometheus() {
-        let b = [(0.1, 50.0), (0.5, 90.0), (1.0, 100.0), (f64::INFINITY, 100.0)];
+        let b = [
+            (0.1, 50.0),
+            (0.5, 90.0),
+            (1.0, 100.0),
+            (f64::INFINITY, 100.0),
+        ];
         assert!((histogram_quantile(0.5, &b).unwrap() - 0.1).abs() < 1e-9);
         // rank 99 falls in (0.5, 1.0] which holds 10: 0.5 + 0.5 * 9/10.
         assert!((histogram_quantile(0.99, &b).unwrap() - 0.95).abs() < 1e-9);
-        assert_eq!(histogram_quantile(0.99, &[(1.0, 0.0), (f64::INFINITY, 0.0)]), None);
-        assert_eq!(histogram_quantile(0.99, &[(1.0, 1.0), (f64::INFINITY, 100.0)]), Some(1.0));
+        assert_eq!(
+            histogram_quantile(0.99, &[(1.0, 0.0), (f64::INFINITY, 0.0)]),
+            None
+        );
+        assert_eq!(
+            histogram_quantile(0.99, &[(1.0, 1.0), (f64::INFINITY, 100.0)]),
+            Some(1.0)
+        );
     }
 
     #[test]
@@ -110,16 +130,26 @@ mod tests {
             sum: 0.0,
         };
         // Before: 1000 fast requests. In the window: 10 requests, all between 0.1 and 1 s.
-        let q = histogram_delta_quantile(Some(&h([1000.0, 1000.0, 1000.0])), Some(&h([1000.0, 1010.0, 1010.0])), 0.99);
+        let q = histogram_delta_quantile(
+            Some(&h([1000.0, 1000.0, 1000.0])),
+            Some(&h([1000.0, 1010.0, 1010.0])),
+            0.99,
+        );
         assert!(q.unwrap() > 0.1, "{q:?}");
         // After a reset the later histogram stands alone.
-        let q = histogram_delta_quantile(Some(&h([1000.0, 1000.0, 1000.0])), Some(&h([0.0, 10.0, 10.0])), 0.5);
+        let q = histogram_delta_quantile(
+            Some(&h([1000.0, 1000.0, 1000.0])),
+            Some(&h([0.0, 10.0, 10.0])),
+            0.5,
+        );
         assert!(q.unwrap() > 0.1);
     }
 
     #[test]
     fn theil_sen_ignores_one_outlier() {
-        let mut pts: Vec<(f64, f64)> = (0..12).map(|i| (i as f64 * 5.0, 100.0 - i as f64 * 5.0)).collect();
+        let mut pts: Vec<(f64, f64)> = (0..12)
+            .map(|i| (i as f64 * 5.0, 100.0 - i as f64 * 5.0))
+            .collect();
         pts[6].1 = 500.0;
         let slope = theil_sen_slope(&pts).unwrap();
         assert!((slope + 1.0).abs() < 0.05, "{slope}");

@@ -81,22 +81,40 @@ pub struct Analysis {
 
 impl Default for Analysis {
     fn default() -> Self {
-        Self { window_seconds: 60.0, top_flows: 10, thresholds: Thresholds::default() }
+        Self {
+            window_seconds: 60.0,
+            top_flows: 10,
+            thresholds: Thresholds::default(),
+        }
     }
 }
 
 impl Analysis {
     /// Everything about one replica, from its history; `now` is in the history's seconds.
-    pub fn analyze_replica(&self, apiserver: &str, history: &ReplicaHistory, now: f64) -> ApiserverReport {
-        let mut report = ApiserverReport { apiserver: apiserver.to_string(), ..Default::default() };
+    pub fn analyze_replica(
+        &self,
+        apiserver: &str,
+        history: &ReplicaHistory,
+        now: f64,
+    ) -> ApiserverReport {
+        let mut report = ApiserverReport {
+            apiserver: apiserver.to_string(),
+            ..Default::default()
+        };
         let points = history.window(now, self.window_seconds);
-        let Some(latest) = points.last() else { return report };
+        let Some(latest) = points.last() else {
+            return report;
+        };
         let snap = &latest.snapshot;
         report.kubernetes_version = snap.kubernetes_version.clone();
         report.scraped_at = Some(latest.wall_time.clone());
         // Only the points inside the window (not the baseline before it) speak for trends and flow means.
-        let inside: Vec<&Point> = points.iter().filter(|p| p.at >= now - self.window_seconds).collect();
-        let span = points.last().map(|l| l.at).unwrap_or(0.0) - points.first().map(|f| f.at).unwrap_or(0.0);
+        let inside: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.at >= now - self.window_seconds)
+            .collect();
+        let span = points.last().map(|l| l.at).unwrap_or(0.0)
+            - points.first().map(|f| f.at).unwrap_or(0.0);
         let flows = self.top_flows_by_level(&inside);
         for (name, level) in &snap.levels {
             let mut lr = if name == EXEMPT {
@@ -116,12 +134,21 @@ impl Analysis {
             report.levels.push(lr);
         }
         if points.len() >= 2 && span > 0.0 {
-            let keys: BTreeSet<&(String, String, String)> =
-                points.iter().flat_map(|p| p.snapshot.flow_schema_rejected_total.keys()).collect();
+            let keys: BTreeSet<&(String, String, String)> = points
+                .iter()
+                .flat_map(|p| p.snapshot.flow_schema_rejected_total.keys())
+                .collect();
             for key in keys {
-                let series = points.iter().map(|p| p.snapshot.flow_schema_rejected_total.get(key).copied());
+                let series = points
+                    .iter()
+                    .map(|p| p.snapshot.flow_schema_rejected_total.get(key).copied());
                 let rate = counter_increase(series) / span;
-                report.flow_schema_rejected_per_second.push((key.0.clone(), key.1.clone(), key.2.clone(), rate));
+                report.flow_schema_rejected_per_second.push((
+                    key.0.clone(),
+                    key.1.clone(),
+                    key.2.clone(),
+                    rate,
+                ));
             }
         }
         report
@@ -137,30 +164,44 @@ impl Analysis {
     ) -> LevelReport {
         let headroom = level.headroom_seats();
         let limit = level.limit_seats;
-        let capacity = level.config.as_ref().and_then(|c| c.queue_capacity()).map(|c| c as f64);
+        let capacity = level
+            .config
+            .as_ref()
+            .and_then(|c| c.queue_capacity())
+            .map(|c| c as f64);
         let levels = || points.iter().map(|p| p.snapshot.levels.get(name));
         let rejected_per_second = (points.len() >= 2 && span > 0.0).then(|| {
-            let reasons: BTreeSet<&String> = levels().flatten().flat_map(|l| l.rejected_total.keys()).collect();
+            let reasons: BTreeSet<&String> = levels()
+                .flatten()
+                .flat_map(|l| l.rejected_total.keys())
+                .collect();
             reasons
                 .into_iter()
                 .map(|reason| {
                     // A level present without the reason's series has rejected nothing yet: 0.
-                    let series = levels().map(|l| l.map(|l| l.rejected_total.get(reason).copied().unwrap_or(0.0)));
+                    let series = levels()
+                        .map(|l| l.map(|l| l.rejected_total.get(reason).copied().unwrap_or(0.0)));
                     (reason.clone(), counter_increase(series) / span)
                 })
                 .collect()
         });
         let wait_p99_seconds = match (levels().next().flatten(), levels().last().flatten()) {
-            (Some(first), Some(last)) if points.len() >= 2 => {
-                math::histogram_delta_quantile(first.wait_seconds.as_ref(), last.wait_seconds.as_ref(), 0.99)
-            }
+            (Some(first), Some(last)) if points.len() >= 2 => math::histogram_delta_quantile(
+                first.wait_seconds.as_ref(),
+                last.wait_seconds.as_ref(),
+                0.99,
+            ),
             _ => None,
         };
-        let trend: Vec<(f64, f64)> =
-            inside.iter().filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.headroom_seats()?))).collect();
+        let trend: Vec<(f64, f64)> = inside
+            .iter()
+            .filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.headroom_seats()?)))
+            .collect();
         let seconds_to_exhaustion = match headroom {
             Some(h) if h <= 0.0 => Some(0.0),
-            Some(h) if trend.len() >= 3 => theil_sen_slope(&trend).filter(|s| *s < -1e-9).map(|s| h / -s),
+            Some(h) if trend.len() >= 3 => theil_sen_slope(&trend)
+                .filter(|s| *s < -1e-9)
+                .map(|s| h / -s),
             _ => None,
         };
         LevelReport {
@@ -176,8 +217,15 @@ impl Analysis {
             },
             inqueue_requests: level.inqueue_requests,
             queue_capacity_requests: capacity,
-            queue_length_limit: level.config.as_ref().and_then(|c| c.queue_length_limit).map(f64::from),
-            fullest_queue_requests: level.queues.as_ref().map(|q| q.fullest_queue_requests as f64),
+            queue_length_limit: level
+                .config
+                .as_ref()
+                .and_then(|c| c.queue_length_limit)
+                .map(f64::from),
+            fullest_queue_requests: level
+                .queues
+                .as_ref()
+                .map(|q| q.fullest_queue_requests as f64),
             rejected_per_second,
             wait_p99_seconds,
             seconds_to_exhaustion,
@@ -188,16 +236,21 @@ impl Analysis {
 
     /// Mean waiting requests and executing seats per flow over the dumps in the window; the top N per level.
     fn top_flows_by_level<'a>(&self, inside: &[&'a Point]) -> BTreeMap<&'a str, Vec<FlowReport>> {
-        let with_flows: Vec<_> = inside.iter().filter_map(|p| p.snapshot.flows.as_ref()).collect();
+        let with_flows: Vec<_> = inside
+            .iter()
+            .filter_map(|p| p.snapshot.flows.as_ref())
+            .collect();
         let n = with_flows.len() as f64;
         let mut sums: BTreeMap<(&str, &str, &str), FlowReport> = BTreeMap::new();
         for flows in &with_flows {
             for f in flows.iter() {
-                let entry = sums.entry((&f.priority_level, &f.flow_schema, &f.flow)).or_insert_with(|| FlowReport {
-                    flow_schema: f.flow_schema.clone(),
-                    flow: f.flow.clone(),
-                    ..Default::default()
-                });
+                let entry = sums
+                    .entry((&f.priority_level, &f.flow_schema, &f.flow))
+                    .or_insert_with(|| FlowReport {
+                        flow_schema: f.flow_schema.clone(),
+                        flow: f.flow.clone(),
+                        ..Default::default()
+                    });
                 entry.waiting_requests += f.waiting_requests as f64 / n;
                 entry.executing_seats += f.executing_seats as f64 / n;
                 for u in &f.users {
@@ -217,7 +270,8 @@ impl Analysis {
         for flows in by_level.values_mut() {
             // Pressure a flow puts on its level: what it waits for plus what it holds.
             flows.sort_by(|a, b| {
-                (b.waiting_requests + b.executing_seats).total_cmp(&(a.waiting_requests + a.executing_seats))
+                (b.waiting_requests + b.executing_seats)
+                    .total_cmp(&(a.waiting_requests + a.executing_seats))
             });
             flows.truncate(self.top_flows);
         }
@@ -226,8 +280,16 @@ impl Analysis {
 }
 
 /// One snapshot alone (`check --file`): no rates, no trend.
-pub fn analyze_single(apiserver: &str, snapshot: ReplicaSnapshot, analysis: &Analysis) -> ApiserverReport {
+pub fn analyze_single(
+    apiserver: &str,
+    snapshot: ReplicaSnapshot,
+    analysis: &Analysis,
+) -> ApiserverReport {
     let mut history = ReplicaHistory::default();
-    history.push(Point { at: 0.0, wall_time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(), snapshot: std::sync::Arc::new(snapshot) });
+    history.push(Point {
+        at: 0.0,
+        wall_time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        snapshot: std::sync::Arc::new(snapshot),
+    });
     analysis.analyze_replica(apiserver, &history, 0.0)
 }

@@ -26,7 +26,10 @@ pub struct ExportState {
 
 impl ExportState {
     pub fn report(&self) -> StatusReport {
-        self.report.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.report
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -46,14 +49,25 @@ async fn metrics(State(state): State<Arc<ExportState>>) -> Response {
         let self_metrics = state.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
         render_metrics(&report, &self_metrics)
     };
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 async fn readyz(State(state): State<Arc<ExportState>>) -> Response {
     if state.ready.load(Ordering::Relaxed) {
         (StatusCode::OK, "ready\n").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready: no target has been scraped successfully yet\n").into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no target has been scraped successfully yet\n",
+        )
+            .into_response()
     }
 }
 

@@ -4,7 +4,10 @@ use std::fmt::Write;
 use crate::analyze::{LevelStatus, StatusReport};
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn num(v: Option<f64>) -> String {
@@ -51,7 +54,15 @@ pub fn render(report: &StatusReport) -> String {
                 .top_flows
                 .iter()
                 .take(3)
-                .map(|f| format!("{}/{} ({:.1} waiting, {:.1} seats)", esc(&f.flow_schema), esc(&f.flow), f.waiting_requests, f.executing_seats))
+                .map(|f| {
+                    format!(
+                        "{}/{} ({:.1} waiting, {:.1} seats)",
+                        esc(&f.flow_schema),
+                        esc(&f.flow),
+                        f.waiting_requests,
+                        f.executing_seats
+                    )
+                })
                 .collect();
             let _ = write!(
                 h,

@@ -77,7 +77,15 @@ fn level_gauge(
                 continue;
             }
             if let Some(v) = value(l) {
-                sample(out, name, &[("apiserver", &a.apiserver), ("priority_level", &l.priority_level)], v);
+                sample(
+                    out,
+                    name,
+                    &[
+                        ("apiserver", &a.apiserver),
+                        ("priority_level", &l.priority_level),
+                    ],
+                    v,
+                );
             }
         }
     }
@@ -88,30 +96,108 @@ pub fn render(report: &StatusReport, self_metrics: &SelfMetrics) -> String {
     let o = &mut out;
     level_gauge(o, report, "apf_priority_level_limit_seats", "The enforced concurrency limit in seats (current_limit_seats on 1.26+, else request_concurrency_limit).", false, |l| l.limit_seats);
     level_gauge(o, report, "apf_priority_level_nominal_limit_seats", "The nominal concurrency limit in seats (nominal_limit_seats, else request_concurrency_limit).", false, |l| l.nominal_limit_seats);
-    level_gauge(o, report, "apf_priority_level_upper_limit_seats", "The most seats the level can borrow up to (1.26+).", false, |l| l.upper_limit_seats);
-    level_gauge(o, report, "apf_priority_level_executing_seats", "Seats in use by executing requests, summed over flow schemas.", true, |l| l.executing_seats);
-    level_gauge(o, report, "apf_priority_level_headroom_seats", "Enforced limit minus seats in use: seats left before requests queue.", false, |l| l.headroom_seats);
-    level_gauge(o, report, "apf_priority_level_headroom_ratio", "Headroom divided by the enforced limit.", false, |l| l.headroom_ratio);
-    level_gauge(o, report, "apf_priority_level_inqueue_requests", "Requests waiting in the level's queues, summed over flow schemas.", false, |l| l.inqueue_requests);
-    level_gauge(o, report, "apf_priority_level_queue_capacity_requests", "queues x queueLengthLimit from the PriorityLevelConfiguration.", false, |l| l.queue_capacity_requests);
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_upper_limit_seats",
+        "The most seats the level can borrow up to (1.26+).",
+        false,
+        |l| l.upper_limit_seats,
+    );
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_executing_seats",
+        "Seats in use by executing requests, summed over flow schemas.",
+        true,
+        |l| l.executing_seats,
+    );
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_headroom_seats",
+        "Enforced limit minus seats in use: seats left before requests queue.",
+        false,
+        |l| l.headroom_seats,
+    );
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_headroom_ratio",
+        "Headroom divided by the enforced limit.",
+        false,
+        |l| l.headroom_ratio,
+    );
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_inqueue_requests",
+        "Requests waiting in the level's queues, summed over flow schemas.",
+        false,
+        |l| l.inqueue_requests,
+    );
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_queue_capacity_requests",
+        "queues x queueLengthLimit from the PriorityLevelConfiguration.",
+        false,
+        |l| l.queue_capacity_requests,
+    );
     level_gauge(o, report, "apf_priority_level_fullest_queue_requests", "The most requests waiting in any one queue (dump_queues); at queueLengthLimit the next get queue-full.", false, |l| l.fullest_queue_requests);
-    level_gauge(o, report, "apf_priority_level_wait_p99_seconds", "99th percentile of the queue wait over the analysis window.", false, |l| l.wait_p99_seconds);
+    level_gauge(
+        o,
+        report,
+        "apf_priority_level_wait_p99_seconds",
+        "99th percentile of the queue wait over the analysis window.",
+        false,
+        |l| l.wait_p99_seconds,
+    );
     level_gauge(o, report, "apf_priority_level_seconds_to_exhaustion", "Headroom divided by its fall per second over the window; absent when headroom is not falling.", false, |l| l.seconds_to_exhaustion);
 
     let name = "apf_priority_level_rejected_per_second";
-    header(o, name, "gauge", "APF rejections (HTTP 429) per second over the analysis window, by reason.");
+    header(
+        o,
+        name,
+        "gauge",
+        "APF rejections (HTTP 429) per second over the analysis window, by reason.",
+    );
     for a in &report.apiservers {
         for l in a.levels.iter().filter(|l| l.priority_level != EXEMPT) {
             for (reason, v) in l.rejected_per_second.iter().flatten() {
-                sample(o, name, &[("apiserver", &a.apiserver), ("priority_level", &l.priority_level), ("reason", reason)], *v);
+                sample(
+                    o,
+                    name,
+                    &[
+                        ("apiserver", &a.apiserver),
+                        ("priority_level", &l.priority_level),
+                        ("reason", reason),
+                    ],
+                    *v,
+                );
             }
         }
     }
     let name = "apf_flow_schema_rejected_per_second";
-    header(o, name, "gauge", "APF rejections per second over the analysis window, by flow schema and reason.");
+    header(
+        o,
+        name,
+        "gauge",
+        "APF rejections per second over the analysis window, by flow schema and reason.",
+    );
     for a in &report.apiservers {
         for (pl, fs, reason, v) in &a.flow_schema_rejected_per_second {
-            sample(o, name, &[("apiserver", &a.apiserver), ("priority_level", pl), ("flow_schema", fs), ("reason", reason)], *v);
+            sample(
+                o,
+                name,
+                &[
+                    ("apiserver", &a.apiserver),
+                    ("priority_level", pl),
+                    ("flow_schema", fs),
+                    ("reason", reason),
+                ],
+                *v,
+            );
         }
     }
     for (name, help, waiting) in [
@@ -129,28 +215,89 @@ pub fn render(report: &StatusReport, self_metrics: &SelfMetrics) -> String {
         }
     }
 
-    header(o, "apf_monitor_build_info", "gauge", "apf-monitor's version.");
-    sample(o, "apf_monitor_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
-    header(o, "apf_monitor_apiserver_info", "gauge", "The Kubernetes version each replica reports.");
+    header(
+        o,
+        "apf_monitor_build_info",
+        "gauge",
+        "apf-monitor's version.",
+    );
+    sample(
+        o,
+        "apf_monitor_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    header(
+        o,
+        "apf_monitor_apiserver_info",
+        "gauge",
+        "The Kubernetes version each replica reports.",
+    );
     for (apiserver, version) in &self_metrics.kubernetes_version {
-        sample(o, "apf_monitor_apiserver_info", &[("apiserver", apiserver), ("kubernetes_version", version)], 1.0);
+        sample(
+            o,
+            "apf_monitor_apiserver_info",
+            &[("apiserver", apiserver), ("kubernetes_version", version)],
+            1.0,
+        );
     }
-    let pairs = |o: &mut String, name: &str, kind: &str, help: &str, m: &BTreeMap<(String, String), f64>| {
+    let pairs = |o: &mut String,
+                 name: &str,
+                 kind: &str,
+                 help: &str,
+                 m: &BTreeMap<(String, String), f64>| {
         header(o, name, kind, help);
         for ((apiserver, endpoint), v) in m {
-            sample(o, name, &[("apiserver", apiserver), ("endpoint", endpoint)], *v);
+            sample(
+                o,
+                name,
+                &[("apiserver", apiserver), ("endpoint", endpoint)],
+                *v,
+            );
         }
     };
-    pairs(o, "apf_monitor_scrape_duration_seconds", "gauge", "How long the last scrape of the endpoint took: fetch, parse and derive.", &self_metrics.scrape_duration_seconds);
-    pairs(o, "apf_monitor_last_scrape_success_timestamp_seconds", "gauge", "Unix time of the endpoint's last successful scrape.", &self_metrics.last_success_timestamp_seconds);
-    let as_f64 = |m: &BTreeMap<(String, String), u64>| m.iter().map(|(k, v)| (k.clone(), *v as f64)).collect();
+    pairs(
+        o,
+        "apf_monitor_scrape_duration_seconds",
+        "gauge",
+        "How long the last scrape of the endpoint took: fetch, parse and derive.",
+        &self_metrics.scrape_duration_seconds,
+    );
+    pairs(
+        o,
+        "apf_monitor_last_scrape_success_timestamp_seconds",
+        "gauge",
+        "Unix time of the endpoint's last successful scrape.",
+        &self_metrics.last_success_timestamp_seconds,
+    );
+    let as_f64 = |m: &BTreeMap<(String, String), u64>| {
+        m.iter().map(|(k, v)| (k.clone(), *v as f64)).collect()
+    };
     pairs(o, "apf_monitor_parse_errors_total", "counter", "Lines of /metrics or rows of a dump that could not be read (counted, not dropped silently).", &as_f64(&self_metrics.parse_errors_total));
-    let available = self_metrics.endpoint_available.iter().map(|(k, v)| (k.clone(), f64::from(*v))).collect();
+    let available = self_metrics
+        .endpoint_available
+        .iter()
+        .map(|(k, v)| (k.clone(), f64::from(*v)))
+        .collect();
     pairs(o, "apf_monitor_endpoint_available", "gauge", "1 while the endpoint is read; 0 while it answers 403/404 (RBAC or an old version): the replica is then read metrics-only.", &available);
     let name = "apf_monitor_scrape_errors_total";
-    header(o, name, "counter", "Failed scrapes by replica, endpoint and reason.");
+    header(
+        o,
+        name,
+        "counter",
+        "Failed scrapes by replica, endpoint and reason.",
+    );
     for ((apiserver, endpoint, reason), v) in &self_metrics.scrape_errors_total {
-        sample(o, name, &[("apiserver", apiserver), ("endpoint", endpoint), ("reason", reason)], *v as f64);
+        sample(
+            o,
+            name,
+            &[
+                ("apiserver", apiserver),
+                ("endpoint", endpoint),
+                ("reason", reason),
+            ],
+            *v as f64,
+        );
     }
     out
 }

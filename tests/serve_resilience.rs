@@ -1,0 +1,298 @@
+//! `serve` against a stand-in apiserver (axum on 127.0.0.1:0) that misbehaves in every way we know: each failure
+//! is counted under its reason and the daemon keeps serving.
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apf_monitor::config::{self, Config, StaticTarget};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use common::{get_text, sample_value};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Capture,
+    Garbage,
+    InvalidUtf8,
+    HugeLine,
+    Error500,
+    Hang,
+    Throttled,
+}
+
+#[derive(Clone)]
+struct Fake {
+    mode: Arc<Mutex<Mode>>,
+    capture: Arc<Vec<u8>>,
+}
+
+async fn metrics(State(f): State<Fake>) -> Response {
+    let mode = *f.mode.lock().unwrap();
+    match mode {
+        Mode::Capture => (StatusCode::OK, f.capture.as_ref().clone()).into_response(),
+        Mode::Garbage => {
+            (StatusCode::OK, "<html><body>Login required</body></html>\n").into_response()
+        }
+        Mode::InvalidUtf8 => {
+            let mut body =
+                b"apiserver_flowcontrol_current_limit_seats{priority_level=\"bad\xff\xfe\"} 3\n"
+                    .to_vec();
+            body.extend_from_slice(&f.capture);
+            (StatusCode::OK, body).into_response()
+        }
+        Mode::HugeLine => {
+            let mut body = b"apiserver_flowcontrol_current_limit_seats{priority_level=\"".to_vec();
+            body.extend(std::iter::repeat_n(b'a', 20 * 1024 * 1024));
+            body.extend_from_slice(b"\"} 1\n");
+            body.extend_from_slice(&f.capture);
+            (StatusCode::OK, body).into_response()
+        }
+        Mode::Error500 => (StatusCode::INTERNAL_SERVER_ERROR, "etcd is sad").into_response(),
+        Mode::Hang => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            (StatusCode::OK, "").into_response()
+        }
+        Mode::Throttled => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            "Too many requests, please try again later.",
+        )
+            .into_response(),
+    }
+}
+
+async fn start_fake(capture: Vec<u8>) -> (String, Fake) {
+    let fake = Fake {
+        mode: Arc::new(Mutex::new(Mode::Capture)),
+        capture: Arc::new(capture),
+    };
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        // This replica's RBAC does not allow the dumps.
+        .route("/debug/api_priority_and_fairness/{dump}", get(|| async { (StatusCode::FORBIDDEN, "forbidden: User \"system:serviceaccount:apf:apf-monitor\" cannot get path \"/debug/api_priority_and_fairness/dump_queues\"") }))
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), fake)
+}
+
+async fn start_monitor(target: &str, tweak: impl FnOnce(&mut Config)) -> String {
+    let mut config = Config::default();
+    config.scrape.interval = config::Interval(Duration::from_millis(300));
+    config.scrape.timeout = config::Interval(Duration::from_millis(300));
+    config.scrape.max_backoff = config::Interval(Duration::from_millis(600));
+    config.analysis.window = config::Interval(Duration::from_secs(10));
+    config.targets.static_targets = vec![StaticTarget {
+        name: Some("fake".into()),
+        ..StaticTarget::from_url(config::parse_target_url(target).unwrap())
+    }];
+    tweak(&mut config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+    format!("http://{addr}")
+}
+
+fn errors(body: &str, endpoint: &str, reason: &str) -> f64 {
+    sample_value(
+        body,
+        "apf_monitor_scrape_errors_total",
+        &[
+            ("apiserver", "fake"),
+            ("endpoint", endpoint),
+            ("reason", reason),
+        ],
+    )
+    .unwrap_or(-1.0)
+}
+
+/// Waits until the exported metrics satisfy `ok`, returning the body; panics with the last body otherwise.
+async fn wait_for(monitor: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let url = format!("{monitor}/metrics");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        if let Some(body) = get_text(&url).await {
+            if ok(&body) {
+                return body;
+            }
+            last = body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}; last /metrics:\n{last}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_bad_input_is_counted_and_the_daemon_keeps_serving() {
+    let (target, fake) = start_fake(common::capture("1.35")).await;
+    let monitor = start_monitor(&target, |_| {}).await;
+    let limit = |b: &str| {
+        sample_value(
+            b,
+            "apf_priority_level_limit_seats",
+            &[("apiserver", "fake"), ("priority_level", "workload-low")],
+        )
+    };
+
+    // A good scrape first: the capture's enforced limit (56) and headroom (55) are exported.
+    let body = wait_for(&monitor, "the capture's values", |b| limit(b) == Some(56.0)).await;
+    assert_eq!(
+        sample_value(
+            &body,
+            "apf_priority_level_headroom_seats",
+            &[("priority_level", "workload-low")]
+        ),
+        Some(55.0)
+    );
+    // Error counters exist at 0 from the start, for every endpoint and reason.
+    assert!(errors(&body, "metrics", "timeout") >= 0.0, "{body}");
+    // The dumps answer 403: metrics-only, said once, with a self-metric.
+    let body = wait_for(&monitor, "dumps marked unavailable", |b| {
+        sample_value(
+            b,
+            "apf_monitor_endpoint_available",
+            &[("endpoint", "dump_queues")],
+        ) == Some(0.0)
+    })
+    .await;
+    assert!(errors(&body, "dump_queues", "http_4xx") >= 1.0);
+    let status = get_text(&format!("{monitor}/api/v1/status")).await.unwrap();
+    assert!(
+        status.contains("/debug/api_priority_and_fairness/*"),
+        "the 403 names the missing RBAC rule: {status}"
+    );
+
+    for (mode, endpoint_reason) in [
+        (Mode::Garbage, "parse"),
+        (Mode::Error500, "http_5xx"),
+        (Mode::Hang, "timeout"),
+        (Mode::Throttled, "throttled"),
+    ] {
+        *fake.mode.lock().unwrap() = mode;
+        wait_for(
+            &monitor,
+            &format!("{mode:?} counted as {endpoint_reason}"),
+            |b| errors(b, "metrics", endpoint_reason) >= 1.0,
+        )
+        .await;
+        // Still serving its own endpoints.
+        assert_eq!(
+            get_text(&format!("{monitor}/healthz")).await.as_deref(),
+            Some("ok\n")
+        );
+        *fake.mode.lock().unwrap() = Mode::Capture;
+        wait_for(&monitor, "recovery", |b| {
+            sample_value(
+                b,
+                "apf_monitor_scrape_duration_seconds",
+                &[("endpoint", "metrics")],
+            )
+            .is_some()
+                && limit(b) == Some(56.0)
+        })
+        .await;
+    }
+
+    // Lines that cannot be read are counted, and the rest of the body still counts.
+    for mode in [Mode::InvalidUtf8, Mode::HugeLine] {
+        let before = wait_for(&monitor, "a body", |_| true).await;
+        let parse_errors = |b: &str| {
+            sample_value(
+                b,
+                "apf_monitor_parse_errors_total",
+                &[("endpoint", "metrics")],
+            )
+            .unwrap_or(0.0)
+        };
+        let n = parse_errors(&before);
+        *fake.mode.lock().unwrap() = mode;
+        let body = wait_for(&monitor, &format!("{mode:?} counted"), |b| {
+            parse_errors(b) > n
+        })
+        .await;
+        assert_eq!(
+            limit(&body),
+            Some(56.0),
+            "{mode:?}: the good lines still count"
+        );
+        *fake.mode.lock().unwrap() = Mode::Capture;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_cap_is_cut_off_and_counted() {
+    let (target, _fake) = start_fake(common::capture("1.35")).await;
+    let monitor = start_monitor(&target, |c| {
+        c.scrape.max_body_bytes = config::ByteCount(64 * 1024)
+    })
+    .await;
+    let body = wait_for(&monitor, "too_large", |b| {
+        errors(b, "metrics", "too_large") >= 1.0
+    })
+    .await;
+    assert!(
+        sample_value(&body, "apf_priority_level_limit_seats", &[]).is_none(),
+        "no values from a cut-off body"
+    );
+    let ready = reqwest::get(format!("{monitor}/readyz")).await.unwrap();
+    assert_eq!(
+        ready.status(),
+        503,
+        "not ready while no target was scraped successfully"
+    );
+}
+
+/// A raw TCP server that promises more body than it sends, then hangs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_body_is_counted() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\napiserver_flowcontrol_current_limit_seats{priority_level=\"a\"} 1\n")
+                    .await;
+            });
+        }
+    });
+    let monitor = start_monitor(&format!("http://{addr}"), |c| c.scrape.debug_dumps = false).await;
+    wait_for(&monitor, "a truncated body counted", |b| {
+        errors(b, "metrics", "body") >= 1.0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_target_is_counted_as_connect() {
+    // Bind and drop: nothing listens on this port now.
+    let port = {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let monitor = start_monitor(&format!("http://127.0.0.1:{port}"), |_| {}).await;
+    wait_for(&monitor, "connect errors", |b| {
+        errors(b, "metrics", "connect") >= 1.0
+    })
+    .await;
+    assert_eq!(
+        get_text(&format!("{monitor}/healthz")).await.as_deref(),
+        Some("ok\n")
+    );
+}

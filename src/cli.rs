@@ -458,7 +458,7 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
         }
         let _ = writeln!(
             out,
-            "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
+            "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  STATUS",
             "PRIORITY LEVEL",
             "NOMINAL",
             "LIMIT",
@@ -466,8 +466,7 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
             "HEADROOM",
             "QUEUED",
             "FULLEST",
-            "REJECTED/S",
-            "STATUS"
+            "REJECTED/S"
         );
         for l in &a.levels {
             let rejected = l
@@ -581,8 +580,10 @@ async fn demo(args: DemoArgs) -> Result<()> {
             .context("cannot open a local port")?,
     };
     let listen = listener.local_addr()?;
-    let mut config = Config::default();
-    config.listen = listen;
+    let mut config = Config {
+        listen,
+        ..Config::default()
+    };
     config.scrape.interval = args.interval;
     config.scrape.timeout = args.interval;
     config.analysis.window = config::Interval((args.interval.0 * 2).max(Duration::from_secs(60)));

@@ -185,7 +185,7 @@ impl Analysis {
                 })
                 .collect()
         });
-        let wait_p99_seconds = match (levels().next().flatten(), levels().last().flatten()) {
+        let wait_p99_seconds = match (levels().next().flatten(), levels().next_back().flatten()) {
             (Some(first), Some(last)) if points.len() >= 2 => math::histogram_delta_quantile(
                 first.wait_seconds.as_ref(),
                 last.wait_seconds.as_ref(),

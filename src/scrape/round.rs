@@ -104,17 +104,23 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
             let invalid = match endpoint {
                 Endpoint::DumpPriorityLevels => {
                     let d = dump::parse_priority_levels(&text).map_err(err)?;
-                    snap.map(|s| model::apply_priority_levels_dump(s, &d));
+                    if let Some(s) = snap {
+                        model::apply_priority_levels_dump(s, &d);
+                    }
                     d.stats.invalid_rows
                 }
                 Endpoint::DumpQueues => {
                     let d = dump::parse_queues(&text).map_err(err)?;
-                    snap.map(|s| model::apply_queues_dump(s, &d));
+                    if let Some(s) = snap {
+                        model::apply_queues_dump(s, &d);
+                    }
                     d.stats.invalid_rows
                 }
                 _ => {
                     let d = dump::parse_requests(&text).map_err(err)?;
-                    snap.map(|s| model::apply_requests_dump(s, &d));
+                    if let Some(s) = snap {
+                        model::apply_requests_dump(s, &d);
+                    }
                     d.stats.invalid_rows
                 }
             };

@@ -293,3 +293,212 @@ pub fn analyze_single(
     });
     analysis.analyze_replica(apiserver, &history, 0.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{FlowSample, QueueSummary};
+
+    fn level(limit: f64, executing: f64, queued: f64, rejected: &[(&str, f64)]) -> LevelSnapshot {
+        LevelSnapshot {
+            limit_seats: Some(limit),
+            nominal_limit_seats: Some(limit),
+            executing_seats: Some(executing),
+            inqueue_requests: Some(queued),
+            rejected_total: rejected.iter().map(|(r, v)| (r.to_string(), *v)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn history(points: Vec<(f64, ReplicaSnapshot)>) -> ReplicaHistory {
+        let mut h = ReplicaHistory::default();
+        for (at, snapshot) in points {
+            h.push(Point {
+                at,
+                wall_time: String::new(),
+                snapshot: Arc::new(snapshot),
+            });
+        }
+        h
+    }
+
+    fn snap(levels: Vec<(&str, LevelSnapshot)>) -> ReplicaSnapshot {
+        ReplicaSnapshot {
+            levels: levels
+                .into_iter()
+                .map(|(n, l)| (n.to_string(), l))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rejection_rates_over_the_window_survive_a_restart() {
+        let h = history(vec![
+            (
+                0.0,
+                snap(vec![("workload-low", level(100.0, 10.0, 0.0, &[]))]),
+            ),
+            // The series appears with the first rejections: counted from 0.
+            (
+                10.0,
+                snap(vec![(
+                    "workload-low",
+                    level(100.0, 100.0, 50.0, &[("queue-full", 30.0)]),
+                )]),
+            ),
+            (
+                20.0,
+                snap(vec![(
+                    "workload-low",
+                    level(100.0, 100.0, 50.0, &[("queue-full", 60.0)]),
+                )]),
+            ),
+            // The apiserver restarted: 60 -> 12 means 12 new rejections.
+            (
+                30.0,
+                snap(vec![(
+                    "workload-low",
+                    level(100.0, 100.0, 50.0, &[("queue-full", 12.0)]),
+                )]),
+            ),
+        ]);
+        let a = Analysis::default();
+        let r = a.analyze_replica("a", &h, 30.0);
+        let l = &r.levels[0];
+        let rate = l.rejected_per_second.as_ref().unwrap()["queue-full"];
+        assert!((rate - (30.0 + 30.0 + 12.0) / 30.0).abs() < 1e-9, "{rate}");
+        assert_eq!(l.headroom_seats, Some(0.0));
+        assert_eq!(l.status, LevelStatus::Critical);
+        assert_eq!(l.seconds_to_exhaustion, Some(0.0));
+    }
+
+    #[test]
+    fn a_single_scrape_has_no_rates() {
+        let r = analyze_single(
+            "a",
+            snap(vec![(
+                "workload-low",
+                level(100.0, 10.0, 0.0, &[("queue-full", 9.0)]),
+            )]),
+            &Analysis::default(),
+        );
+        assert_eq!(r.levels[0].rejected_per_second, None);
+        assert_eq!(r.levels[0].status, LevelStatus::Ok);
+        assert_eq!(r.levels[0].headroom_ratio, Some(0.9));
+    }
+
+    #[test]
+    fn falling_headroom_predicts_exhaustion() {
+        // Headroom falls 1 seat/s: 100, 95, ... 50 at t=50.
+        let points = (0..=10)
+            .map(|i| {
+                (
+                    i as f64 * 5.0,
+                    snap(vec![(
+                        "workload-low",
+                        level(200.0, 100.0 + i as f64 * 5.0, 0.0, &[]),
+                    )]),
+                )
+            })
+            .collect();
+        let r = Analysis::default().analyze_replica("a", &history(points), 50.0);
+        let l = &r.levels[0];
+        assert_eq!(l.headroom_seats, Some(50.0));
+        assert!(
+            (l.seconds_to_exhaustion.unwrap() - 50.0).abs() < 1e-6,
+            "{:?}",
+            l.seconds_to_exhaustion
+        );
+        assert_eq!(l.status, LevelStatus::Warning);
+        // Rising headroom predicts nothing.
+        let points = (0..=10)
+            .map(|i| {
+                (
+                    i as f64 * 5.0,
+                    snap(vec![(
+                        "workload-low",
+                        level(200.0, 150.0 - i as f64, 0.0, &[]),
+                    )]),
+                )
+            })
+            .collect();
+        let r = Analysis::default().analyze_replica("a", &history(points), 50.0);
+        assert_eq!(r.levels[0].seconds_to_exhaustion, None);
+    }
+
+    #[test]
+    fn exempt_gets_executing_seats_only() {
+        let mut exempt = level(600.0, 3.0, 0.0, &[("concurrency-limit", 5.0)]);
+        exempt.config = None;
+        let r = analyze_single("a", snap(vec![("exempt", exempt)]), &Analysis::default());
+        let l = &r.levels[0];
+        assert_eq!(l.executing_seats, Some(3.0));
+        assert_eq!(
+            (l.limit_seats, l.headroom_seats, l.headroom_ratio),
+            (None, None, None)
+        );
+        assert_eq!(l.status, LevelStatus::Ok);
+    }
+
+    #[test]
+    fn fullest_queue_near_the_limit_is_critical() {
+        let mut l = level(100.0, 50.0, 45.0, &[]);
+        l.queues = Some(QueueSummary {
+            queues: 128,
+            active_queues: 1,
+            waiting_requests: 45,
+            fullest_queue_requests: 45,
+        });
+        l.config = Some(crate::model::PriorityLevelConfig {
+            name: "workload-low".into(),
+            queuing: true,
+            exempt: false,
+            queues: Some(128),
+            hand_size: Some(6),
+            queue_length_limit: Some(50),
+            shares: Some(100),
+            lendable_percent: Some(90),
+            borrowing_limit_percent: None,
+        });
+        let r = analyze_single("a", snap(vec![("workload-low", l)]), &Analysis::default());
+        let l = &r.levels[0];
+        assert_eq!(l.queue_capacity_requests, Some(6400.0));
+        assert_eq!(l.fullest_queue_requests, Some(45.0));
+        assert_eq!(l.status, LevelStatus::Critical);
+    }
+
+    #[test]
+    fn top_flows_are_window_means_ranked_by_pressure() {
+        let flow = |name: &str, waiting: u64, seats: u64| FlowSample {
+            priority_level: "workload-low".into(),
+            flow_schema: "service-accounts".into(),
+            flow: name.into(),
+            waiting_requests: waiting,
+            executing_seats: seats,
+            users: vec![name.into()],
+            example_request: Some("list pods".into()),
+        };
+        let with = |flows: Vec<FlowSample>| {
+            let mut s = snap(vec![("workload-low", level(100.0, 90.0, 10.0, &[]))]);
+            s.flows = Some(flows);
+            s
+        };
+        let h = history(vec![
+            (0.0, with(vec![flow("agent", 10, 40), flow("ci", 1, 1)])),
+            (5.0, with(vec![flow("agent", 20, 60)])),
+        ]);
+        let a = Analysis {
+            top_flows: 1,
+            ..Analysis::default()
+        };
+        let r = a.analyze_replica("a", &h, 5.0);
+        let top = &r.levels[0].top_flows;
+        assert_eq!(top.len(), 1);
+        assert_eq!(top[0].flow, "agent");
+        assert_eq!(top[0].waiting_requests, 15.0);
+        assert_eq!(top[0].executing_seats, 50.0);
+    }
+}

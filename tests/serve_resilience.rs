@@ -296,3 +296,72 @@ async fn a_dead_target_is_counted_as_connect() {
         Some("ok\n")
     );
 }
+
+/// The stand-in accepts only the token currently in the file: a rotation must be picked up without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_file_is_reread_when_it_rotates() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("token");
+    std::fs::write(&token_path, "token-one\n").unwrap();
+    let accepted = Arc::new(Mutex::new("token-one".to_string()));
+    let capture = Arc::new(common::capture("1.35"));
+    let app = Router::new().route(
+        "/metrics",
+        get({
+            let accepted = accepted.clone();
+            move |headers: axum::http::HeaderMap| {
+                let accepted = accepted.clone();
+                let capture = capture.clone();
+                async move {
+                    let want = format!("Bearer {}", accepted.lock().unwrap());
+                    if headers
+                        .get(header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        == Some(want.as_str())
+                    {
+                        (StatusCode::OK, capture.as_ref().clone()).into_response()
+                    } else {
+                        (StatusCode::UNAUTHORIZED, "Unauthorized").into_response()
+                    }
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let path = token_path.clone();
+    let monitor = start_monitor(&format!("http://{addr}"), move |c| {
+        c.scrape.debug_dumps = false;
+        c.targets.static_targets[0].bearer_token_file = Some(path);
+    })
+    .await;
+    let ok_count = |b: &str| {
+        sample_value(
+            b,
+            "apf_monitor_last_scrape_success_timestamp_seconds",
+            &[("endpoint", "metrics")],
+        )
+    };
+    let first = wait_for(&monitor, "a scrape with the first token", |b| {
+        ok_count(b).is_some()
+    })
+    .await;
+    assert_eq!(errors(&first, "metrics", "http_4xx"), 0.0);
+    // Rotate: the server now wants the new token, and the file holds it.
+    *accepted.lock().unwrap() = "token-two-rotated".into();
+    std::fs::write(&token_path, "token-two-rotated\n").unwrap();
+    // Any success stamped after this instant was made with the new token: the server takes no other.
+    let rotated_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let body = wait_for(&monitor, "a scrape with the rotated token", |b| {
+        ok_count(b).is_some_and(|t| t > rotated_at)
+    })
+    .await;
+    assert!(
+        errors(&body, "metrics", "http_4xx") <= 1.0,
+        "at most the one scrape racing the rotation fails"
+    );
+}

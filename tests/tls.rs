@@ -1,0 +1,175 @@
+//! TLS against an https stand-in apiserver with a certificate of its own CA: verified by default, `ca_file` and
+//! `tls_server_name` make it pass, `insecure_skip_verify` is an explicit opt-out.
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apf_monitor::config::{self, Config, StaticTarget};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+struct Pki {
+    ca_pem: String,
+    server_config: Arc<rustls::ServerConfig>,
+}
+
+fn pki() -> Pki {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "test-apiserver-ca");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    // The certificate names the service, not the address the monitor connects to.
+    let params = rcgen::CertificateParams::new(vec!["kubernetes.default.svc".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let server_config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        server_config: Arc::new(server_config),
+    }
+}
+
+/// A one-endpoint HTTPS server: every request gets the 1.35 capture.
+async fn https_apiserver(server_config: Arc<rustls::ServerConfig>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
+    let body = Arc::new(common::capture("1.35"));
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let body = body.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(sock).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = tls.write_all(head.as_bytes()).await;
+                let _ = tls.write_all(&body).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn monitor_for(target: StaticTarget) -> String {
+    let mut config = Config::default();
+    config.scrape.interval = config::Interval(Duration::from_millis(300));
+    config.scrape.timeout = config::Interval(Duration::from_millis(300));
+    config.scrape.debug_dumps = false;
+    config.scrape.objects_interval = config::DurationValue(Duration::ZERO);
+    config.analysis.window = config::Interval(Duration::from_secs(10));
+    config.targets.static_targets = vec![target];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+    format!("http://{addr}/metrics")
+}
+
+async fn wait_metric(url: &str, pred: impl Fn(&str) -> bool) -> Option<String> {
+    for _ in 0..200 {
+        if let Some(body) = common::get_text(url).await {
+            if pred(&body) {
+                return Some(body);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+fn limit(body: &str) -> Option<f64> {
+    common::sample_value(
+        body,
+        "apf_priority_level_limit_seats",
+        &[("priority_level", "workload-low")],
+    )
+}
+
+fn connect_errors(body: &str) -> f64 {
+    common::sample_value(
+        body,
+        "apf_monitor_scrape_errors_total",
+        &[("endpoint", "metrics"), ("reason", "connect")],
+    )
+    .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
+    let pki = pki();
+    let addr = https_apiserver(pki.server_config.clone()).await;
+    let url = config::parse_target_url(&format!("https://{addr}")).unwrap();
+
+    // Unknown CA: refused, counted, nothing exported.
+    let plain = monitor_for(StaticTarget {
+        name: Some("untrusted".into()),
+        ..StaticTarget::from_url(url.clone())
+    })
+    .await;
+    let body = wait_metric(&plain, |b| connect_errors(b) >= 1.0)
+        .await
+        .expect("the unknown CA is refused");
+    assert_eq!(limit(&body), None);
+
+    // The CA file and the name on the certificate: verified and scraped.
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let good = monitor_for(StaticTarget {
+        name: Some("verified".into()),
+        ca_file: Some(ca.clone()),
+        tls_server_name: Some("kubernetes.default.svc".into()),
+        ..StaticTarget::from_url(url.clone())
+    })
+    .await;
+    wait_metric(&good, |b| limit(b) == Some(56.0))
+        .await
+        .expect("scraped over verified TLS");
+
+    // The right CA but the address instead of the certificate's name: still refused.
+    let wrong_name = monitor_for(StaticTarget {
+        name: Some("wrong-name".into()),
+        ca_file: Some(ca),
+        ..StaticTarget::from_url(url.clone())
+    })
+    .await;
+    wait_metric(&wrong_name, |b| connect_errors(b) >= 1.0)
+        .await
+        .expect("a name mismatch is refused");
+
+    // The explicit opt-out works (and is warned about at start-up).
+    let insecure = monitor_for(StaticTarget {
+        name: Some("insecure".into()),
+        insecure_skip_verify: true,
+        ..StaticTarget::from_url(url)
+    })
+    .await;
+    wait_metric(&insecure, |b| limit(b) == Some(56.0))
+        .await
+        .expect("insecure_skip_verify scrapes");
+}

@@ -186,7 +186,6 @@ pub(super) struct Flow {
 
 pub(super) struct State {
     pub version: KubeVersion,
-    pub server_cl: u32,
     pub levels: Vec<Level>,
     pub flow_schemas: Vec<FlowSchemaDef>,
     pub flows: Vec<Flow>,
@@ -337,7 +336,6 @@ impl Simulator {
         wait_buckets.push(30.0);
         let state = State {
             version: v,
-            server_cl,
             levels,
             flow_schemas,
             flows,
@@ -351,6 +349,17 @@ impl Simulator {
             rng: StdRng::seed_from_u64(opts.seed),
             wall_start: SystemTime::now(),
         };
+        let mut state = state;
+        // The gauges of every flow schema exist from start-up, as in the captures; counters appear on first use.
+        for fs in 0..state.flow_schemas.len() {
+            if let Some(li) = state
+                .levels
+                .iter()
+                .position(|l| l.def.name == state.flow_schemas[fs].priority_level)
+            {
+                state.stats(li, fs);
+            }
+        }
         Ok(Simulator {
             state: Arc::new(Mutex::new(state)),
         })
@@ -1018,6 +1027,7 @@ mod debug_timeline {
     use crate::sim::ScenarioSource;
     use std::time::Duration;
 
+    /// For tuning the built-in scenarios: `cargo test print_ramp -- --ignored --nocapture`.
     #[test]
     #[ignore]
     fn print_ramp() {

@@ -160,7 +160,9 @@ impl State {
                 .iter()
                 .any(|l| l.def.name == pl && !l.queues.is_empty())
         };
-        let stats: Vec<(&(String, String), &FsStats)> = self.fs_stats.iter().collect();
+        // Series are written sorted by label values in label-name order: flow_schema before priority_level.
+        let mut stats: Vec<(&(String, String), &FsStats)> = self.fs_stats.iter().collect();
+        stats.sort_by(|a, b| (&a.0 .1, &a.0 .0).cmp(&(&b.0 .1, &b.0 .0)));
 
         // Per (priority level, flow schema) gauges and counters.
         let exec_help = match m {
@@ -263,8 +265,14 @@ impl State {
             Some(28),
             None,
         );
-        for ((pl, fs), s) in &stats {
-            for (exec, h) in [("false", &s.wait_rejected), ("true", &s.wait_executed)] {
+        // execute is the first label name, so every execute="false" series sorts before the "true" ones.
+        for exec in ["false", "true"] {
+            for ((pl, fs), s) in &stats {
+                let h = if exec == "false" {
+                    &s.wait_rejected
+                } else {
+                    &s.wait_executed
+                };
                 if h.count > 0 {
                     let labels = format!("execute=\"{exec}\",{}", fs_labels(pl, fs));
                     out.histogram(f, &labels, &self.wait_buckets, h);
@@ -290,7 +298,7 @@ impl State {
             };
             let dep = (m == 30).then_some("1.30.0");
             let f = out.apf("request_concurrency_limit", "gauge", &help, None, dep);
-            for l in levels.iter().filter(|l| !l.def.exempt) {
+            for l in &levels {
                 let v = if m >= 26 {
                     l.nominal
                 } else {
@@ -742,5 +750,324 @@ impl Simulator {
     /// `/debug/api_priority_and_fairness/dump_requests`, with `?includeRequestDetails=1` when `include_details`.
     pub fn render_dump_requests(&self, include_details: bool) -> String {
         self.lock().render_dump_requests(include_details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::apf::tests::sim;
+    use crate::sim::ScenarioSource;
+
+    fn metrics(minor: u32, src: ScenarioSource, secs: u64) -> String {
+        let s = sim(minor, src, 1);
+        s.step(Duration::from_secs(secs));
+        s.render_metrics()
+    }
+
+    fn has_family(text: &str, name: &str) -> bool {
+        text.contains(&format!("# TYPE apiserver_flowcontrol_{name} "))
+    }
+
+    fn help(text: &str, name: &str) -> String {
+        let prefix = format!("# HELP apiserver_flowcontrol_{name} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')))
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[test]
+    fn go_float_matches_strconv() {
+        assert_eq!(go_float(37.0), "37");
+        assert_eq!(go_float(0.000289668), "0.000289668");
+        assert_eq!(go_float(1837745.0), "1.837745e+06");
+        assert_eq!(go_float(1e6), "1e+06");
+        assert_eq!(go_float(123456.0), "123456");
+        assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_float(2.265863550053805), "2.265863550053805");
+        assert_eq!(go_float(f64::INFINITY), "+Inf");
+    }
+
+    #[test]
+    fn time_formats() {
+        let t = SystemTime::UNIX_EPOCH + Duration::new(1_689_653_588, 986_534_840);
+        assert_eq!(rfc3339_nano(t), "2023-07-18T04:13:08.98653484Z");
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_689_653_588);
+        assert_eq!(rfc3339_nano(t), "2023-07-18T04:13:08Z");
+        assert_eq!(seat_seconds(3125.4827352), "3125.48273520ss");
+        assert_eq!(seat_seconds(0.0), "0.00000000ss");
+    }
+
+    #[test]
+    fn metric_families_per_version() {
+        let m31 = metrics(31, ScenarioSource::Idle, 20);
+        assert!(!m31.contains("apiserver_flowcontrol_request_concurrency_limit"));
+        assert!(help(&m31, "request_concurrency_in_use")
+            .starts_with("[ALPHA] (Deprecated since 1.31.0) "));
+        let m30 = metrics(30, ScenarioSource::Idle, 20);
+        assert!(help(&m30, "request_concurrency_limit")
+            .starts_with("[ALPHA] (Deprecated since 1.30.0) Nominal"));
+        let m32 = metrics(32, ScenarioSource::Idle, 20);
+        assert!(!m32.contains("request_concurrency_in_use"));
+        assert!(has_family(&m32, "current_executing_seats"));
+
+        let m25 = metrics(25, ScenarioSource::Idle, 20);
+        assert!(!m25.contains("nominal_limit_seats") && !m25.contains("current_limit_seats"));
+        assert_eq!(
+            sample(
+                &m25,
+                "apiserver_flowcontrol_request_concurrency_limit{priority_level=\"workload-low\"}"
+            ),
+            Some(245.0)
+        );
+        assert!(!m25.contains("request_concurrency_limit{priority_level=\"exempt\"}"));
+        assert!(
+            has_family(&m25, "request_concurrency_in_use")
+                && !has_family(&m25, "current_executing_seats")
+        );
+
+        let m35 = metrics(35, ScenarioSource::Idle, 20);
+        assert_eq!(
+            sample(
+                &m35,
+                "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"exempt\"}"
+            ),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(
+                &m35,
+                "apiserver_flowcontrol_upper_limit_seats{priority_level=\"exempt\"}"
+            ),
+            Some(600.0)
+        );
+        assert_eq!(
+            sample(
+                &m35,
+                "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"workload-low\"}"
+            ),
+            Some(245.0)
+        );
+        assert_eq!(
+            sample(
+                &m35,
+                "apiserver_flowcontrol_lower_limit_seats{priority_level=\"workload-low\"}"
+            ),
+            Some(24.0)
+        );
+        assert!(m35.contains("kubernetes_build_info{") && m35.contains("git_version=\"v1.35.0\""));
+
+        let m29 = metrics(29, ScenarioSource::Idle, 20);
+        assert_eq!(
+            sample(
+                &m29,
+                "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"catch-all\"}"
+            ),
+            Some(13.0)
+        );
+        assert_eq!(
+            sample(
+                &m29,
+                "apiserver_flowcontrol_request_concurrency_limit{priority_level=\"workload-low\"}"
+            ),
+            Some(245.0)
+        );
+        assert!(has_family(&m29, "current_inqueue_seats"));
+        assert!(!has_family(
+            &metrics(28, ScenarioSource::Idle, 1),
+            "current_inqueue_seats"
+        ));
+
+        let m21 = metrics(21, ScenarioSource::Idle, 20);
+        assert!(!m21.contains("node-high"));
+        assert!(!has_family(&m21, "request_concurrency_in_use"));
+        assert!(help(&m21, "current_executing_requests").ends_with("Fairness system"));
+        let m20 = metrics(20, ScenarioSource::Idle, 1);
+        assert_eq!(
+            sample(
+                &m20,
+                "apiserver_flowcontrol_request_concurrency_limit{priority_level=\"workload-low\"}"
+            ),
+            Some(293.0)
+        );
+        assert!(m20.contains("# HELP apiserver_current_inflight_requests [ALPHA]"));
+        assert!(m29.contains("# HELP apiserver_current_inflight_requests [STABLE]"));
+    }
+
+    #[test]
+    fn stability_and_buckets() {
+        let m27 = metrics(27, ScenarioSource::Idle, 20);
+        assert!(help(&m27, "dispatched_requests_total").starts_with("[ALPHA] "));
+        assert!(help(&m27, "nominal_limit_seats").starts_with("[ALPHA] "));
+        let wait15 = |m: &str| {
+            m.lines().any(|l| {
+                l.starts_with("apiserver_flowcontrol_request_wait_duration_seconds_bucket")
+                    && l.contains("le=\"15\"")
+            })
+        };
+        assert!(!wait15(&m27));
+        let m28 = metrics(28, ScenarioSource::Idle, 20);
+        assert!(help(&m28, "dispatched_requests_total").starts_with("[BETA] "));
+        assert!(help(&m28, "nominal_limit_seats").starts_with("[BETA] "));
+        assert!(help(&m28, "current_limit_seats").starts_with("[ALPHA] "));
+        assert!(wait15(&m28));
+    }
+
+    #[test]
+    fn rejections_appear_only_after_one() {
+        let idle = metrics(33, ScenarioSource::Idle, 30);
+        assert!(!idle.contains("rejected_requests_total"));
+        let storm = metrics(33, ScenarioSource::Storm, 30);
+        assert!(storm.contains(
+            "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\",reason=\"queue-full\"}"
+        ));
+        assert!(storm.contains("execute=\"false\",flow_schema=\"service-accounts\""));
+    }
+
+    #[test]
+    fn metrics_are_valid_exposition() {
+        let text = metrics(29, ScenarioSource::Storm, 30);
+        let lines: Vec<std::io::Result<String>> = text.lines().map(|l| Ok(l.to_string())).collect();
+        let scrape = prometheus_parse::Scrape::parse(lines.into_iter()).unwrap();
+        assert!(scrape.samples.len() > 50);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut last_family = String::new();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap().to_string();
+                assert!(name > last_family, "families sorted: {name}");
+                assert!(seen.insert(name.clone()), "family {name} once");
+                last_family = name;
+            } else if !l.starts_with('#') {
+                assert!(l.starts_with(&last_family), "{l} under {last_family}");
+            }
+        }
+        let big = text
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_duration_seconds_bucket"))
+            .count();
+        assert!(big >= 200);
+    }
+
+    fn columns(dump: &str) -> Vec<usize> {
+        dump.lines().map(|l| l.split(',').count()).collect()
+    }
+
+    #[test]
+    fn dump_priority_levels_layouts() {
+        let s = sim(26, ScenarioSource::Idle, 1);
+        s.step(Duration::from_secs(5));
+        let d = s.render_dump_priority_levels();
+        assert!(columns(&d).iter().all(|&n| n == 6));
+        assert!(d.contains(
+            "exempt,            <none>,       <none>, <none>,      <none>,          <none>\n"
+        ));
+        let s = sim(27, ScenarioSource::Idle, 1);
+        let d = s.render_dump_priority_levels();
+        assert!(columns(&d).iter().all(|&n| n == 10));
+        assert!(d.lines().nth(1).unwrap().starts_with("catch-all,"));
+        assert!(d.contains("<none>"));
+        let s = sim(29, ScenarioSource::Storm, 1);
+        s.step(Duration::from_secs(30));
+        let d = s.render_dump_priority_levels();
+        assert!(!d.contains("<none>"));
+        let names: Vec<&str> = d
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        // Time-outs land in CancelledRequests from 1.29.
+        let wl = d.lines().find(|l| l.starts_with("workload-low,")).unwrap();
+        let cells: Vec<&str> = wl.split(',').map(str::trim).collect();
+        assert_eq!(cells[8], "0");
+        assert_ne!(cells[7], "0");
+    }
+
+    #[test]
+    fn dump_queues_layouts() {
+        let s = sim(22, ScenarioSource::Idle, 1);
+        s.step(Duration::from_secs(5));
+        let d = s.render_dump_queues();
+        assert!(d.starts_with(
+            "PriorityLevelName, Index,  PendingRequests, ExecutingRequests, VirtualStart\n"
+        ));
+        assert!(columns(&d).iter().all(|&n| n == 5));
+        assert!(
+            d.contains("exempt,            <none>, <none>,          <none>,            <none>\n")
+        );
+        assert!(d.contains("workload-low,      127,"));
+        let s = sim(25, ScenarioSource::Idle, 1);
+        s.step(Duration::from_secs(5));
+        let d = s.render_dump_queues();
+        assert!(columns(&d).iter().all(|&n| n == 9));
+        assert!(d
+            .lines()
+            .any(|l| l.starts_with("exempt,") && l.contains("<none>")));
+        assert!(d.contains("0.00000000ss"));
+        let s = sim(28, ScenarioSource::Idle, 1);
+        let d = s.render_dump_queues();
+        assert!(!d.contains("exempt,") && !d.contains("catch-all,"));
+        assert_eq!(
+            d.lines()
+                .filter(|l| l.starts_with("leader-election,"))
+                .count(),
+            16
+        );
+    }
+
+    #[test]
+    fn dump_requests_layouts() {
+        let s = sim(22, ScenarioSource::Storm, 1);
+        s.step(Duration::from_secs(20));
+        let d = s.render_dump_requests(false);
+        assert!(d.starts_with("PriorityLevelName, FlowSchemaName,"));
+        assert!(d.lines().next().unwrap().contains("FlowDistingsher"));
+        assert!(columns(&d).iter().all(|&n| n == 6));
+        let d = s.render_dump_requests(true);
+        assert!(columns(&d).iter().all(|&n| n == 14));
+
+        let s = sim(25, ScenarioSource::Storm, 1);
+        s.step(Duration::from_secs(20));
+        let d = s.render_dump_requests(false);
+        assert!(columns(&d).iter().all(|&n| n == 9));
+        assert!(!d.contains(",  -1,"), "no executing rows before 1.28");
+        assert!(d.lines().skip(1).all(|l| !l.contains(" -1,")));
+
+        let s = sim(29, ScenarioSource::Storm, 1);
+        s.step(Duration::from_secs(20));
+        let d = s.render_dump_requests(false);
+        assert!(columns(&d).iter().all(|&n| n == 10));
+        assert!(d.contains("0001-01-01T00:00:00Z"));
+        // Executing requests are listed with RequestIndexInQueue -1 and a real StartTime.
+        let exec = d.lines().find(|l| {
+            l.starts_with("workload-low,") && l.split(',').nth(3).unwrap().trim() == "-1"
+        });
+        assert!(exec.is_some_and(|l| l.trim_end().ends_with('Z') && !l.contains("0001-01-01")));
+        let d = s.render_dump_requests(true);
+        assert!(columns(&d).iter().all(|&n| n == 18));
+        assert!(d.contains("system:serviceaccount:monitoring:agent, list,"));
+        assert!(d.contains("/api/v1/pods"));
+        // Exempt executing rows have queue -1 and an empty distinguisher.
+        let s = sim(29, ScenarioSource::Idle, 1);
+        for _ in 0..200 {
+            s.step(Duration::from_millis(10));
+            let d = s.render_dump_requests(false);
+            if let Some(l) = d.lines().find(|l| l.starts_with("exempt,")) {
+                let cells: Vec<&str> = l.split(',').map(str::trim).collect();
+                assert_eq!(&cells[1..5], &["exempt", "-1", "-1", ""]);
+                return;
+            }
+        }
+        panic!("no exempt request seen executing");
     }
 }

@@ -153,12 +153,9 @@ async fn flowcontrol_list(
     }
     let new_names = api == "v1" || api == "v1beta3";
     let api_version = format!("flowcontrol.apiserver.k8s.io/{api}");
-    let server_cl = sim.lock().server_cl;
     let (kind, items): (&str, Vec<Value>) = match resource.as_str() {
         "prioritylevelconfigurations" => {
-            let pls = objects::default_priority_levels(v);
-            let sum: u32 = pls.iter().map(|p| p.shares).sum();
-            let items = pls
+            let items = objects::default_priority_levels(v)
                 .iter()
                 .map(|p| {
                     let mut spec = serde_json::Map::new();
@@ -183,7 +180,6 @@ async fn flowcontrol_list(
                         limited.insert("limitResponse".into(), lr);
                         spec.insert("limited".into(), Value::Object(limited));
                     }
-                    let _ = objects::nominal_limit(server_cl, p.shares, sum);
                     json!({
                         "metadata": metadata("PriorityLevelConfiguration", p.name),
                         "spec": spec,
@@ -231,4 +227,180 @@ async fn flowcontrol_list(
         "items": items,
     }))
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::apf::tests::sim;
+    use crate::sim::ScenarioSource;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn start(minor: u32) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+        let s = sim(minor, ScenarioSource::Storm, 1);
+        s.step(Duration::from_secs(20));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (format!("http://{addr}"), tokio::spawn(serve(listener, s)))
+    }
+
+    async fn get(url: &str) -> (u16, String, String) {
+        let resp = reqwest::get(url).await.unwrap();
+        let status = resp.status().as_u16();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (status, ct, resp.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_dumps_and_health() {
+        let (base, server) = start(29).await;
+        let (status, ct, body) = get(&format!("{base}/metrics")).await;
+        assert_eq!(status, 200);
+        assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+        assert!(body.contains(
+            "apiserver_flowcontrol_current_limit_seats{priority_level=\"workload-low\"}"
+        ));
+        let (status, _, body) = get(&format!("{base}/healthz")).await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        let (_, _, body) = get(&format!(
+            "{base}/debug/api_priority_and_fairness/dump_priority_levels"
+        ))
+        .await;
+        assert!(body.starts_with("PriorityLevelName, ActiveQueues,"));
+        let (_, _, body) = get(&format!(
+            "{base}/debug/api_priority_and_fairness/dump_queues"
+        ))
+        .await;
+        assert!(body.contains("NextDispatchR"));
+        let (_, _, plain) = get(&format!(
+            "{base}/debug/api_priority_and_fairness/dump_requests"
+        ))
+        .await;
+        assert!(!plain.lines().next().unwrap().contains("UserName"));
+        let (_, _, detailed) = get(&format!(
+            "{base}/debug/api_priority_and_fairness/dump_requests?includeRequestDetails=1"
+        ))
+        .await;
+        assert!(detailed.lines().next().unwrap().contains("UserName"));
+        let (_, _, empty) = get(&format!(
+            "{base}/debug/api_priority_and_fairness/dump_requests?includeRequestDetails="
+        ))
+        .await;
+        assert!(!empty.lines().next().unwrap().contains("UserName"));
+        let (status, _, body) = get(&format!("{base}/nope")).await;
+        assert_eq!(status, 404);
+        assert!(body.contains("\"kind\":\"Status\""));
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn serves_version_and_flowcontrol_objects() {
+        let (base, server) = start(29).await;
+        let (_, _, body) = get(&format!("{base}/version")).await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["gitVersion"], "v1.29.0");
+        assert_eq!(v["minor"], "29");
+        let (status, _, body) = get(&format!(
+            "{base}/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations"
+        ))
+        .await;
+        assert_eq!(status, 200);
+        let list: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(list["kind"], "PriorityLevelConfigurationList");
+        assert_eq!(list["apiVersion"], "flowcontrol.apiserver.k8s.io/v1");
+        let wl = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == "workload-low")
+            .unwrap();
+        assert_eq!(wl["spec"]["limited"]["nominalConcurrencyShares"], 100);
+        assert_eq!(wl["spec"]["limited"]["lendablePercent"], 90);
+        assert_eq!(
+            wl["spec"]["limited"]["limitResponse"]["queuing"]["queues"],
+            128
+        );
+        assert!(wl["metadata"]["uid"].as_str().unwrap().len() == 36);
+        let exempt = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == "exempt")
+            .unwrap();
+        assert_eq!(exempt["spec"]["exempt"]["nominalConcurrencyShares"], 0);
+        let (status, _, body) = get(&format!(
+            "{base}/apis/flowcontrol.apiserver.k8s.io/v1beta3/flowschemas"
+        ))
+        .await;
+        assert_eq!(status, 200);
+        let list: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(list["kind"], "FlowSchemaList");
+        let sa = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == "service-accounts")
+            .unwrap();
+        assert_eq!(
+            sa["spec"]["priorityLevelConfiguration"]["name"],
+            "workload-low"
+        );
+        assert_eq!(sa["spec"]["matchingPrecedence"], 9000);
+        assert_eq!(sa["spec"]["distinguisherMethod"]["type"], "ByUser");
+        let (status, _, body) = get(&format!(
+            "{base}/apis/flowcontrol.apiserver.k8s.io/v1beta2/flowschemas"
+        ))
+        .await;
+        assert_eq!(status, 404);
+        assert!(body.contains("NotFound"));
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn old_api_spelling() {
+        let (base, server) = start(24).await;
+        let (status, _, body) = get(&format!(
+            "{base}/apis/flowcontrol.apiserver.k8s.io/v1beta2/prioritylevelconfigurations"
+        ))
+        .await;
+        assert_eq!(status, 200);
+        assert!(body.contains("assuredConcurrencyShares") && !body.contains("lendablePercent"));
+        assert!(!body.contains("\"exempt\":{"));
+        let (status, _, _) = get(&format!(
+            "{base}/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas"
+        ))
+        .await;
+        assert_eq!(status, 404);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn raw_http_get() {
+        let (base, server) = start(35).await;
+        let addr = base.trim_start_matches("http://");
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = String::new();
+        conn.read_to_string(&mut buf).await.unwrap();
+        assert!(buf.starts_with("HTTP/1.1 200 OK"));
+        assert!(buf.ends_with("\r\n\r\nok"));
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn clock_advances_with_wall_time() {
+        let s = sim(29, ScenarioSource::Idle, 1);
+        let clock = s.spawn_clock(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        clock.abort();
+        assert!(s.elapsed() >= Duration::from_millis(100));
+    }
 }

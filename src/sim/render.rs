@@ -1,6 +1,6 @@
 //! `/metrics` and the debug dumps, in the layout of the simulated version (apf.md §1, §2).
 
-use super::apf::{FsStats, Histogram, Level, Req, State};
+use super::apf::{FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS};
 use super::tabwriter::{row, tabwrite};
 use super::Simulator;
 use std::fmt::Write as _;
@@ -280,6 +280,45 @@ impl State {
             }
         }
 
+        let help = match m {
+            ..=22 => format!("Duration of request execution in the API Priority and Fairness {sys}"),
+            23 => format!("Duration of regular phase of request execution in the API Priority and Fairness {sys}"),
+            _ => format!("Duration of initial stage (for a WATCH) or any (for a non-WATCH) stage of request execution in the API Priority and Fairness {sys}"),
+        };
+        let f = out.apf("request_execution_seconds", "histogram", &help, None, None);
+        for ((pl, fs), s) in stats.iter().filter(|(_, s)| s.execution.count > 0) {
+            let mut labels = fs_labels(pl, fs);
+            if m >= 24 {
+                labels += ",type=\"regular\"";
+            }
+            out.histogram(f, &labels, &self.wait_buckets, &s.execution);
+        }
+        let help = format!(
+            "Length of queue in the API Priority and Fairness {sys}, as seen by each request after it is enqueued"
+        );
+        let f = out.apf(
+            "request_queue_length_after_enqueue",
+            "histogram",
+            &help,
+            None,
+            None,
+        );
+        for ((pl, fs), s) in stats.iter().filter(|(_, s)| s.queue_length.count > 0) {
+            out.histogram(
+                f,
+                &fs_labels(pl, fs),
+                &QUEUE_LENGTH_BUCKETS,
+                &s.queue_length,
+            );
+        }
+        if m >= 24 {
+            let help = "Number of estimated seats (maximum of initial and final seats) associated with requests in API Priority and Fairness";
+            let f = out.apf("work_estimated_seats", "histogram", help, None, None);
+            for ((pl, fs), s) in stats.iter().filter(|(_, s)| s.work_seats.count > 0) {
+                out.histogram(f, &fs_labels(pl, fs), &self.work_buckets, &s.work_seats);
+            }
+        }
+
         // Per priority level.
         let levels: Vec<&Level> = {
             let mut v: Vec<&Level> = self
@@ -290,6 +329,74 @@ impl State {
             v.sort_by_key(|l| l.def.name);
             v
         };
+        if m >= 22 {
+            // The fair-queuing virtual clock, in seat-seconds.
+            let f = out.apf("current_r", "gauge", "R(time of last change)", None, None);
+            for l in &levels {
+                out.sample(
+                    f,
+                    "",
+                    &format!("priority_level=\"{}\"", l.def.name),
+                    l.virtual_r,
+                );
+            }
+            let dispatched: Vec<&&Level> = levels
+                .iter()
+                .filter(|l| !l.queues.is_empty() && l.dispatched > 0)
+                .collect();
+            let last = |l: &Level| {
+                l.queues
+                    .iter()
+                    .map(|q| q.next_dispatch_r)
+                    .fold(0.0, f64::max)
+            };
+            let f = out.apf(
+                "dispatch_r",
+                "gauge",
+                "R(time of last dispatch)",
+                None,
+                None,
+            );
+            for l in &dispatched {
+                out.sample(
+                    f,
+                    "",
+                    &format!("priority_level=\"{}\"", l.def.name),
+                    last(l),
+                );
+            }
+            let f = out.apf(
+                "latest_s",
+                "gauge",
+                "S(most recently dispatched request)",
+                None,
+                None,
+            );
+            for l in &dispatched {
+                out.sample(
+                    f,
+                    "",
+                    &format!("priority_level=\"{}\"", l.def.name),
+                    last(l),
+                );
+            }
+            for (name, help) in [
+                ("next_discounted_s_bounds", "min and max, over queues, of S(oldest waiting request in queue) - estimated work in progress"),
+                ("next_s_bounds", "min and max, over queues, of S(oldest waiting request in queue)"),
+            ] {
+                let f = out.apf(name, "gauge", help, None, None);
+                for bound in ["max", "min"] {
+                    for l in &dispatched {
+                        let v = if bound == "max" {
+                            last(l)
+                        } else {
+                            l.queues.iter().map(|q| q.next_dispatch_r).fold(f64::INFINITY, f64::min)
+                        };
+                        out.sample(f, "", &format!("bound=\"{bound}\",priority_level=\"{}\"", l.def.name), v);
+                    }
+                }
+            }
+        }
         if m <= 30 {
             let help = match m {
                 ..=27 => format!("Shared concurrency limit in the API Priority and Fairness {sys}"),
@@ -918,6 +1025,26 @@ mod tests {
         assert!(help(&m28, "nominal_limit_seats").starts_with("[BETA] "));
         assert!(help(&m28, "current_limit_seats").starts_with("[ALPHA] "));
         assert!(wait15(&m28));
+    }
+
+    #[test]
+    fn execution_and_estimate_histograms() {
+        let m23 = metrics(23, ScenarioSource::Idle, 20);
+        assert!(m23.contains("request_execution_seconds_count{flow_schema=\"system-nodes\",priority_level=\"system\"}"));
+        assert!(!has_family(&m23, "work_estimated_seats"));
+        assert!(has_family(&m23, "current_r"));
+        assert!(!has_family(
+            &metrics(21, ScenarioSource::Idle, 1),
+            "current_r"
+        ));
+        let m24 = metrics(24, ScenarioSource::Idle, 20);
+        assert!(m24.contains(
+            "request_execution_seconds_count{flow_schema=\"system-nodes\",priority_level=\"system\",type=\"regular\"}"
+        ));
+        assert!(m24.contains("work_estimated_seats_bucket{flow_schema=\"service-accounts\",priority_level=\"workload-low\",le=\"10\"}"));
+        let m34 = metrics(34, ScenarioSource::Idle, 20);
+        assert!(m34.contains("work_estimated_seats_bucket{flow_schema=\"service-accounts\",priority_level=\"workload-low\",le=\"100\"}"));
+        assert!(m34.contains("request_queue_length_after_enqueue_bucket{flow_schema=\"system-nodes\",priority_level=\"system\",le=\"10\"}"));
     }
 
     #[test]

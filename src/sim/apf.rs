@@ -202,6 +202,8 @@ pub(super) struct State {
     pub seat_fair_frac: f64,
     /// apiserver_request_total by (verb, resource, code).
     pub request_total: BTreeMap<(String, String, String), u64>,
+    /// apiserver_request_terminations_total by (verb, resource, code): every APF 429.
+    pub terminations_total: BTreeMap<(String, String, String), u64>,
     pub now_ns: u64,
     target_ns: u64,
     scenario_ns: u64,
@@ -238,6 +240,9 @@ impl Simulator {
 
     fn build(opts: SimOptions, strict: bool) -> Result<Self, SimError> {
         let v = opts.version;
+        if strict {
+            opts.scenario.validate_for(v)?;
+        }
         let server_cl = opts.server_concurrency;
         let defs = objects::default_priority_levels(v);
         let sum_shares: u32 = defs.iter().map(|d| d.shares).sum();
@@ -357,6 +362,7 @@ impl Simulator {
             work_buckets,
             seat_fair_frac: 0.0,
             request_total: BTreeMap::new(),
+            terminations_total: BTreeMap::new(),
             now_ns: 0,
             target_ns: 0,
             scenario_ns: (opts.scenario.duration.as_nanos() as u64).max(TICK_NS),
@@ -582,6 +588,13 @@ impl State {
     fn count_request(&mut self, flow: usize, code: &str) {
         let f = &self.flows[flow];
         let key = (f.verb.to_uppercase(), f.resource.clone(), code.to_string());
+        if code == "429" {
+            *self.terminations_total.entry(key.clone()).or_insert(0) += 1;
+            // RecordDroppedRequest counts APF rejections in apiserver_request_total only from 1.24.
+            if !self.version.at_least(24) {
+                return;
+            }
+        }
         *self.request_total.entry(key).or_insert(0) += 1;
     }
 

@@ -498,6 +498,21 @@ impl State {
             out.sample(f, "", &labels, *n as f64);
         }
 
+        if !self.terminations_total.is_empty() {
+            let f = out.raw(
+                "apiserver_request_terminations_total",
+                "counter",
+                "[ALPHA] Number of requests which apiserver terminated in self-defense.",
+            );
+            for ((verb, resource, code), n) in &self.terminations_total {
+                let labels = format!(
+                    "code=\"{code}\",component=\"apiserver\",group=\"{}\",resource=\"{resource}\",scope=\"resource\",subresource=\"\",verb=\"{verb}\",version=\"v1\"",
+                    api_group(resource)
+                );
+                out.sample(f, "", &labels, *n as f64);
+            }
+        }
+
         // A few hundred histogram lines that carry nothing APF-related.
         let f = out.raw(
             "apiserver_request_duration_seconds",
@@ -1048,6 +1063,28 @@ mod tests {
     }
 
     #[test]
+    fn idle_priority_levels_dump_matches_fixture_layout() {
+        // At start every counter is 0; the 2023 docs fixture differs only in DispatchedRequests and IsIdle.
+        let Ok(fixture) = std::fs::read_to_string(
+            "/work/shared/fixtures/apiserver/k8swebsite-2023-dump_priority_levels.txt",
+        ) else {
+            return;
+        };
+        let mut expected = String::new();
+        for (i, line) in fixture.lines().enumerate() {
+            let mut cells: Vec<String> = line.split(',').map(|c| c.trim().to_string()).collect();
+            if i > 0 {
+                cells[2] = "true".into();
+                cells[6] = "0".into();
+            }
+            expected += &row(&cells);
+            expected.push('\n');
+        }
+        let s = sim(28, ScenarioSource::Idle, 1);
+        assert_eq!(s.render_dump_priority_levels(), tabwrite(&expected));
+    }
+
+    #[test]
     fn rejections_appear_only_after_one() {
         let idle = metrics(33, ScenarioSource::Idle, 30);
         assert!(!idle.contains("rejected_requests_total"));
@@ -1056,6 +1093,11 @@ mod tests {
             "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\",reason=\"queue-full\"}"
         ));
         assert!(storm.contains("execute=\"false\",flow_schema=\"service-accounts\""));
+        assert!(storm.contains("apiserver_request_terminations_total{code=\"429\""));
+        assert!(storm.contains("apiserver_request_total{code=\"429\""));
+        let old = metrics(23, ScenarioSource::Storm, 30);
+        assert!(old.contains("apiserver_request_terminations_total{code=\"429\""));
+        assert!(!old.contains("apiserver_request_total{code=\"429\""));
     }
 
     #[test]

@@ -174,6 +174,20 @@ impl Scenario {
         Ok(s)
     }
 
+    /// Checks that every flow's flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
+    pub fn validate_for(&self, version: super::KubeVersion) -> Result<(), SimError> {
+        let known = super::objects::default_flow_schemas(version);
+        for f in &self.flows {
+            if !known.iter().any(|k| k.name == f.flow_schema) {
+                return Err(SimError::Scenario(format!(
+                    "flow {:?}: flow schema {:?} does not exist in Kubernetes {}",
+                    f.name, f.flow_schema, version
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Scenario(m));
         if self.duration.is_zero() {

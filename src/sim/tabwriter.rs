@@ -118,6 +118,21 @@ mod tests {
     }
 
     #[test]
+    fn reproduces_details_fixture_up_to_trailing_spaces() {
+        // The docs trimmed the spaces Go writes after a padded cell whose successor is empty.
+        let path = format!("{FIXTURES}/k8swebsite-2023-dump_requests-includeRequestDetails.txt");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let ours: Vec<String> = reformat(&text)
+            .lines()
+            .map(|l| l.trim_end().to_string())
+            .collect();
+        let theirs: Vec<&str> = text.lines().collect();
+        assert_eq!(ours, theirs);
+    }
+
+    #[test]
     fn empty_last_cell_is_padded_like_go() {
         // The docs trim trailing spaces; Go pads a tab-terminated cell even when nothing follows it.
         let out = tabwrite("a,\tResource,\tSub\nb,\tconfigmaps,\t\n");

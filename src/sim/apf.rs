@@ -1139,3 +1139,32 @@ mod capture_compare {
         }
     }
 }
+
+#[cfg(test)]
+mod idle_check {
+    use super::tests::sim;
+    use crate::sim::ScenarioSource;
+    use std::time::Duration;
+
+    /// `idle` must never look like pressure: no queueing, no rejections, headroom ratio above 0.2 (the warning).
+    #[test]
+    fn idle_has_no_pressure() {
+        for minor in [20, 29] {
+            let s = sim(minor, ScenarioSource::Idle, 1);
+            for _ in 0..300 {
+                s.step(Duration::from_secs(1));
+                for l in s.truth().iter().filter(|l| !l.exempt) {
+                    let ratio = (l.current_limit_seats as f64 - l.executing_seats as f64)
+                        / l.current_limit_seats as f64;
+                    assert!(
+                        ratio >= 0.2,
+                        "1.{minor} {} headroom ratio {ratio}",
+                        l.priority_level
+                    );
+                    assert_eq!(l.inqueue_requests, 0);
+                    assert!(l.rejected_total.is_empty());
+                }
+            }
+        }
+    }
+}

@@ -471,9 +471,11 @@ fn deal_hand(hash: u64, queues: usize, hand_size: usize) -> Vec<usize> {
 }
 
 fn poisson(rng: &mut StdRng, lambda: f64) -> u32 {
-    if lambda <= 0.0 {
+    // Also catches NaN from a hand-built scenario; the cap bounds the work of one tick.
+    if lambda.is_nan() || lambda <= 0.0 {
         return 0;
     }
+    let lambda = lambda.min(500.0);
     // Knuth; lambda per 10 ms tick stays small.
     let l = (-lambda).exp();
     let mut k = 0;

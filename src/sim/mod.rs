@@ -17,7 +17,10 @@ mod tabwriter;
 mod version;
 
 pub use apf::{LevelTruth, SimOptions, Simulator};
-pub use objects::{Distinguisher, FlowSchemaDef, PriorityLevelDef};
+pub use objects::{
+    default_flow_schemas, default_priority_levels, nominal_limit, served_api_versions,
+    Distinguisher, FlowSchemaDef, PriorityLevelDef,
+};
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
 pub use server::{router, serve};
 pub use tabwriter::tabwrite;

@@ -163,6 +163,12 @@ impl State {
         // Series are written sorted by label values in label-name order: flow_schema before priority_level.
         let mut stats: Vec<(&(String, String), &FsStats)> = self.fs_stats.iter().collect();
         stats.sort_by(|a, b| (&a.0 .1, &a.0 .0).cmp(&(&b.0 .1, &b.0 .0)));
+        // Before 1.28 exempt requests bypass the queueSet: only the dispatch counter and execution histogram.
+        let queueset_stats: Vec<(&(String, String), &FsStats)> = stats
+            .iter()
+            .copied()
+            .filter(|((pl, _), _)| m >= 28 || pl != "exempt")
+            .collect();
 
         // Per (priority level, flow schema) gauges and counters.
         let exec_help = match m {
@@ -179,7 +185,7 @@ impl State {
             Some(28),
             None,
         );
-        for ((pl, fs), s) in &stats {
+        for ((pl, fs), s) in &queueset_stats {
             out.sample(f, "", &fs_labels(pl, fs), s.executing_requests as f64);
         }
         let seats_help = if m >= 24 {
@@ -208,7 +214,7 @@ impl State {
                 None,
                 dep,
             );
-            for ((pl, fs), s) in &stats {
+            for ((pl, fs), s) in &queueset_stats {
                 out.sample(f, "", &fs_labels(pl, fs), s.executing_seats as f64);
             }
         }
@@ -314,7 +320,10 @@ impl State {
         if m >= 24 {
             let help = "Number of estimated seats (maximum of initial and final seats) associated with requests in API Priority and Fairness";
             let f = out.apf("work_estimated_seats", "histogram", help, None, None);
-            for ((pl, fs), s) in stats.iter().filter(|(_, s)| s.work_seats.count > 0) {
+            for ((pl, fs), s) in queueset_stats
+                .iter()
+                .filter(|(_, s)| s.work_seats.count > 0)
+            {
                 out.histogram(f, &fs_labels(pl, fs), &self.work_buckets, &s.work_seats);
             }
         }
@@ -953,6 +962,23 @@ mod tests {
         assert!(
             has_family(&m25, "request_concurrency_in_use")
                 && !has_family(&m25, "current_executing_seats")
+        );
+        let exempt_families = |text: &str| {
+            let mut v: Vec<String> = text
+                .lines()
+                .filter(|l| l.contains("priority_level=\"exempt\"") && !l.contains("_bucket"))
+                .map(|l| l.split('{').next().unwrap_or_default().to_string())
+                .collect();
+            v.dedup();
+            v
+        };
+        assert_eq!(
+            exempt_families(&m25),
+            vec![
+                "apiserver_flowcontrol_dispatched_requests_total",
+                "apiserver_flowcontrol_request_execution_seconds_sum",
+                "apiserver_flowcontrol_request_execution_seconds_count",
+            ]
         );
 
         let m35 = metrics(35, ScenarioSource::Idle, 20);

@@ -143,6 +143,74 @@ fn metadata(kind: &str, name: &str) -> Value {
     })
 }
 
+/// The rules of the default FlowSchemas (B), close enough for a reader of subjects and resources.
+fn flow_schema_rules(name: &str) -> Value {
+    let user = |n: &str| json!({"kind": "User", "user": {"name": n}});
+    let group = |n: &str| json!({"kind": "Group", "group": {"name": n}});
+    let sa = |ns: &str, n: &str| json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": ns, "name": n}});
+    let all_resources = json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}]);
+    let all_urls = json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]);
+    let leases = json!([{"verbs": ["get", "create", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "namespaces": ["*"]}]);
+    let everyone = vec![
+        group("system:unauthenticated"),
+        group("system:authenticated"),
+    ];
+    let (subjects, resource_rules, non_resource_rules) = match name {
+        "exempt" => (vec![group("system:masters")], all_resources, all_urls),
+        "probes" => (
+            everyone,
+            json!([]),
+            json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/readyz", "/livez"]}]),
+        ),
+        "system-leader-election" => (
+            vec![
+                user("system:kube-controller-manager"),
+                user("system:kube-scheduler"),
+                sa("kube-system", "*"),
+            ],
+            leases,
+            json!([]),
+        ),
+        "workload-leader-election" => (vec![sa("kube-system", "*")], leases, json!([])),
+        "endpoint-controller" => (
+            vec![
+                user("system:kube-controller-manager"),
+                sa("kube-system", "endpoint-controller"),
+            ],
+            json!([{"verbs": ["get", "create", "update"], "apiGroups": [""], "resources": ["endpoints"], "namespaces": ["*"]}]),
+            json!([]),
+        ),
+        "system-node-high" => (
+            vec![group("system:nodes")],
+            json!([{"verbs": ["*"], "apiGroups": ["", "coordination.k8s.io"], "resources": ["nodes", "nodes/status", "leases"], "clusterScope": true, "namespaces": ["*"]}]),
+            json!([]),
+        ),
+        "system-nodes" => (vec![group("system:nodes")], all_resources, all_urls),
+        "kube-controller-manager" => (
+            vec![user("system:kube-controller-manager")],
+            all_resources,
+            all_urls,
+        ),
+        "kube-scheduler" => (vec![user("system:kube-scheduler")], all_resources, all_urls),
+        "kube-system-service-accounts" => (vec![sa("kube-system", "*")], all_resources, all_urls),
+        "service-accounts" => (
+            vec![group("system:serviceaccounts")],
+            all_resources,
+            all_urls,
+        ),
+        _ => (everyone, all_resources, all_urls),
+    };
+    let mut rule = serde_json::Map::new();
+    rule.insert("subjects".into(), Value::Array(subjects));
+    if resource_rules.as_array().is_some_and(|a| !a.is_empty()) {
+        rule.insert("resourceRules".into(), resource_rules);
+    }
+    if non_resource_rules.as_array().is_some_and(|a| !a.is_empty()) {
+        rule.insert("nonResourceRules".into(), non_resource_rules);
+    }
+    json!([rule])
+}
+
 async fn flowcontrol_list(
     State(sim): State<Simulator>,
     Path((api, resource)): Path<(String, String)>,
@@ -196,10 +264,7 @@ async fn flowcontrol_list(
                     let mut spec = json!({
                         "priorityLevelConfiguration": {"name": f.priority_level},
                         "matchingPrecedence": f.precedence,
-                        "rules": [{
-                            "subjects": [{"kind": "Group", "group": {"name": "system:authenticated"}}],
-                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}],
-                        }],
+                        "rules": flow_schema_rules(f.name),
                     });
                     let d = match f.distinguisher {
                         Distinguisher::None => None,
@@ -353,6 +418,18 @@ mod tests {
         );
         assert_eq!(sa["spec"]["matchingPrecedence"], 9000);
         assert_eq!(sa["spec"]["distinguisherMethod"]["type"], "ByUser");
+        assert_eq!(
+            sa["spec"]["rules"][0]["subjects"][0]["group"]["name"],
+            "system:serviceaccounts"
+        );
+        let probes = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == "probes")
+            .unwrap();
+        assert!(probes["spec"].get("distinguisherMethod").is_none());
+        assert!(probes["spec"]["rules"][0].get("resourceRules").is_none());
         let (status, _, body) = get(&format!(
             "{base}/apis/flowcontrol.apiserver.k8s.io/v1beta2/flowschemas"
         ))

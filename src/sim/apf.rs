@@ -250,7 +250,8 @@ impl Simulator {
             .into_iter()
             .map(|def| {
                 let nominal = objects::nominal_limit(server_cl, def.shares, sum_shares);
-                let lendable = ((nominal * def.lendable_percent) as f64 / 100.0).round() as u32;
+                let lendable =
+                    (nominal as f64 * def.lendable_percent as f64 / 100.0).round() as u32;
                 let current_cl = if v.at_least(26) {
                     nominal - lendable / 2
                 } else {

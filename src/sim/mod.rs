@@ -6,7 +6,29 @@
 //! objects exactly as that version spells them.
 //!
 //! Simulated time only advances through [`Simulator::step`] (tests) or [`Simulator::spawn_clock`] (serving), so a
-//! run is deterministic for a seed.
+//! run is deterministic for a seed (dump times also need [`Simulator::set_wall_start`]).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+//! let version: KubeVersion = "1.33".parse()?;
+//! let scenario = Scenario::load(&"ramp".parse::<ScenarioSource>()?)?;
+//! let sim = Simulator::try_new(SimOptions::new(version, scenario))?;
+//! let _clock = sim.spawn_clock(std::time::Duration::from_millis(100));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:6443").await?;
+//! apf_monitor::sim::serve(listener, sim).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Endpoints ([`router`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
+//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`,
+//! `/apis/flowcontrol.apiserver.k8s.io/{v1|v1beta3|...}/{flowschemas|prioritylevelconfigurations}` (only the API
+//! versions the simulated release serves; others 404 with a JSON Status).
+//!
+//! Simplifications, each invisible to a scraper: priority levels are printed in definition order where a real
+//! server uses random map order (before 1.27); dispatch is round-robin over queues rather than virtual-finish-time
+//! fair queuing, and the virtual-clock values are approximate; queued requests time out after 15 s (no client
+//! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
 mod apf;
 mod objects;

@@ -1053,6 +1053,33 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn reject_level_answers_concurrency_limit() {
+        let sc = Scenario::from_yaml(
+            "duration: 60s\nflows:\n- {name: anon, flow_schema: catch-all, user: \"system:anonymous\", duration: 2s, rate: [{at: 0s, rps: 50}]}\n",
+        )
+        .unwrap();
+        let s = Simulator::try_new(SimOptions::new(KubeVersion::new(25, 0), sc)).unwrap();
+        for _ in 0..100 {
+            s.step(Duration::from_millis(100));
+            let t = s.truth();
+            let ca = level(&t, "catch-all");
+            assert!(ca.executing_seats <= 15 && ca.inqueue_requests == 0);
+        }
+        let t = s.truth();
+        let ca = level(&t, "catch-all");
+        assert_eq!(ca.current_limit_seats, 13);
+        assert!(ca
+            .rejected_total
+            .get("concurrency-limit")
+            .is_some_and(|n| *n > 100));
+        assert_eq!(ca.rejected_total.len(), 1);
+        let d = s.render_dump_priority_levels();
+        assert!(d
+            .lines()
+            .any(|l| l.starts_with("catch-all,") && l.contains(" 13")));
+    }
+
+    #[test]
     fn strict_build_rejects_missing_flow_schema() {
         let sc = Scenario::from_yaml(
             "duration: 60s\nflows:\n- {name: a, flow_schema: system-node-high, user: u, duration: 1s, rate: [{at: 0s, rps: 1}]}\n",

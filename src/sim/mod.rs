@@ -1,49 +1,67 @@
-//! TEMPORARY STUB of the simulated kube-apiserver (the real one is merged from the sim branch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct KubeVersion {
-    pub minor: u32,
-    pub patch: u32,
-}
-impl std::str::FromStr for KubeVersion {
-    type Err = String;
-    fn from_str(_s: &str) -> Result<Self, String> {
-        Ok(KubeVersion {
-            minor: 34,
-            patch: 0,
-        })
-    }
-}
-pub enum ScenarioSource {
-    Idle,
-}
-impl std::str::FromStr for ScenarioSource {
-    type Err = String;
-    fn from_str(_s: &str) -> Result<Self, String> {
-        Ok(ScenarioSource::Idle)
-    }
-}
-pub struct Scenario;
-impl Scenario {
-    pub fn load(_s: &ScenarioSource) -> Result<Scenario, String> {
-        Ok(Scenario)
-    }
-}
-pub struct SimOptions {
-    pub version: KubeVersion,
-    pub scenario: Scenario,
-    pub seed: u64,
-    pub server_concurrency: u32,
-}
-#[derive(Clone)]
-pub struct Simulator;
-impl Simulator {
-    pub fn new(_o: SimOptions) -> Self {
-        Simulator
-    }
-    pub fn spawn_clock(&self, _t: std::time::Duration) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async {})
-    }
-}
-pub async fn serve(_l: tokio::net::TcpListener, _s: Simulator) -> std::io::Result<()> {
-    Ok(())
+//! The simulated kube-apiserver behind `apf-monitor simulate` and `demo`.
+//!
+//! It models API Priority and Fairness (APF) of a chosen Kubernetes version (1.20..=1.36): the default
+//! PriorityLevelConfigurations and FlowSchemas, seats, shuffle-sharded queues, rejections and (1.26+) borrowing,
+//! driven by a load scenario, and serves `/metrics`, the three debug dumps, `/version` and the flowcontrol API
+//! objects exactly as that version spells them.
+//!
+//! Simulated time only advances through [`Simulator::step`] (tests) or [`Simulator::spawn_clock`] (serving), so a
+//! run is deterministic for a seed (dump times also need [`Simulator::set_wall_start`]).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+//! let version: KubeVersion = "1.33".parse()?;
+//! let scenario = Scenario::load(&"ramp".parse::<ScenarioSource>()?)?;
+//! let sim = Simulator::try_new(SimOptions::new(version, scenario))?;
+//! let _clock = sim.spawn_clock(std::time::Duration::from_millis(100));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:6443").await?;
+//! apf_monitor::sim::serve(listener, sim).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Endpoints ([`router`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
+//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`,
+//! `/apis/flowcontrol.apiserver.k8s.io/{v1|v1beta3|...}/{flowschemas|prioritylevelconfigurations}` (only the API
+//! versions the simulated release serves; others 404 with a JSON Status).
+//!
+//! Simplifications, each invisible to a scraper: priority levels are printed in definition order where a real
+//! server uses random map order (before 1.27); dispatch is round-robin over queues rather than virtual-finish-time
+//! fair queuing, and the virtual-clock values are approximate; queued requests time out after 15 s (no client
+//! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
+
+mod apf;
+mod objects;
+mod render;
+mod scenario;
+mod server;
+mod tabwriter;
+mod version;
+
+pub use apf::{LevelTruth, SimOptions, Simulator};
+pub use objects::{
+    default_flow_schemas, default_priority_levels, nominal_limit, served_api_versions,
+    Distinguisher, FlowSchemaDef, PriorityLevelDef,
+};
+pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
+pub use server::{router, serve};
+pub use tabwriter::tabwrite;
+pub use version::KubeVersion;
+
+/// Everything that can go wrong when setting up a simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid Kubernetes version {input:?}: {reason}")]
+    Version { input: String, reason: String },
+    #[error("cannot read scenario file {path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// serde_yaml's message carries the line and column.
+    #[error("invalid scenario YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("invalid scenario: {0}")]
+    Scenario(String),
 }

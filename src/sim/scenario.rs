@@ -1,0 +1,327 @@
+//! Load scenarios: which flows send requests, how wide and long they are, and at what rate over time.
+//!
+//! # YAML format
+//! ```yaml
+//! duration: 300s          # the scenario loops after this (humantime: 300s, 5m, 1m30s)
+//! flows:
+//!   - name: agents        # free text, unique
+//!     flow_schema: service-accounts   # a default FlowSchema of the simulated version; it picks the priority level
+//!     user: system:serviceaccount:monitoring:agent
+//!     verb: list          # default get
+//!     resource: pods      # default configmaps
+//!     namespace: ""       # default "" (cluster scope); the flow distinguisher of ByNamespace schemas
+//!     seats: 10           # width of one request, >= 1; clamped to the level's maxSeats. Before 1.23 every
+//!                         # request takes 1 seat, and a flow of width N is sent N times as often instead, so a
+//!                         # scenario puts the same seat demand on every version
+//!     duration: 2s        # execution time of one request
+//!     rate: [ {at: 0s, rps: 5}, {at: 60s, rps: 40}, {at: 200s, rps: 5} ]  # requests/s, linear in between
+//! ```
+//! Arrivals are Poisson with the seeded RNG. Before the first point the first rate holds, after the last the last.
+//! Unknown keys are errors.
+
+use super::SimError;
+use serde::{Deserialize, Deserializer};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Where a scenario comes from: a built-in name or a YAML file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScenarioSource {
+    Idle,
+    Ramp,
+    Storm,
+    File(PathBuf),
+}
+
+impl FromStr for ScenarioSource {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "idle" => ScenarioSource::Idle,
+            "ramp" => ScenarioSource::Ramp,
+            "storm" => ScenarioSource::Storm,
+            "" => return Err(SimError::Scenario("empty scenario name".into())),
+            path => ScenarioSource::File(PathBuf::from(path)),
+        })
+    }
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s)
+        .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))
+}
+
+fn default_verb() -> String {
+    "get".into()
+}
+fn default_resource() -> String {
+    "configmaps".into()
+}
+fn default_seats() -> u32 {
+    1
+}
+
+/// One point of a flow's rate curve.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatePoint {
+    #[serde(deserialize_with = "de_duration")]
+    pub at: Duration,
+    pub rps: f64,
+}
+
+/// One flow of requests (a flow schema and a distinguisher value).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    pub name: String,
+    pub flow_schema: String,
+    pub user: String,
+    #[serde(default = "default_verb")]
+    pub verb: String,
+    #[serde(default = "default_resource")]
+    pub resource: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default = "default_seats")]
+    pub seats: u32,
+    #[serde(deserialize_with = "de_duration")]
+    pub duration: Duration,
+    pub rate: Vec<RatePoint>,
+}
+
+/// A loaded, validated scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(deserialize_with = "de_duration")]
+    pub duration: Duration,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// Flow schemas that exist in some supported version; per-version checks happen when the simulator starts.
+const KNOWN_FLOW_SCHEMAS: &[&str] = &[
+    "exempt",
+    "probes",
+    "system-leader-election",
+    "endpoint-controller",
+    "workload-leader-election",
+    "system-node-high",
+    "system-nodes",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-system-service-accounts",
+    "service-accounts",
+    "global-default",
+    "catch-all",
+];
+
+/// Normal background traffic on several priority levels, shared by the built-ins.
+const BACKGROUND: &str = r#"
+  - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", verb: get, resource: nodes, seats: 1, duration: 20ms, rate: [{at: 0s, rps: 8}]}
+  - {name: kube-controller-manager, flow_schema: kube-controller-manager, user: "system:kube-controller-manager", verb: list, resource: endpoints, namespace: kube-system, seats: 1, duration: 40ms, rate: [{at: 0s, rps: 10}]}
+  - {name: kube-scheduler, flow_schema: kube-scheduler, user: "system:kube-scheduler", verb: get, resource: pods, namespace: kube-system, seats: 1, duration: 20ms, rate: [{at: 0s, rps: 4}]}
+  - {name: leases, flow_schema: system-leader-election, user: "system:kube-scheduler", verb: update, resource: leases, namespace: kube-system, seats: 1, duration: 10ms, rate: [{at: 0s, rps: 1}]}
+  - {name: operator, flow_schema: global-default, user: alice, verb: get, resource: configmaps, namespace: default, seats: 1, duration: 30ms, rate: [{at: 0s, rps: 3}]}
+  - {name: admin, flow_schema: exempt, user: "system:admin", verb: list, resource: configmaps, namespace: kube-stress, seats: 1, duration: 50ms, rate: [{at: 0s, rps: 1}]}
+  - {name: anonymous, flow_schema: catch-all, user: "system:anonymous", verb: get, resource: namespaces, seats: 1, duration: 10ms, rate: [{at: 0s, rps: 0.2}]}
+"#;
+
+impl Scenario {
+    /// Loads a built-in scenario or a YAML file.
+    pub fn load(src: &ScenarioSource) -> Result<Scenario, SimError> {
+        match src {
+            ScenarioSource::Idle => Self::from_yaml(&Self::builtin_idle()),
+            ScenarioSource::Ramp => Self::from_yaml(&Self::builtin_ramp()),
+            ScenarioSource::Storm => Self::from_yaml(&Self::builtin_storm()),
+            ScenarioSource::File(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| SimError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Self::from_yaml(&text)
+            }
+        }
+    }
+
+    fn builtin_idle() -> String {
+        format!(
+            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 2s, rate: [{{at: 0s, rps: 1}}]}}\n"
+        )
+    }
+
+    /// An agent's LISTs in workload-low ramp up until its limit is reached, its queues fill and `queue-full`
+    /// rejections start (after ~2 minutes), then the load drops back and everything recovers; loops every 5 minutes.
+    fn builtin_ramp() -> String {
+        format!(
+            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 2s, rate: [{{at: 0s, rps: 2}}, {{at: 60s, rps: 11}}, {{at: 180s, rps: 40}}, {{at: 200s, rps: 40}}, {{at: 210s, rps: 2}}]}}\n"
+        )
+    }
+
+    /// An immediate LIST storm in workload-low plus pressure on global-default: rejections within seconds.
+    fn builtin_storm() -> String {
+        format!(
+            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 3s, rate: [{{at: 0s, rps: 100}}]}}\n  - {{name: ci, flow_schema: service-accounts, user: \"system:serviceaccount:ci:runner\", verb: list, resource: configmaps, namespace: ci, seats: 10, duration: 3s, rate: [{{at: 0s, rps: 30}}]}}\n  - {{name: batch, flow_schema: global-default, user: bob, verb: list, resource: secrets, namespace: batch, seats: 4, duration: 2s, rate: [{{at: 0s, rps: 80}}]}}\n"
+        )
+    }
+
+    /// Parses and validates a scenario; serde_yaml's errors keep their line and column.
+    pub fn from_yaml(text: &str) -> Result<Scenario, SimError> {
+        let s: Scenario = serde_yaml::from_str(text)?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks that every flow's flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
+    pub fn validate_for(&self, version: super::KubeVersion) -> Result<(), SimError> {
+        let known = super::objects::default_flow_schemas(version);
+        for f in &self.flows {
+            if !known.iter().any(|k| k.name == f.flow_schema) {
+                return Err(SimError::Scenario(format!(
+                    "flow {:?}: flow schema {:?} does not exist in Kubernetes {}",
+                    f.name, f.flow_schema, version
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), SimError> {
+        let bad = |m: String| Err(SimError::Scenario(m));
+        if self.duration.is_zero() {
+            return bad("duration must be greater than 0".into());
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for f in &self.flows {
+            let who = format!("flow {:?}", f.name);
+            if f.name.is_empty() {
+                return bad("a flow has an empty name".into());
+            }
+            if !names.insert(f.name.as_str()) {
+                return bad(format!("{who}: duplicate flow name"));
+            }
+            if !KNOWN_FLOW_SCHEMAS.contains(&f.flow_schema.as_str()) {
+                return bad(format!(
+                    "{who}: unknown flow_schema {:?}; expected one of {}",
+                    f.flow_schema,
+                    KNOWN_FLOW_SCHEMAS.join(", ")
+                ));
+            }
+            if f.seats == 0 {
+                return bad(format!("{who}: seats must be at least 1"));
+            }
+            if f.duration.is_zero() {
+                return bad(format!("{who}: duration must be greater than 0"));
+            }
+            if f.rate.is_empty() {
+                return bad(format!("{who}: rate needs at least one point"));
+            }
+            for (i, p) in f.rate.iter().enumerate() {
+                if !p.rps.is_finite() || p.rps < 0.0 {
+                    return bad(format!(
+                        "{who}: rate[{i}].rps must be a finite number >= 0, got {}",
+                        p.rps
+                    ));
+                }
+                if i > 0 && p.at < f.rate[i - 1].at {
+                    return bad(format!(
+                        "{who}: rate[{i}].at goes back in time; points must be in order"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FlowSpec {
+    /// Requests per second at `t` into the (looping) scenario, linear between the points.
+    pub fn rps_at(&self, t: Duration) -> f64 {
+        let Some(first) = self.rate.first() else {
+            return 0.0;
+        };
+        if t <= first.at {
+            return first.rps;
+        }
+        for w in self.rate.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            if t <= b.at {
+                let span = (b.at - a.at).as_secs_f64();
+                if span <= 0.0 {
+                    return b.rps;
+                }
+                let x = (t - a.at).as_secs_f64() / span;
+                return a.rps + (b.rps - a.rps) * x;
+            }
+        }
+        self.rate.last().map(|p| p.rps).unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load() {
+        for s in [
+            ScenarioSource::Idle,
+            ScenarioSource::Ramp,
+            ScenarioSource::Storm,
+        ] {
+            let sc = Scenario::load(&s).unwrap();
+            assert!(!sc.flows.is_empty());
+        }
+        assert_eq!(
+            "ramp".parse::<ScenarioSource>().unwrap(),
+            ScenarioSource::Ramp
+        );
+        assert_eq!(
+            "x.yaml".parse::<ScenarioSource>().unwrap(),
+            ScenarioSource::File(PathBuf::from("x.yaml"))
+        );
+    }
+
+    #[test]
+    fn example_file_loads() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/scenarios/example.yaml");
+        let sc = Scenario::load(&ScenarioSource::File(path.into())).unwrap();
+        assert_eq!(sc.duration, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn interpolates() {
+        let sc = Scenario::from_yaml(
+            "duration: 300s\nflows:\n- {name: a, flow_schema: service-accounts, user: u, duration: 1s, rate: [{at: 0s, rps: 5}, {at: 60s, rps: 35}]}\n",
+        )
+        .unwrap();
+        let f = &sc.flows[0];
+        assert_eq!(f.rps_at(Duration::from_secs(30)), 20.0);
+        assert_eq!(f.rps_at(Duration::from_secs(100)), 35.0);
+        assert_eq!(f.verb, "get");
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let err = |y: &str| Scenario::from_yaml(y).unwrap_err().to_string();
+        let e = err("duration: 300s\nflows:\n- {name: a, flow_schema: service-accounts, user: u, duration: 1s, rate: [{at: 0s, rps: 1}], colour: red}\n");
+        assert!(
+            e.contains("unknown field `colour`") && e.contains("line 3"),
+            "{e}"
+        );
+        let e = err("duration: 300s\nflows:\n- {name: a, flow_schema: nope, user: u, duration: 1s, rate: [{at: 0s, rps: 1}]}\n");
+        assert!(e.contains("unknown flow_schema \"nope\""), "{e}");
+        let e = err("duration: 300s\nflows:\n- {name: a, flow_schema: global-default, user: u, seats: 0, duration: 1s, rate: [{at: 0s, rps: 1}]}\n");
+        assert!(e.contains("seats must be at least 1"), "{e}");
+        let e = err("duration: 300s\nflows:\n- {name: a, flow_schema: global-default, user: u, duration: 1s, rate: [{at: 0s, rps: -1}]}\n");
+        assert!(e.contains("rps must be a finite number >= 0"), "{e}");
+        let e = err("duration: soon\nflows: []\n");
+        assert!(e.contains("invalid duration"), "{e}");
+        let e = Scenario::load(&ScenarioSource::File("/nonexistent/s.yaml".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/s.yaml"), "{e}");
+    }
+}

@@ -1,0 +1,119 @@
+//! The Kubernetes version being simulated.
+
+use super::SimError;
+use std::fmt;
+use std::str::FromStr;
+
+/// A Kubernetes version 1.`minor`.`patch` (major is always 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KubeVersion {
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl KubeVersion {
+    pub const MIN_MINOR: u32 = 20;
+    pub const MAX_MINOR: u32 = 36;
+
+    pub fn new(minor: u32, patch: u32) -> Self {
+        KubeVersion { minor, patch }
+    }
+
+    /// `v1.N.P`, as `/version` and `kubernetes_build_info` spell it.
+    pub fn git_version(&self) -> String {
+        format!("v1.{}.{}", self.minor, self.patch)
+    }
+
+    /// At least 1.`minor`.
+    pub fn at_least(&self, minor: u32) -> bool {
+        self.minor >= minor
+    }
+
+    /// Time-outs of queued requests are counted as "cancelled" in the priority-level dump from 1.29 and 1.28.5
+    /// (Q never increments totRequestsTimedout there).
+    pub fn timeouts_count_as_cancelled(&self) -> bool {
+        self.minor >= 29 || (self.minor == 28 && self.patch >= 5)
+    }
+}
+
+impl fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "1.{}.{}", self.minor, self.patch)
+    }
+}
+
+impl FromStr for KubeVersion {
+    type Err = SimError;
+
+    /// Accepts `1.33`, `1.33.4` and `v1.33.4`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: &str| SimError::Version {
+            input: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let t = s.trim();
+        let t = t.strip_prefix('v').unwrap_or(t);
+        let parts: Vec<&str> = t.split('.').collect();
+        if parts.len() < 2 || parts.len() > 3 {
+            return Err(err(
+                "expected 1.MINOR or 1.MINOR.PATCH, e.g. 1.33 or v1.33.4",
+            ));
+        }
+        let num = |p: &str| {
+            p.parse::<u32>()
+                .map_err(|_| err("version parts must be numbers"))
+        };
+        let major = num(parts[0])?;
+        let minor = num(parts[1])?;
+        let patch = match parts.get(2) {
+            Some(p) => num(p)?,
+            None => 0,
+        };
+        if major != 1 {
+            return Err(err("only Kubernetes 1.x exists"));
+        }
+        if !(Self::MIN_MINOR..=Self::MAX_MINOR).contains(&minor) {
+            return Err(err(&format!(
+                "the simulator supports Kubernetes 1.{}..=1.{}",
+                Self::MIN_MINOR,
+                Self::MAX_MINOR
+            )));
+        }
+        Ok(KubeVersion { minor, patch })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_forms() {
+        assert_eq!(
+            "1.33".parse::<KubeVersion>().unwrap(),
+            KubeVersion::new(33, 0)
+        );
+        assert_eq!(
+            "1.33.4".parse::<KubeVersion>().unwrap(),
+            KubeVersion::new(33, 4)
+        );
+        assert_eq!(
+            "v1.33.4".parse::<KubeVersion>().unwrap(),
+            KubeVersion::new(33, 4)
+        );
+        assert_eq!(KubeVersion::new(33, 4).git_version(), "v1.33.4");
+    }
+
+    #[test]
+    fn rejects_out_of_range() {
+        for bad in ["1.19", "1.37", "2.1", "1", "1.x", "", "1.2.3.4"] {
+            let e = bad.parse::<KubeVersion>().unwrap_err().to_string();
+            assert!(e.contains("invalid Kubernetes version"), "{bad}: {e}");
+        }
+        assert!("1.19"
+            .parse::<KubeVersion>()
+            .unwrap_err()
+            .to_string()
+            .contains("1.20..=1.36"));
+    }
+}

@@ -472,7 +472,7 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
             let rejected = l
                 .rejected_per_second
                 .as_ref()
-                .map(|r| r.values().sum::<f64>());
+                .map(|r| r.values().fold(0.0, |a, b| a + b));
             let _ = writeln!(
                 out,
                 "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
@@ -639,7 +639,7 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration) -> Vec<String> {
             let rejected = l
                 .rejected_per_second
                 .as_ref()
-                .map(|r| r.values().sum::<f64>());
+                .map(|r| r.values().fold(0.0, |a, b| a + b));
             let top = l
                 .top_flows
                 .first()

@@ -49,7 +49,11 @@ pub fn render(report: &StatusReport) -> String {
                 LevelStatus::Warning => "warning",
                 LevelStatus::Critical => "critical",
             };
-            let rejected: f64 = l.rejected_per_second.iter().flatten().map(|(_, v)| v).sum();
+            let rejected: f64 = l
+                .rejected_per_second
+                .iter()
+                .flatten()
+                .fold(0.0, |a, (_, v)| a + v);
             let flows: Vec<String> = l
                 .top_flows
                 .iter()

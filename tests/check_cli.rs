@@ -1,0 +1,180 @@
+//! `apf-monitor check`: the report and the Nagios-style exit status, on files, stdin and live targets.
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+
+fn check(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .arg("check")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn write_temp(dir: &tempfile::TempDir, name: &str, body: &[u8]) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, body).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_healthy_capture_is_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_temp(&dir, "metrics-1.35.txt", &common::capture("1.35"));
+    let out = check(&["--file", &file], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("workload-low")
+            && text.contains("v1.35.0")
+            && text.trim_end().ends_with("OK"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_output_has_the_status_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_temp(&dir, "m.txt", &common::capture("1.29"));
+    let out = check(&["--file", &file, "--output", "json"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let level = v["apiservers"][0]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["priority_level"] == "workload-low")
+        .unwrap();
+    assert_eq!(level["limit_seats"], 54.0);
+    assert_eq!(level["nominal_limit_seats"], 245.0);
+    assert_eq!(level["headroom_seats"], 53.0);
+    assert_eq!(level["status"], "ok");
+    for key in [
+        "executing_seats",
+        "headroom_ratio",
+        "inqueue_requests",
+        "queue_capacity_requests",
+        "fullest_queue_requests",
+        "rejected_per_second",
+        "seconds_to_exhaustion",
+        "top_flows",
+    ] {
+        assert!(level.get(key).is_some(), "missing {key}");
+    }
+    assert!(v["alerts"].is_array());
+    assert_eq!(v["apiservers"][0]["kubernetes_version"], "v1.29.5");
+}
+
+#[test]
+fn low_headroom_is_a_warning_and_exhaustion_with_queueing_is_critical() {
+    let dir = tempfile::tempdir().unwrap();
+    let low = b"apiserver_flowcontrol_current_limit_seats{priority_level=\"workload-low\"} 100\n\
+        apiserver_flowcontrol_current_executing_seats{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 90\n\
+        apiserver_flowcontrol_current_inqueue_requests{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 0\n";
+    let out = check(&["--file", &write_temp(&dir, "low.txt", low)], None);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let full = b"apiserver_flowcontrol_current_limit_seats{priority_level=\"workload-low\"} 100\n\
+        apiserver_flowcontrol_current_executing_seats{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 100\n\
+        apiserver_flowcontrol_current_inqueue_requests{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 12\n";
+    let out = check(&["--file", &write_temp(&dir, "full.txt", full)], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn no_apf_metrics_or_unreadable_input_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    // Kubernetes 1.18 ran with APF off.
+    let out = check(
+        &[
+            "--file",
+            &write_temp(&dir, "m118.txt", &common::capture("1.18")),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let out = check(&["--file", "/nonexistent/metrics.txt"], None);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/metrics.txt"));
+    let out = check(
+        &[
+            "--file",
+            &write_temp(&dir, "garbage.txt", b"<html>login</html>\n\xff\xfe\n"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn a_kubectl_paste_on_stdin_is_read() {
+    let paste = common::fixture_text("snippet-eks-1.24-request_concurrency_limit.txt");
+    let out = check(&["--file", "-"], Some(paste.as_bytes()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("workload-low") && text.contains("245"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("error"),
+        "the shell prompt line of a paste is not an error: {text}"
+    );
+}
+
+#[test]
+fn an_unreachable_target_is_unknown() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = check(&["--target", &format!("http://127.0.0.1:{port}")], None);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cannot connect"));
+}
+
+#[test]
+fn a_live_target_under_a_storm_is_critical_and_idle_is_ok() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for (source, expected) in [(ScenarioSource::Idle, 0), (ScenarioSource::Storm, 2)] {
+        let scenario = Scenario::load(&source).unwrap();
+        let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(33, 0), scenario)).unwrap();
+        for _ in 0..300 {
+            sim.step(Duration::from_millis(100));
+        }
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(apf_monitor::sim::serve(listener, sim));
+        let out = check(&["--target", &format!("http://{addr}")], None);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(expected), "{text}");
+        if expected == 2 {
+            // The queues come from dump_queues and the flows behind them from dump_requests.
+            assert!(text.contains("flow service-accounts/"), "{text}");
+        }
+    }
+}

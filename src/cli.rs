@@ -620,6 +620,7 @@ async fn demo(args: DemoArgs) -> Result<()> {
         for line in demo_lines(&report, started.elapsed()) {
             println!("{line}");
         }
+        println!();
     }
     Ok(())
 }

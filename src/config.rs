@@ -363,6 +363,16 @@ impl Config {
                     at("url")
                 ));
             }
+            if let Some(timeout) = t.timeout {
+                if timeout.0 > self.scrape.interval.0 {
+                    return Err(format!(
+                        "targets.static[{i}].timeout ({}) must not exceed scrape.interval ({}){}",
+                        humantime::format_duration(timeout.0),
+                        humantime::format_duration(self.scrape.interval.0),
+                        at("timeout")
+                    ));
+                }
+            }
             if let Some(name) = &t.name {
                 if name.trim().is_empty() {
                     return Err(format!(

@@ -46,6 +46,8 @@ pub struct LevelReport {
     pub headroom_seats: Option<f64>,
     pub headroom_ratio: Option<f64>,
     pub inqueue_requests: Option<f64>,
+    /// Seats the waiting requests will need (1.28+).
+    pub inqueue_seats: Option<f64>,
     pub queue_capacity_requests: Option<f64>,
     pub queue_length_limit: Option<f64>,
     pub fullest_queue_requests: Option<f64>,
@@ -216,6 +218,7 @@ impl Analysis {
                 _ => None,
             },
             inqueue_requests: level.inqueue_requests,
+            inqueue_seats: level.inqueue_seats,
             queue_capacity_requests: capacity,
             queue_length_limit: level
                 .config

@@ -32,11 +32,27 @@ impl Default for Thresholds {
     }
 }
 
+/// No seat for the requests that wait: headroom at 0, or (when the waiting seats are known) below the width of a
+/// waiting request, which then cannot be dispatched either. A LIST 10 seats wide does not fit in 8 free seats.
+pub fn is_exhausted(l: &LevelReport) -> bool {
+    let (Some(headroom), Some(queued)) = (l.headroom_seats, l.inqueue_requests) else {
+        return false;
+    };
+    if queued <= 0.0 {
+        return false;
+    }
+    let mean_width = l
+        .inqueue_seats
+        .map(|seats| seats / queued)
+        .unwrap_or(1.0)
+        .max(1.0);
+    headroom < mean_width
+}
+
 impl Thresholds {
     /// The worst status any built-in rule gives this level now (without `for`: one evaluation).
     pub fn classify(&self, l: &LevelReport) -> LevelStatus {
-        let exhausted = l.headroom_seats.is_some_and(|h| h <= 0.0)
-            && l.inqueue_requests.is_some_and(|q| q > 0.0);
+        let exhausted = is_exhausted(l);
         let queue_near_full = match (l.fullest_queue_requests, l.queue_length_limit) {
             (Some(f), Some(limit)) if limit > 0.0 => f >= self.queue_full_ratio * limit,
             _ => false,
@@ -58,5 +74,37 @@ impl Thresholds {
             return LevelStatus::Warning;
         }
         LevelStatus::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(headroom: f64, queued: f64, queued_seats: Option<f64>) -> LevelReport {
+        LevelReport {
+            limit_seats: Some(100.0),
+            headroom_seats: Some(headroom),
+            headroom_ratio: Some(headroom / 100.0),
+            inqueue_requests: Some(queued),
+            inqueue_seats: queued_seats,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn exhausted_means_no_seat_for_the_waiting_requests() {
+        assert!(is_exhausted(&level(0.0, 3.0, None)));
+        // 8 free seats, but the waiting LISTs are 10 seats wide: they cannot be dispatched.
+        assert!(is_exhausted(&level(8.0, 30.0, Some(300.0))));
+        assert!(!is_exhausted(&level(8.0, 30.0, Some(30.0))));
+        assert!(!is_exhausted(&level(0.0, 0.0, None)));
+        let t = Thresholds::default();
+        assert_eq!(
+            t.classify(&level(8.0, 30.0, Some(300.0))),
+            LevelStatus::Critical
+        );
+        assert_eq!(t.classify(&level(15.0, 0.0, None)), LevelStatus::Warning);
+        assert_eq!(t.classify(&level(50.0, 0.0, None)), LevelStatus::Ok);
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! Unknown keys and bad values are errors that name the key's path and line: values are checked while they are
 //! deserialized, so serde_yaml attaches the location to the error.
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,6 +34,18 @@ pub struct Config {
     pub targets: TargetsConfig,
     #[serde(default)]
     pub log: LogConfig,
+    /// Built-in alert rules, tuned by name (`APFHeadroomLow: {threshold: 0.15}`).
+    #[serde(default)]
+    pub rules: BTreeMap<RuleName, RuleConfig>,
+    /// Where notifications go.
+    #[serde(default)]
+    pub receivers: Vec<ReceiverConfig>,
+    /// Which receivers get which alerts, grouped how, how often.
+    #[serde(default)]
+    pub route: RouteConfig,
+    /// Alert state, silences, the link back, and high availability.
+    #[serde(default)]
+    pub alerting: AlertingConfig,
 }
 
 impl Default for Config {
@@ -43,6 +56,10 @@ impl Default for Config {
             analysis: AnalysisConfig::default(),
             targets: TargetsConfig::default(),
             log: LogConfig::default(),
+            rules: BTreeMap::new(),
+            receivers: Vec::new(),
+            route: RouteConfig::default(),
+            alerting: AlertingConfig::default(),
         }
     }
 }
@@ -181,6 +198,262 @@ impl Default for LogConfig {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// The built-in alerts (product.md); a key of `rules:` must be one of them.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+pub enum RuleName {
+    APFHeadroomLow,
+    APFHeadroomExhausted,
+    APFQueueNearFull,
+    APFExhaustionPredicted,
+    APFRequestsRejected,
+    APFScrapeFailing,
+}
+
+impl RuleName {
+    pub const ALL: [RuleName; 6] = [
+        RuleName::APFHeadroomLow,
+        RuleName::APFHeadroomExhausted,
+        RuleName::APFQueueNearFull,
+        RuleName::APFExhaustionPredicted,
+        RuleName::APFRequestsRejected,
+        RuleName::APFScrapeFailing,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleName::APFHeadroomLow => "APFHeadroomLow",
+            RuleName::APFHeadroomExhausted => "APFHeadroomExhausted",
+            RuleName::APFQueueNearFull => "APFQueueNearFull",
+            RuleName::APFExhaustionPredicted => "APFExhaustionPredicted",
+            RuleName::APFRequestsRejected => "APFRequestsRejected",
+            RuleName::APFScrapeFailing => "APFScrapeFailing",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// Tuning of one built-in rule; every field is optional and defaults to product.md's value for that rule.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Turn the rule off.
+    #[serde(default)]
+    pub disabled: bool,
+    /// The fire threshold, in the rule's unit: a headroom ratio (HeadroomLow), seats (HeadroomExhausted), a share of
+    /// queueLengthLimit (QueueNearFull), seconds (ExhaustionPredicted), rejections/s (RequestsRejected).
+    pub threshold: Option<f64>,
+    /// The condition ends only past this value (hysteresis): a value hovering at the threshold does not flap.
+    pub clear_threshold: Option<f64>,
+    /// How long the condition must hold before the alert fires.
+    #[serde(rename = "for")]
+    pub for_: Option<DurationValue>,
+    /// How long the alert keeps firing after the condition clears.
+    pub keep_firing_for: Option<DurationValue>,
+    pub severity: Option<Severity>,
+    /// Extra labels added to the alert (e.g. `team: platform`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Overrides the runbook link of the annotations.
+    pub runbook_url: Option<String>,
+}
+
+/// One receiver: a name and exactly one kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverConfig {
+    pub name: String,
+    pub slack: Option<SlackConfig>,
+    pub email: Option<EmailConfig>,
+    pub webhook: Option<WebhookConfig>,
+    pub alertmanager: Option<AlertmanagerConfig>,
+    pub console: Option<ConsoleConfig>,
+    /// Delivery tuning shared by every kind.
+    #[serde(default)]
+    pub delivery: DeliveryConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeliveryConfig {
+    /// One attempt's timeout.
+    pub timeout: Interval,
+    /// Retries (429, 5xx, connection errors) stop after this long; the notification then counts as `failed`.
+    pub max_retry_duration: DurationValue,
+    /// Notifications waiting for this receiver; when full, new ones are `dropped` (counted), never blocking others.
+    pub queue_capacity: usize,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Interval(Duration::from_secs(10)),
+            max_retry_duration: DurationValue(Duration::from_secs(300)),
+            queue_capacity: 100,
+        }
+    }
+}
+
+/// A Slack incoming webhook.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// The webhook URL inline (quick start); prefer `webhook_url_file`.
+    pub webhook_url: Option<String>,
+    /// A file holding the webhook URL (a mounted Secret); read at each send.
+    pub webhook_url_file: Option<PathBuf>,
+    /// Overrides the webhook's channel (legacy webhooks only).
+    pub channel: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmailTls {
+    /// Port 587: STARTTLS required, plaintext refused.
+    Starttls,
+    /// Port 465: implicit TLS.
+    Tls,
+    /// Plain SMTP: a local relay only; must be chosen explicitly.
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    /// `host:port` of the SMTP server.
+    pub smarthost: String,
+    pub tls: EmailTls,
+    pub from: String,
+    pub to: Vec<String>,
+    pub username: Option<String>,
+    /// Inline password (quick start); prefer `password_file`.
+    pub password: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// A PEM CA bundle for the SMTP server's certificate (default: the public web roots).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Alertmanager's webhook payload (version 4) POSTed to a URL.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub url: Option<String>,
+    pub url_file: Option<PathBuf>,
+    /// Sent as `Authorization: Bearer ...` when set.
+    pub bearer_token_file: Option<PathBuf>,
+    /// At most this many alerts per message; the rest are counted in `truncatedAlerts`. 0: no limit.
+    #[serde(default)]
+    pub max_alerts: usize,
+}
+
+/// Alertmanager API v2: every replica listed gets every alert (they de-duplicate among themselves).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerConfig {
+    pub urls: Vec<TargetUrl>,
+    /// Firing alerts are re-sent this often (Alertmanager resolves an alert it has not heard of for resolve_timeout).
+    #[serde(default = "default_am_resend")]
+    pub resend_interval: Interval,
+}
+
+fn default_am_resend() -> Interval {
+    Interval(Duration::from_secs(60))
+}
+
+/// A log line per notification (standard error, in the configured log format).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConfig {}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouteConfig {
+    /// Receivers (by name) that get the notifications; default: every receiver configured.
+    pub receivers: Vec<String>,
+    pub group_by: Vec<String>,
+    pub group_wait: DurationValue,
+    pub group_interval: Interval,
+    pub repeat_interval: Interval,
+    pub send_resolved: bool,
+}
+
+impl Default for RouteConfig {
+    fn default() -> Self {
+        Self {
+            receivers: Vec::new(),
+            group_by: vec!["alertname".into(), "priority_level".into()],
+            group_wait: DurationValue(Duration::from_secs(30)),
+            group_interval: Interval(Duration::from_secs(300)),
+            repeat_interval: Interval(Duration::from_secs(4 * 3600)),
+            send_resolved: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertingConfig {
+    /// Where alert state and silences are kept across restarts (written atomically). Unset: in memory only.
+    pub state_file: Option<PathBuf>,
+    /// The link in notifications (`externalURL`, `generatorURL`): how people reach this apf-monitor.
+    pub external_url: Option<String>,
+    /// Base of the `runbook_url` annotation.
+    pub runbook_base_url: String,
+    pub leader_election: LeaderElectionConfig,
+}
+
+impl Default for AlertingConfig {
+    fn default() -> Self {
+        Self {
+            state_file: None,
+            external_url: None,
+            runbook_base_url:
+                "https://github.com/apf-monitor/apf-monitor/blob/main/docs/runbooks.md".into(),
+            leader_election: LeaderElectionConfig::default(),
+        }
+    }
+}
+
+/// With two replicas of apf-monitor, one (holding a Kubernetes Lease) sends Slack, email and webhook
+/// notifications; Alertmanager receivers are sent from every replica.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaderElectionConfig {
+    /// Unset: on when running in a cluster (a service-account token is mounted); `true`/`false` force it.
+    pub enabled: Option<bool>,
+    pub lease_name: String,
+    /// Default: the pod's namespace.
+    pub namespace: Option<String>,
+    pub lease_duration: Interval,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: None,
+            lease_name: "apf-monitor-notifier".into(),
+            namespace: None,
+            lease_duration: Interval(Duration::from_secs(15)),
+        }
+    }
 }
 
 /// A duration such as `5s`, `1m`, `1m30s`; may be zero.
@@ -378,6 +651,107 @@ impl Config {
                     return Err(format!(
                         "targets.static[{i}].name must not be empty{}",
                         at("name")
+                    ));
+                }
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, r) in self.receivers.iter().enumerate() {
+            let kinds = [
+                r.slack.is_some(),
+                r.email.is_some(),
+                r.webhook.is_some(),
+                r.alertmanager.is_some(),
+                r.console.is_some(),
+            ];
+            if kinds.iter().filter(|k| **k).count() != 1 {
+                return Err(format!(
+                    "receivers[{i}] ({}): give exactly one of slack, email, webhook, alertmanager, console{}",
+                    r.name,
+                    at("name")
+                ));
+            }
+            if r.name.trim().is_empty() || !names.insert(r.name.as_str()) {
+                return Err(format!(
+                    "receivers[{i}].name {:?} is empty or used twice{}",
+                    r.name,
+                    at("name")
+                ));
+            }
+            if let Some(s) = &r.slack {
+                if s.webhook_url.is_some() == s.webhook_url_file.is_some() {
+                    return Err(format!(
+                        "receivers[{i}].slack: give webhook_url or webhook_url_file (one){}",
+                        at("slack")
+                    ));
+                }
+            }
+            if let Some(w) = &r.webhook {
+                if w.url.is_some() == w.url_file.is_some() {
+                    return Err(format!(
+                        "receivers[{i}].webhook: give url or url_file (one){}",
+                        at("webhook")
+                    ));
+                }
+            }
+            if let Some(e) = &r.email {
+                if e.to.is_empty() {
+                    return Err(format!(
+                        "receivers[{i}].email.to: at least one address{}",
+                        at("to")
+                    ));
+                }
+                if e.password.is_some() && e.password_file.is_some() {
+                    return Err(format!(
+                        "receivers[{i}].email: password or password_file, not both{}",
+                        at("password")
+                    ));
+                }
+                if (e.password.is_some() || e.password_file.is_some()) && e.username.is_none() {
+                    return Err(format!(
+                        "receivers[{i}].email: a password needs a username{}",
+                        at("username")
+                    ));
+                }
+                if !e.smarthost.contains(':') {
+                    return Err(format!(
+                        "receivers[{i}].email.smarthost {:?}: write it as host:port{}",
+                        e.smarthost,
+                        at("smarthost")
+                    ));
+                }
+            }
+            if let Some(a) = &r.alertmanager {
+                if a.urls.is_empty() {
+                    return Err(format!(
+                        "receivers[{i}].alertmanager.urls: at least one URL{}",
+                        at("urls")
+                    ));
+                }
+            }
+        }
+        for name in &self.route.receivers {
+            if !names.contains(name.as_str()) {
+                return Err(format!(
+                    "route.receivers: no receiver is named {name:?}{}",
+                    at("receivers")
+                ));
+            }
+        }
+        for (rule, c) in &self.rules {
+            if let (Some(t), Some(c)) = (c.threshold, c.clear_threshold) {
+                // Rules that fire below their threshold clear above it, and the reverse.
+                let fires_below = matches!(
+                    rule,
+                    RuleName::APFHeadroomLow
+                        | RuleName::APFHeadroomExhausted
+                        | RuleName::APFExhaustionPredicted
+                );
+                if (fires_below && c < t) || (!fires_below && c > t) {
+                    return Err(format!(
+                        "rules.{}.clear_threshold ({c}) must be on the clear side of threshold ({t}){}",
+                        rule.as_str(),
+                        at("clear_threshold")
                     ));
                 }
             }

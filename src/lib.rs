@@ -1,12 +1,14 @@
 //! apf-monitor: watches Kubernetes API Priority and Fairness on every kube-apiserver replica.
 //!
 //! Data flows one way: targets -> scrape -> parse -> model -> analyze -> export.
+pub mod alert;
 pub mod analyze;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod export;
 pub mod model;
+pub mod notify;
 pub mod parse;
 pub mod scrape;
 pub mod sim;

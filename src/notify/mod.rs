@@ -1,0 +1,102 @@
+//! Receivers: one file per kind behind one trait, each fed through its own bounded queue with retries, so a dead
+//! receiver never stalls scraping or the other receivers.
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::alert::{Alert, LabelSet};
+
+/// One message to one receiver: a group of alerts (Alertmanager's notification model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    pub receiver: String,
+    /// Identifies the group across notifications (`{}:{alertname="APFHeadroomLow", priority_level="workload-low"}`).
+    pub group_key: String,
+    /// The values of the `group_by` labels.
+    pub group_labels: LabelSet,
+    /// Labels every alert of the group shares.
+    pub common_labels: LabelSet,
+    pub common_annotations: BTreeMap<String, String>,
+    /// Firing alerts first, then resolved ones (with `ends_at`).
+    pub alerts: Vec<Alert>,
+    /// apf-monitor's own URL, for links back.
+    pub external_url: String,
+}
+
+impl Notification {
+    /// `firing` while any alert of the group fires, else `resolved`.
+    pub fn status(&self) -> &'static str {
+        if self.alerts.iter().any(|a| !a.is_resolved()) {
+            "firing"
+        } else {
+            "resolved"
+        }
+    }
+
+    pub fn firing(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts.iter().filter(|a| !a.is_resolved())
+    }
+
+    pub fn resolved(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts.iter().filter(|a| a.is_resolved())
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotifyError {
+    /// 429, 5xx, a connection error, a timeout: try again (after `retry_after` when the receiver said so).
+    #[error("{message}")]
+    Retryable {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// Any other 4xx, a bad address, a refused plaintext connection: trying again will not help.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), NotifyError>> + Send + 'a>>;
+
+/// What every receiver kind implements.
+pub trait Receiver: Send + Sync {
+    /// The configured name (`receiver` label).
+    fn name(&self) -> &str;
+    /// One attempt; retries and queueing are the delivery's business.
+    fn send<'a>(&'a self, notification: &'a Notification) -> SendFuture<'a>;
+}
+
+/// `apf_monitor_notifications_total{receiver, outcome}`: `sent`, `retried`, `failed`, `dropped`.
+#[derive(Debug, Clone, Default)]
+pub struct NotifyMetrics {
+    counts: Arc<Mutex<BTreeMap<(String, &'static str), u64>>>,
+}
+
+impl NotifyMetrics {
+    pub const OUTCOMES: [&'static str; 4] = ["sent", "retried", "failed", "dropped"];
+
+    /// Every outcome exists at 0 from start-up.
+    pub fn register(&self, receiver: &str) {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        for o in Self::OUTCOMES {
+            c.entry((receiver.to_string(), o)).or_insert(0);
+        }
+    }
+
+    pub fn inc(&self, receiver: &str, outcome: &'static str) {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((receiver.to_string(), outcome))
+            .or_insert(0) += 1;
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<(String, &'static str), u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod export;
+pub mod leader;
 pub mod model;
 pub mod notify;
 pub mod parse;

@@ -18,8 +18,19 @@ use crate::model::{LevelSnapshot, ReplicaSnapshot, EXEMPT};
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StatusReport {
     pub apiservers: Vec<ApiserverReport>,
-    /// Filled by the alerting stage; empty until then.
-    pub alerts: Vec<serde_json::Value>,
+    /// Pending and firing alerts (and those muted by inhibition or a silence), from the alerting stage.
+    pub alerts: Vec<AlertReport>,
+}
+
+/// One alert as `/api/v1/status` shows it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct AlertReport {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// `pending`, `firing`, `inhibited`, `silenced` or `resolved`.
+    pub state: String,
+    /// RFC 3339: when the condition began (pending) or the alert fired.
+    pub active_since: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

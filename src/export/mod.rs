@@ -22,6 +22,8 @@ pub struct ExportState {
     pub self_metrics: Mutex<SelfMetrics>,
     /// Set once any target's `/metrics` was scraped successfully.
     pub ready: AtomicBool,
+    /// `apf_monitor_notifications_total`, kept by the receivers' deliveries.
+    pub notifications: crate::notify::NotifyMetrics,
 }
 
 impl ExportState {
@@ -47,7 +49,7 @@ async fn metrics(State(state): State<Arc<ExportState>>) -> Response {
     let text = {
         let report = state.report.read().unwrap_or_else(|p| p.into_inner());
         let self_metrics = state.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
-        render_metrics(&report, &self_metrics)
+        render_metrics(&report, &self_metrics, &state.notifications.snapshot())
     };
     (
         [(

@@ -91,7 +91,11 @@ fn level_gauge(
     }
 }
 
-pub fn render(report: &StatusReport, self_metrics: &SelfMetrics) -> String {
+pub fn render(
+    report: &StatusReport,
+    self_metrics: &SelfMetrics,
+    notifications: &BTreeMap<(String, &'static str), u64>,
+) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let o = &mut out;
     level_gauge(o, report, "apf_priority_level_limit_seats", "The enforced concurrency limit in seats (current_limit_seats on 1.26+, else request_concurrency_limit).", false, |l| l.limit_seats);
@@ -215,6 +219,43 @@ pub fn render(report: &StatusReport, self_metrics: &SelfMetrics) -> String {
         }
     }
 
+    let name = "apf_alert_firing";
+    header(
+        o,
+        name,
+        "gauge",
+        "1 per firing alert of apf-monitor's built-in rules.",
+    );
+    for a in report.alerts.iter().filter(|a| a.state == "firing") {
+        let get = |k: &str| a.labels.get(k).map(String::as_str).unwrap_or("");
+        let labels = [
+            ("alertname", get("alertname")),
+            ("severity", get("severity")),
+            ("apiserver", get("apiserver")),
+            ("priority_level", get("priority_level")),
+            ("reason", get("reason")),
+        ];
+        let labels: Vec<(&str, &str)> = labels
+            .into_iter()
+            .filter(|(k, v)| *k != "reason" || !v.is_empty())
+            .collect();
+        sample(o, name, &labels, 1.0);
+    }
+    let name = "apf_monitor_notifications_total";
+    header(
+        o,
+        name,
+        "counter",
+        "Notifications by receiver and outcome (sent, retried, failed, dropped).",
+    );
+    for ((receiver, outcome), v) in notifications {
+        sample(
+            o,
+            name,
+            &[("receiver", receiver), ("outcome", outcome)],
+            *v as f64,
+        );
+    }
     header(
         o,
         "apf_monitor_build_info",

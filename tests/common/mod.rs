@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
+pub mod external;
+
 use std::io::Read;
 use std::time::Duration;
 

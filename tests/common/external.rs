@@ -1,0 +1,121 @@
+//! Real Prometheus and Alertmanager (Debian packages `prometheus`, `prometheus-alertmanager`) started on loopback
+//! ports with temporary storage, and killed when the guard drops.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Process {
+    child: Child,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Process {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The binary, or a failure that says which package to install (never a silent skip).
+pub fn binary(name: &str, package: &str) -> PathBuf {
+    for dir in ["/usr/bin", "/usr/local/bin", "/bin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} not found: this end-to-end test needs the Debian package {package} (apt-get install -y {package}); .ci/run installs it");
+}
+
+fn spawn(bin: PathBuf, args: Vec<String>, dir: tempfile::TempDir, url: String) -> Process {
+    let log = dir.path().join("log.txt");
+    let out = std::fs::File::create(&log).unwrap();
+    let child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .unwrap();
+    Process { child, url, dir, log }
+}
+
+/// Waits until `GET url` answers 200.
+pub async fn wait_ready(p: &Process, path: &str) {
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        if let Ok(r) = client.get(format!("{}{path}", p.url)).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} did not become ready; its log:\n{}", p.url, p.log());
+}
+
+pub async fn alertmanager() -> Process {
+    let bin = binary("prometheus-alertmanager", "prometheus-alertmanager");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("alertmanager.yml");
+    // A receiver that goes nowhere: the test reads Alertmanager's own API.
+    std::fs::write(&config, "route:\n  receiver: blackhole\n  group_wait: 1s\nreceivers:\n  - name: blackhole\n").unwrap();
+    let storage = dir.path().join("data");
+    let args = vec![
+        format!("--config.file={}", config.display()),
+        format!("--storage.path={}", storage.display()),
+        format!("--web.listen-address=127.0.0.1:{port}"),
+        // No gossip: a single replica on loopback.
+        "--cluster.listen-address=".to_string(),
+    ];
+    let p = spawn(bin, args, dir, format!("http://127.0.0.1:{port}"));
+    wait_ready(&p, "/-/ready").await;
+    p
+}
+
+/// Prometheus scraping `targets` (job name -> `host:port`) every second, with `rules` (a rule file's YAML).
+pub async fn prometheus(targets: &[(&str, String)], rules: &str) -> Process {
+    let bin = binary("prometheus", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let rules_file = dir.path().join("rules.yml");
+    std::fs::write(&rules_file, rules).unwrap();
+    let mut config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n",
+        rules_file.display()
+    );
+    for (job, target) in targets {
+        config.push_str(&format!("  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"));
+    }
+    let config_file = dir.path().join("prometheus.yml");
+    std::fs::write(&config_file, config).unwrap();
+    let args = vec![
+        format!("--config.file={}", config_file.display()),
+        format!("--storage.tsdb.path={}", dir.path().join("data").display()),
+        format!("--web.listen-address=127.0.0.1:{port}"),
+    ];
+    let p = spawn(bin, args, dir, format!("http://127.0.0.1:{port}"));
+    wait_ready(&p, "/-/ready").await;
+    p
+}
+
+/// An instant query's result vector.
+pub async fn prom_query(p: &Process, query: &str) -> Vec<serde_json::Value> {
+    let url = format!("{}/api/v1/query", p.url);
+    let Ok(r) = reqwest::Client::new().get(url).query(&[("query", query)]).send().await else { return vec![] };
+    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or_default();
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}

@@ -1,0 +1,49 @@
+//! A real Prometheus (Debian package `prometheus`) scrapes apf-monitor's `/metrics` while apf-monitor scrapes the
+//! simulated apiserver: the exposition is valid for Prometheus and the series are queryable.
+mod common;
+
+use std::time::Duration;
+
+use apf_monitor::config::{self, Config, StaticTarget};
+use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use common::external;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_the_derived_metrics() {
+    let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
+    let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(34, 0), scenario)).unwrap();
+    let _clock = sim.spawn_clock(Duration::from_millis(100));
+    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sim_addr = sim_listener.local_addr().unwrap();
+    tokio::spawn(apf_monitor::sim::serve(sim_listener, sim));
+
+    let mut config = Config::default();
+    config.scrape.interval = config::Interval(Duration::from_secs(1));
+    config.scrape.timeout = config::Interval(Duration::from_secs(1));
+    config.analysis.window = config::Interval(Duration::from_secs(10));
+    config.targets.static_targets = vec![StaticTarget {
+        name: Some("sim".into()),
+        ..StaticTarget::from_url(config::parse_target_url(&format!("http://{sim_addr}")).unwrap())
+    }];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let monitor_addr = listener.local_addr().unwrap();
+    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+
+    let prom = external::prometheus(&[("apf-monitor", monitor_addr.to_string())], "groups: []\n").await;
+    let mut last = Vec::new();
+    for _ in 0..200 {
+        last = external::prom_query(&prom, r#"apf_priority_level_headroom_seats{job="apf-monitor",priority_level="workload-low"}"#).await;
+        if !last.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(last.len(), 1, "Prometheus has no headroom series; its log:\n{}", prom.log());
+    let up = external::prom_query(&prom, r#"up{job="apf-monitor"}"#).await;
+    assert_eq!(up[0]["value"][1], "1", "{up:?}");
+    // Every family parsed: no sample was dropped by Prometheus as invalid.
+    let invalid = external::prom_query(&prom, r#"scrape_samples_post_metric_relabeling{job="apf-monitor"} - scrape_samples_scraped{job="apf-monitor"}"#).await;
+    assert_eq!(invalid[0]["value"][1], "0", "{invalid:?}");
+    let errors = external::prom_query(&prom, r#"apf_monitor_scrape_errors_total{endpoint="metrics",reason="connect"}"#).await;
+    assert_eq!(errors.len(), 1, "error counters exist at 0 from start-up: {errors:?}");
+}

@@ -606,7 +606,7 @@ impl Config {
                 "scrape.timeout ({}) must not exceed scrape.interval ({}){}",
                 humantime::format_duration(self.scrape.timeout.0),
                 humantime::format_duration(self.scrape.interval.0),
-                at("timeout")
+                at("scrape.timeout")
             ));
         }
         if self.analysis.window.0 < self.scrape.interval.0 * 2 {
@@ -614,7 +614,7 @@ impl Config {
                 "analysis.window ({}) must cover at least two scrape intervals ({}){}",
                 humantime::format_duration(self.analysis.window.0),
                 humantime::format_duration(self.scrape.interval.0),
-                at("window")
+                at("analysis.window")
             ));
         }
         for (i, t) in self.targets.static_targets.iter().enumerate() {
@@ -633,7 +633,7 @@ impl Config {
             {
                 return Err(format!(
                     "targets.static[{i}]: TLS settings given for an http:// URL{}",
-                    at("url")
+                    at("targets.url")
                 ));
             }
             if let Some(timeout) = t.timeout {
@@ -642,7 +642,7 @@ impl Config {
                         "targets.static[{i}].timeout ({}) must not exceed scrape.interval ({}){}",
                         humantime::format_duration(timeout.0),
                         humantime::format_duration(self.scrape.interval.0),
-                        at("timeout")
+                        at("targets.timeout")
                     ));
                 }
             }
@@ -650,7 +650,7 @@ impl Config {
                 if name.trim().is_empty() {
                     return Err(format!(
                         "targets.static[{i}].name must not be empty{}",
-                        at("name")
+                        at("targets.name")
                     ));
                 }
             }
@@ -668,21 +668,21 @@ impl Config {
                 return Err(format!(
                     "receivers[{i}] ({}): give exactly one of slack, email, webhook, alertmanager, console{}",
                     r.name,
-                    at("name")
+                    at("receivers.name")
                 ));
             }
             if r.name.trim().is_empty() || !names.insert(r.name.as_str()) {
                 return Err(format!(
                     "receivers[{i}].name {:?} is empty or used twice{}",
                     r.name,
-                    at("name")
+                    at("receivers.name")
                 ));
             }
             if let Some(s) = &r.slack {
                 if s.webhook_url.is_some() == s.webhook_url_file.is_some() {
                     return Err(format!(
                         "receivers[{i}].slack: give webhook_url or webhook_url_file (one){}",
-                        at("slack")
+                        at("receivers.slack")
                     ));
                 }
             }
@@ -690,7 +690,7 @@ impl Config {
                 if w.url.is_some() == w.url_file.is_some() {
                     return Err(format!(
                         "receivers[{i}].webhook: give url or url_file (one){}",
-                        at("webhook")
+                        at("receivers.webhook")
                     ));
                 }
             }
@@ -698,26 +698,26 @@ impl Config {
                 if e.to.is_empty() {
                     return Err(format!(
                         "receivers[{i}].email.to: at least one address{}",
-                        at("to")
+                        at("receivers.to")
                     ));
                 }
                 if e.password.is_some() && e.password_file.is_some() {
                     return Err(format!(
                         "receivers[{i}].email: password or password_file, not both{}",
-                        at("password")
+                        at("receivers.password")
                     ));
                 }
                 if (e.password.is_some() || e.password_file.is_some()) && e.username.is_none() {
                     return Err(format!(
                         "receivers[{i}].email: a password needs a username{}",
-                        at("username")
+                        at("receivers.username")
                     ));
                 }
                 if !e.smarthost.contains(':') {
                     return Err(format!(
                         "receivers[{i}].email.smarthost {:?}: write it as host:port{}",
                         e.smarthost,
-                        at("smarthost")
+                        at("receivers.smarthost")
                     ));
                 }
             }
@@ -725,7 +725,7 @@ impl Config {
                 if a.urls.is_empty() {
                     return Err(format!(
                         "receivers[{i}].alertmanager.urls: at least one URL{}",
-                        at("urls")
+                        at("receivers.urls")
                     ));
                 }
             }
@@ -734,7 +734,7 @@ impl Config {
             if !names.contains(name.as_str()) {
                 return Err(format!(
                     "route.receivers: no receiver is named {name:?}{}",
-                    at("receivers")
+                    at("route.receivers")
                 ));
             }
         }
@@ -751,13 +751,13 @@ impl Config {
                     return Err(format!(
                         "rules.{}.clear_threshold ({c}) must be on the clear side of threshold ({t}){}",
                         rule.as_str(),
-                        at("clear_threshold")
+                        at("rules.clear_threshold")
                     ));
                 }
             }
         }
         if self.log.level.trim().is_empty() {
-            return Err(format!("log.level must not be empty{}", at("level")));
+            return Err(format!("log.level must not be empty{}", at("log.level")));
         }
         Ok(())
     }
@@ -790,20 +790,28 @@ fn complete_key_path(err: &serde_yaml::Error, text: &str) -> String {
     }
 }
 
-/// The 1-based line where `key:` first appears as a key.
-fn line_of(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|line| {
+/// The 1-based line of a key given by its dotted path (`route.receivers`): each segment is looked for after the
+/// line of the one before, so `route.receivers` is not mistaken for the top-level `receivers`.
+fn line_of(text: &str, path: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut from = 0;
+    let mut found = None;
+    for key in path.split('.') {
+        let i = (from..lines.len()).find(|&i| {
+            let line = lines[i];
             let l = line
                 .trim_start()
                 .trim_start_matches("- ")
                 .trim_start_matches('{')
                 .trim_start();
-            l.starts_with(key) && l[key.len()..].trim_start().starts_with(':')
+            (l.starts_with(key) && l[key.len()..].trim_start().starts_with(':'))
                 || line.contains(&format!(" {key}:"))
                 || line.contains(&format!("{{{key}:"))
-        })
-        .map(|i| i + 1)
+        })?;
+        found = Some(i + 1);
+        from = i;
+    }
+    found
 }
 
 #[cfg(test)]
@@ -817,6 +825,50 @@ mod tests {
         assert_eq!(c.scrape.interval.0, Duration::from_secs(5));
         assert_eq!(c.scrape.max_body_bytes.0, 256 * 1024 * 1024);
         assert_eq!(c.targets.static_targets.len(), 2);
+        assert_eq!(c.receivers.len(), 5);
+        assert_eq!(
+            c.rules[&RuleName::APFHeadroomLow].clear_threshold,
+            Some(0.25)
+        );
+        assert_eq!(c.route.group_wait.0, Duration::from_secs(30));
+        assert_eq!(c.alerting.leader_election.enabled, None);
+    }
+
+    #[test]
+    fn receivers_and_route_are_checked() {
+        let err = Config::from_yaml(
+            "receivers:\n  - name: a\n    console: {}\n    webhook: {url: http://x}\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("exactly one of"), "{err}");
+        let err = Config::from_yaml(
+            "receivers:\n  - name: a\n    console: {}\n  - name: a\n    console: {}\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("used twice"), "{err}");
+        let err = Config::from_yaml(
+            "receivers:\n  - name: a\n    console: {}\nroute:\n  receivers: [b]\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("route.receivers") && err.contains("\"b\"") && err.contains("line 5"),
+            "{err}"
+        );
+        let err = Config::from_yaml("receivers:\n  - name: m\n    email: {smarthost: smtp, tls: starttls, from: a@b, to: [c@d]}\n").unwrap_err();
+        assert!(err.contains("host:port"), "{err}");
+        let err = Config::from_yaml("receivers:\n  - name: m\n    email: {smarthost: 'smtp:25', tls: plain, from: a@b, to: [c@d]}\n").unwrap_err();
+        assert!(err.contains("tls") && err.contains("line 3"), "{err}");
+        let err = Config::from_yaml("rules:\n  APFHeadroomLoww: {for: 1m}\n").unwrap_err();
+        assert!(
+            err.contains("APFHeadroomLoww") && err.contains("line 2"),
+            "{err}"
+        );
+        let err =
+            Config::from_yaml("rules:\n  APFHeadroomLow: {threshold: 0.2, clear_threshold: 0.1}\n")
+                .unwrap_err();
+        assert!(err.contains("clear_threshold"), "{err}");
+        let err = Config::from_yaml("receivers:\n  - name: s\n    slack: {}\n").unwrap_err();
+        assert!(err.contains("webhook_url"), "{err}");
     }
 
     #[test]

@@ -29,21 +29,39 @@ async fn prometheus_scrapes_the_derived_metrics() {
     let monitor_addr = listener.local_addr().unwrap();
     apf_monitor::cli::run_daemon(&config, listener).unwrap();
 
-    let prom = external::prometheus(&[("apf-monitor", monitor_addr.to_string())], "groups: []\n").await;
+    let prom =
+        external::prometheus(&[("apf-monitor", monitor_addr.to_string())], "groups: []\n").await;
     let mut last = Vec::new();
     for _ in 0..200 {
-        last = external::prom_query(&prom, r#"apf_priority_level_headroom_seats{job="apf-monitor",priority_level="workload-low"}"#).await;
+        last = external::prom_query(
+            &prom,
+            r#"apf_priority_level_headroom_seats{job="apf-monitor",priority_level="workload-low"}"#,
+        )
+        .await;
         if !last.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(last.len(), 1, "Prometheus has no headroom series; its log:\n{}", prom.log());
+    assert_eq!(
+        last.len(),
+        1,
+        "Prometheus has no headroom series; its log:\n{}",
+        prom.log()
+    );
     let up = external::prom_query(&prom, r#"up{job="apf-monitor"}"#).await;
     assert_eq!(up[0]["value"][1], "1", "{up:?}");
     // Every family parsed: no sample was dropped by Prometheus as invalid.
     let invalid = external::prom_query(&prom, r#"scrape_samples_post_metric_relabeling{job="apf-monitor"} - scrape_samples_scraped{job="apf-monitor"}"#).await;
     assert_eq!(invalid[0]["value"][1], "0", "{invalid:?}");
-    let errors = external::prom_query(&prom, r#"apf_monitor_scrape_errors_total{endpoint="metrics",reason="connect"}"#).await;
-    assert_eq!(errors.len(), 1, "error counters exist at 0 from start-up: {errors:?}");
+    let errors = external::prom_query(
+        &prom,
+        r#"apf_monitor_scrape_errors_total{endpoint="metrics",reason="connect"}"#,
+    )
+    .await;
+    assert_eq!(
+        errors.len(),
+        1,
+        "error counters exist at 0 from start-up: {errors:?}"
+    );
 }

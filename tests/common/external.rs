@@ -26,7 +26,11 @@ impl Process {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The binary, or a failure that says which package to install (never a silent skip).
@@ -49,7 +53,12 @@ fn spawn(bin: PathBuf, args: Vec<String>, dir: tempfile::TempDir, url: String) -
         .stderr(Stdio::from(out))
         .spawn()
         .unwrap();
-    Process { child, url, dir, log }
+    Process {
+        child,
+        url,
+        dir,
+        log,
+    }
 }
 
 /// Waits until `GET url` answers 200.
@@ -72,7 +81,11 @@ pub async fn alertmanager() -> Process {
     let port = free_port();
     let config = dir.path().join("alertmanager.yml");
     // A receiver that goes nowhere: the test reads Alertmanager's own API.
-    std::fs::write(&config, "route:\n  receiver: blackhole\n  group_wait: 1s\nreceivers:\n  - name: blackhole\n").unwrap();
+    std::fs::write(
+        &config,
+        "route:\n  receiver: blackhole\n  group_wait: 1s\nreceivers:\n  - name: blackhole\n",
+    )
+    .unwrap();
     let storage = dir.path().join("data");
     let args = vec![
         format!("--config.file={}", config.display()),
@@ -98,7 +111,9 @@ pub async fn prometheus(targets: &[(&str, String)], rules: &str) -> Process {
         rules_file.display()
     );
     for (job, target) in targets {
-        config.push_str(&format!("  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"));
+        config.push_str(&format!(
+            "  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+        ));
     }
     let config_file = dir.path().join("prometheus.yml");
     std::fs::write(&config_file, config).unwrap();
@@ -115,7 +130,15 @@ pub async fn prometheus(targets: &[(&str, String)], rules: &str) -> Process {
 /// An instant query's result vector.
 pub async fn prom_query(p: &Process, query: &str) -> Vec<serde_json::Value> {
     let url = format!("{}/api/v1/query", p.url);
-    let Ok(r) = reqwest::Client::new().get(url).query(&[("query", query)]).send().await else { return vec![] };
-    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or_default();
+    let Ok(r) = reqwest::Client::new()
+        .get(url)
+        .query(&[("query", query)])
+        .send()
+        .await
+    else {
+        return vec![];
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or_default();
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }

@@ -235,18 +235,31 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 config.listen
             )
         })?;
-    let export = run_daemon(&config, listener)?;
-    tracing::info!(listen = %config.listen, targets = config.targets.static_targets.len(), "apf-monitor serving");
+    let leadership = crate::leader::Leadership::start(&config.alerting.leader_election).await?;
+    let export = run_daemon_with(&config, listener, leadership)?;
+    tracing::info!(listen = %config.listen, targets = config.targets.static_targets.len(), receivers = config.receivers.len(), "apf-monitor serving");
     drop(export);
     shutdown_signal().await;
     tracing::info!("shutting down");
     Ok(())
 }
 
-/// Starts the HTTP server and one scrape loop per target; returns the shared state.
+/// Starts the HTTP server, one scrape loop per target and the alerting stage (every replica notifies: for a
+/// leader-elected notifier use [`run_daemon_with`]); returns the shared state.
 pub fn run_daemon(config: &Config, listener: tokio::net::TcpListener) -> Result<Arc<ExportState>> {
+    run_daemon_with(config, listener, crate::leader::Leadership::always())
+}
+
+pub fn run_daemon_with(
+    config: &Config,
+    listener: tokio::net::TcpListener,
+    leadership: crate::leader::Leadership,
+) -> Result<Arc<ExportState>> {
     let targets = targets::build_static(&config.targets.static_targets, &config.scrape)?;
     let export = Arc::new(ExportState::default());
+    let stage = daemon::AlertStage::build(config, &export, leadership)?;
+    let _ = export.alerting.set(stage.alerting.clone());
+    tokio::spawn(daemon::alert_loop(stage, export.clone()));
     let hub = Arc::new(Hub::new(export.clone(), analysis_of(config)));
     let settings = LoopSettings::from_config(&config.scrape);
     for target in targets {
@@ -564,7 +577,8 @@ fn build_simulator(
 }
 
 async fn demo(args: DemoArgs) -> Result<()> {
-    init_logging(LogFormat::Text, "warn")?;
+    // Alerts go to the console receiver, whose lines are the point of the demo.
+    init_logging(LogFormat::Text, "warn,apf_monitor::alerts=info")?;
     let sim = build_simulator(&args.kubernetes_version, &args.scenario, args.seed, 600)?;
     let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -593,6 +607,19 @@ async fn demo(args: DemoArgs) -> Result<()> {
         name: Some("sim-apiserver".into()),
         ..StaticTarget::from_url(url)
     }];
+    // The built-in rules with their defaults, to the console; groups are sent sooner than Alertmanager's defaults so
+    // a newcomer sees an alert fire and resolve within a few minutes.
+    config.receivers = vec![config::ReceiverConfig {
+        name: "console".into(),
+        slack: None,
+        email: None,
+        webhook: None,
+        alertmanager: None,
+        console: Some(config::ConsoleConfig {}),
+        delivery: Default::default(),
+    }];
+    config.route.group_wait = config::DurationValue(Duration::from_secs(5));
+    config.route.group_interval = config::Interval(Duration::from_secs(30));
     let export = run_daemon(&config, listener)?;
 
     println!(

@@ -360,3 +360,173 @@ pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>)
         hub.record(&target.name, round, objects.as_deref(), &unavailable);
     }
 }
+
+/// The alerting stage wired to the receivers: a round every second on the latest report.
+pub struct AlertStage {
+    pub alerting: Arc<Mutex<crate::alert::Alerting>>,
+    /// Receivers fed by the grouping router (Slack, email, webhook, console), by name; `direct` ones are sent by
+    /// the leader only.
+    routed: BTreeMap<String, (crate::notify::Delivery, bool)>,
+    /// Alertmanager receivers: every alert, on change and every `resend_interval`, from every replica.
+    alertmanagers: Vec<AlertmanagerFeed>,
+    leadership: crate::leader::Leadership,
+    state_file: Option<std::path::PathBuf>,
+}
+
+struct AlertmanagerFeed {
+    delivery: crate::notify::Delivery,
+    name: String,
+    resend: Duration,
+    last_sent: Option<Instant>,
+    last_set: Vec<(u64, bool)>,
+}
+
+impl AlertStage {
+    /// Builds rules, router, receivers and restores the saved state; errors name the bad setting.
+    pub fn build(
+        config: &crate::config::Config,
+        export: &ExportState,
+        leadership: crate::leader::Leadership,
+    ) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let external_url =
+            config.alerting.external_url.clone().unwrap_or_else(|| format!("http://{}", config.listen));
+        let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)
+            .map_err(|e| anyhow::anyhow!("rules: {e}"))?;
+        let routed_names: Vec<String> = config
+            .receivers
+            .iter()
+            .filter(|r| r.alertmanager.is_none())
+            .filter(|r| config.route.receivers.is_empty() || config.route.receivers.contains(&r.name))
+            .map(|r| r.name.clone())
+            .collect();
+        let engine = crate::alert::Engine::new(format!("{}/", external_url.trim_end_matches('/')));
+        let router = crate::alert::Router::new(&config.route, &routed_names, external_url.clone());
+        let state = match &config.alerting.state_file {
+            Some(path) => match crate::alert::AlertState::load(path) {
+                Ok(state) => state,
+                Err(e) => {
+                    // A corrupt state file must not keep the monitor down: start empty, and say so.
+                    tracing::warn!(error = %e, path = %path.display(), "alert state not restored; starting with none");
+                    crate::alert::AlertState::default()
+                }
+            },
+            None => crate::alert::AlertState::default(),
+        };
+        let alerting = crate::alert::Alerting::restored(rules, engine, router, state);
+        let mut routed = BTreeMap::new();
+        let mut alertmanagers = Vec::new();
+        for r in &config.receivers {
+            let receiver = crate::notify::build(r).map_err(|e| anyhow::anyhow!("receivers: {}: {e}", r.name))?;
+            let delivery = crate::notify::Delivery::spawn(receiver, &r.delivery, export.notifications.clone());
+            if let Some(am) = &r.alertmanager {
+                if config.route.receivers.is_empty() || config.route.receivers.contains(&r.name) {
+                    alertmanagers.push(AlertmanagerFeed {
+                        delivery,
+                        name: r.name.clone(),
+                        resend: am.resend_interval.0,
+                        last_sent: None,
+                        last_set: Vec::new(),
+                    });
+                }
+            } else if routed_names.contains(&r.name) {
+                routed.insert(r.name.clone(), (delivery, r.console.is_none()));
+            }
+        }
+        if let Some(path) = &config.alerting.state_file {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("alerting.state_file: cannot create {}", dir.display()))?;
+            }
+        }
+        Ok(Self {
+            alerting: Arc::new(Mutex::new(alerting)),
+            routed,
+            alertmanagers,
+            leadership,
+            state_file: config.alerting.state_file.clone(),
+        })
+    }
+
+    /// One round: rules on the latest report, life cycle, routing, delivery, status and state file.
+    pub fn round(&mut self, export: &ExportState, now: SystemTime) {
+        let report = export.report();
+        let (notifications, alerts, pending, state) = {
+            let mut a = self.alerting.lock().unwrap_or_else(|p| p.into_inner());
+            let notifications = a.round(now, &report);
+            let alerts = a.alerts();
+            let pending: Vec<(crate::alert::LabelSet, SystemTime)> =
+                a.engine.pending().into_iter().map(|(l, t)| (l.clone(), t)).collect();
+            (notifications, alerts, pending, self.state_file.as_ref().map(|_| a.state()))
+        };
+        let leader = self.leadership.is_leader();
+        for n in notifications {
+            match self.routed.get(&n.receiver) {
+                Some((delivery, direct)) => {
+                    if !*direct || leader {
+                        delivery.enqueue(n);
+                    }
+                }
+                None => tracing::debug!(receiver = %n.receiver, "notification for an unknown receiver"),
+            }
+        }
+        let all: Vec<crate::alert::Alert> = alerts.iter().map(|(a, _)| a.clone()).collect();
+        let set: Vec<(u64, bool)> = all.iter().map(|a| (a.fingerprint(), a.is_resolved())).collect();
+        let instant = Instant::now();
+        for am in &mut self.alertmanagers {
+            let due = am.last_sent.is_none_or(|t| instant.duration_since(t) >= am.resend);
+            if !all.is_empty() && (due || am.last_set != set) {
+                am.delivery.enqueue(crate::notify::Notification {
+                    receiver: am.name.clone(),
+                    group_key: "{}".into(),
+                    group_labels: Default::default(),
+                    common_labels: Default::default(),
+                    common_annotations: Default::default(),
+                    alerts: all.clone(),
+                    external_url: String::new(),
+                });
+                am.last_sent = Some(instant);
+                am.last_set = set.clone();
+            }
+        }
+        let rfc = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+        let mut reports: Vec<crate::analyze::AlertReport> = pending
+            .into_iter()
+            .map(|(labels, since)| crate::analyze::AlertReport {
+                labels,
+                annotations: Default::default(),
+                state: "pending".into(),
+                active_since: Some(rfc(since)),
+            })
+            .collect();
+        for (a, muted) in alerts {
+            let state = match (a.is_resolved(), muted) {
+                (true, _) => "resolved",
+                (false, Some(why)) => why,
+                (false, None) => "firing",
+            };
+            reports.push(crate::analyze::AlertReport {
+                labels: a.labels,
+                annotations: a.annotations,
+                state: state.into(),
+                active_since: Some(rfc(a.starts_at)),
+            });
+        }
+        export.report.write().unwrap_or_else(|p| p.into_inner()).alerts = reports;
+        if let (Some(path), Some(state)) = (&self.state_file, state) {
+            if let Err(e) = state.save(path) {
+                tracing::warn!(error = %e, "alert state not saved (tried again next round)");
+            }
+        }
+    }
+}
+
+/// Runs alert rounds every second, forever.
+pub async fn alert_loop(mut stage: AlertStage, export: Arc<ExportState>) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        stage.round(&export, SystemTime::now());
+    }
+}

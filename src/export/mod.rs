@@ -24,6 +24,8 @@ pub struct ExportState {
     pub ready: AtomicBool,
     /// `apf_monitor_notifications_total`, kept by the receivers' deliveries.
     pub notifications: crate::notify::NotifyMetrics,
+    /// The alerting stage, once built: silences are read and written through it.
+    pub alerting: std::sync::OnceLock<Arc<Mutex<crate::alert::Alerting>>>,
 }
 
 impl ExportState {
@@ -42,6 +44,8 @@ pub fn router(state: Arc<ExportState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/api/v1/status", get(status))
         .route("/", get(page_handler))
+        .route("/api/v1/silences", get(list_silences).post(add_silence))
+        .route("/api/v1/silences/{id}", get(get_silence).delete(expire_silence))
         .with_state(state)
 }
 
@@ -79,4 +83,58 @@ async fn status(State(state): State<Arc<ExportState>>) -> Response {
 
 async fn page_handler(State(state): State<Arc<ExportState>>) -> Html<String> {
     Html(page::render(&state.report()))
+}
+
+fn no_alerting() -> Response {
+    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "alerting is not running in this process"})))
+        .into_response()
+}
+
+fn json_error(status: StatusCode, message: impl std::fmt::Display) -> Response {
+    (status, axum::Json(serde_json::json!({"error": message.to_string()}))).into_response()
+}
+
+async fn list_silences(State(state): State<Arc<ExportState>>) -> Response {
+    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let a = alerting.lock().unwrap_or_else(|p| p.into_inner());
+    axum::Json(a.silences.list(std::time::SystemTime::now())).into_response()
+}
+
+async fn get_silence(State(state): State<Arc<ExportState>>, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let a = alerting.lock().unwrap_or_else(|p| p.into_inner());
+    match a.silences.get(&id, std::time::SystemTime::now()) {
+        Some(s) => axum::Json(s).into_response(),
+        None => json_error(StatusCode::NOT_FOUND, format!("no silence {id}")),
+    }
+}
+
+/// Alertmanager's shape: `{"matchers": [{"name", "value", "isRegex", "isEqual"}], "startsAt", "endsAt", "createdBy",
+/// "comment"}`; answers `{"silenceID": "..."}`.
+async fn add_silence(State(state): State<Arc<ExportState>>, body: axum::body::Bytes) -> Response {
+    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let input: crate::alert::SilenceInput = match serde_json::from_slice(&body) {
+        Ok(i) => i,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid silence: {e}")),
+    };
+    let mut a = alerting.lock().unwrap_or_else(|p| p.into_inner());
+    match a.silences.add(input, std::time::SystemTime::now()) {
+        Ok(id) => {
+            tracing::info!(silence = %id, "silence added");
+            axum::Json(serde_json::json!({"silenceID": id})).into_response()
+        }
+        Err(e) => json_error(StatusCode::BAD_REQUEST, e),
+    }
+}
+
+async fn expire_silence(
+    State(state): State<Arc<ExportState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let mut a = alerting.lock().unwrap_or_else(|p| p.into_inner());
+    match a.silences.expire(&id, std::time::SystemTime::now()) {
+        Ok(()) => (StatusCode::OK, axum::Json(serde_json::json!({"expired": id}))).into_response(),
+        Err(e) => json_error(StatusCode::NOT_FOUND, e),
+    }
 }

@@ -7,6 +7,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::alert::{Alert, LabelSet};
+use crate::config::ReceiverConfig;
+
+pub mod alertmanager;
+pub mod console;
+pub mod delivery;
+pub mod email;
+pub mod format;
+mod http;
+pub mod slack;
+pub mod webhook;
+
+pub use delivery::Delivery;
 
 /// One message to one receiver: a group of alerts (Alertmanager's notification model).
 #[derive(Debug, Clone, PartialEq)]
@@ -99,4 +111,46 @@ impl NotifyMetrics {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+}
+
+/// Builds the receiver a config entry describes. Errors name the receiver and the key, never a secret's value.
+pub fn build(cfg: &ReceiverConfig) -> Result<Arc<dyn Receiver>, String> {
+    let name = cfg.name.as_str();
+    let kinds = [
+        cfg.slack.is_some(),
+        cfg.email.is_some(),
+        cfg.webhook.is_some(),
+        cfg.alertmanager.is_some(),
+        cfg.console.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(format!(
+            "receiver {name:?}: give exactly one of slack, email, webhook, alertmanager, console"
+        ));
+    }
+    let timeout = cfg.delivery.timeout.0;
+    let built: Arc<dyn Receiver> = if let Some(c) = &cfg.slack {
+        Arc::new(
+            slack::Slack::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: slack: {e}"))?,
+        )
+    } else if let Some(c) = &cfg.email {
+        Arc::new(
+            email::Email::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: email: {e}"))?,
+        )
+    } else if let Some(c) = &cfg.webhook {
+        Arc::new(
+            webhook::Webhook::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: webhook: {e}"))?,
+        )
+    } else if let Some(c) = &cfg.alertmanager {
+        Arc::new(
+            alertmanager::Alertmanager::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: alertmanager: {e}"))?,
+        )
+    } else {
+        Arc::new(console::Console::new(name))
+    };
+    Ok(built)
 }

@@ -96,6 +96,9 @@ impl Alertmanager {
     }
 
     async fn post(&self, n: &Notification) -> Result<(), NotifyError> {
+        if n.alerts.is_empty() {
+            return Ok(());
+        }
         let body = serde_json::to_vec(&body(n)).map_err(|e| {
             NotifyError::Permanent(format!("cannot encode the Alertmanager alerts: {e}"))
         })?;

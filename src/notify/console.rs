@@ -44,10 +44,21 @@ impl Receiver for Console {
     fn send<'a>(&'a self, notification: &'a Notification) -> SendFuture<'a> {
         Box::pin(async move {
             for a in &notification.alerts {
-                tracing::info!(target: "apf_monitor::alerts", "{}", line(a));
+                // Fields too, so JSON logs can be filtered without parsing the text.
+                tracing::info!(
+                    target: "apf_monitor::alerts",
+                    alertname = a.alertname(),
+                    status = if a.is_resolved() { "resolved" } else { "firing" },
+                    "{}",
+                    line(a)
+                );
                 if !a.is_resolved() {
                     if let Some(r) = annotation(a, "remediation") {
-                        tracing::info!(target: "apf_monitor::alerts", "  remediation: {r}");
+                        tracing::info!(
+                            target: "apf_monitor::alerts",
+                            alertname = a.alertname(),
+                            "  remediation: {r}"
+                        );
                     }
                 }
             }

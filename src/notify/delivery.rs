@@ -54,12 +54,19 @@ impl Delivery {
     /// Queues a notification; never waits. A full queue (or a stopped worker) drops it: counted and logged.
     pub fn enqueue(&self, n: Notification) {
         if let Err(e) = self.tx.try_send(n) {
-            let why = match e {
-                mpsc::error::TrySendError::Full(_) => "queue full",
-                mpsc::error::TrySendError::Closed(_) => "worker stopped",
+            let (why, n) = match e {
+                mpsc::error::TrySendError::Full(n) => ("queue full", n),
+                mpsc::error::TrySendError::Closed(n) => ("worker stopped", n),
             };
             self.metrics.inc(&self.name, "dropped");
-            tracing::warn!(receiver = %self.name, reason = why, "notification dropped");
+            tracing::warn!(
+                receiver = %self.name,
+                group = %n.group_key,
+                status = n.status(),
+                alerts = n.alerts.len(),
+                reason = why,
+                "notification dropped"
+            );
         }
     }
 
@@ -142,10 +149,11 @@ async fn deliver(
     }
 }
 
-/// The backoff with ±20 % jitter, or the receiver's `Retry-After` when that is longer.
+/// The backoff with ±20 % jitter (so receivers that failed together do not retry together), at most 60 s, or the
+/// receiver's `Retry-After` when that is longer.
 pub fn next_wait(backoff: Duration, retry_after: Option<Duration>) -> Duration {
     let jitter = rand::thread_rng().gen_range(0.8..=1.2);
-    let wait = backoff.mul_f64(jitter);
+    let wait = backoff.mul_f64(jitter).min(MAX_BACKOFF);
     match retry_after {
         Some(r) if r > wait => r,
         _ => wait,
@@ -154,4 +162,31 @@ pub fn next_wait(backoff: Duration, retry_after: Option<Duration>) -> Duration {
 
 fn round(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_jitter_and_honour_retry_after() {
+        for _ in 0..100 {
+            let w = next_wait(Duration::from_secs(1), None);
+            assert!(
+                w >= Duration::from_millis(800) && w <= Duration::from_millis(1200),
+                "{w:?}"
+            );
+            let w = next_wait(MAX_BACKOFF, None);
+            assert!(w >= Duration::from_secs(48) && w <= MAX_BACKOFF, "{w:?}");
+        }
+        assert_eq!(
+            next_wait(Duration::from_secs(1), Some(Duration::from_secs(5))),
+            Duration::from_secs(5)
+        );
+        // A shorter Retry-After does not cut the backoff.
+        assert!(
+            next_wait(Duration::from_secs(4), Some(Duration::from_secs(1)))
+                >= Duration::from_millis(3200)
+        );
+    }
 }

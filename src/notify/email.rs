@@ -293,7 +293,10 @@ pub fn html_body(n: &Notification) -> String {
             out.push_str(&format!("<p><b>{}</b></p>\n", escape_html(s)));
         }
         if let Some(d) = annotation(a, "description") {
-            out.push_str(&format!("<p>{}</p>\n", escape_html(d)));
+            out.push_str(&format!(
+                "<p style=\"white-space: pre-wrap\">{}</p>\n",
+                escape_html(d)
+            ));
         }
         if let Some(f) = annotation(a, "top_flows") {
             out.push_str(&format!(

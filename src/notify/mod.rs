@@ -1,5 +1,16 @@
 //! Receivers: one file per kind behind one trait, each fed through its own bounded queue with retries, so a dead
 //! receiver never stalls scraping or the other receivers.
+//!
+//! How the daemon uses it, per configured receiver:
+//! ```ignore
+//! let metrics = NotifyMetrics::default();
+//! let receiver = notify::build(&receiver_config)?;            // Arc<dyn Receiver>, clear config errors
+//! let delivery = Delivery::spawn(receiver, &receiver_config.delivery, metrics.clone());
+//! delivery.enqueue(notification);                              // never blocks; a full queue counts `dropped`
+//! delivery.shutdown(Duration::from_secs(5)).await;             // at exit: drain for a while, then stop
+//! ```
+//! Slack, email and webhook receivers get the router's grouped notifications; an Alertmanager receiver gets every
+//! current alert (firing and recently resolved) every `resend_interval` and on each change.
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;

@@ -2,6 +2,7 @@
 //! storing what it receives in a Maildir that the test reads back with Python's email parser.
 use std::collections::BTreeMap;
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -22,6 +23,11 @@ struct SmtpServer {
 
 impl SmtpServer {
     fn start() -> SmtpServer {
+        Self::start_with(&[])
+    }
+
+    /// `extra`: more aiosmtpd arguments (`--tlscert`/`--tlskey` for STARTTLS, `--smtpscert`/`--smtpskey` for TLS).
+    fn start_with(extra: &[&std::ffi::OsStr]) -> SmtpServer {
         let probe = Command::new("python3")
             .args(["-c", "import aiosmtpd"])
             .status();
@@ -40,6 +46,7 @@ impl SmtpServer {
         let child = Command::new("python3")
             .args(["-m", "aiosmtpd", "-n", "-l"])
             .arg(format!("127.0.0.1:{port}"))
+            .args(extra)
             .args(["-c", "aiosmtpd.handlers.Mailbox"])
             .arg(maildir.path().join("mail"))
             .stdin(Stdio::null())
@@ -308,4 +315,83 @@ async fn unreachable_smtp_server_is_retryable() {
         Err(NotifyError::Retryable { .. }) => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1, as PEM files: (dir, ca, cert, key).
+fn pki() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "test-smtp-ca");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_path, cert_path, key_path) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+    );
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (dir, ca_path, cert_path, key_path)
+}
+
+fn with_ca(mut cfg: ReceiverConfig, ca: &Path) -> ReceiverConfig {
+    if let Some(e) = cfg.email.as_mut() {
+        e.ca_file = Some(ca.to_path_buf());
+    }
+    cfg
+}
+
+#[tokio::test]
+async fn starttls_with_a_private_ca_delivers() {
+    let (_dir, ca, cert, key) = pki();
+    let server = SmtpServer::start_with(&[
+        "--tlscert".as_ref(),
+        cert.as_os_str(),
+        "--tlskey".as_ref(),
+        key.as_os_str(),
+    ]);
+    let cfg = with_ca(email_config(server.smarthost(), EmailTls::Starttls), &ca);
+    notify::build(&cfg)
+        .unwrap()
+        .send(&notification())
+        .await
+        .unwrap();
+    let m = server.messages();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0]["subject"], "[FIRING:2] APFHeadroomLow workload-low");
+
+    // Without the CA the certificate is not trusted: a permanent error, nothing sent.
+    let cfg = email_config(server.smarthost(), EmailTls::Starttls);
+    match notify::build(&cfg).unwrap().send(&notification()).await {
+        Err(NotifyError::Permanent(m)) => assert!(m.contains("TLS failed"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn implicit_tls_with_a_private_ca_delivers() {
+    let (_dir, ca, cert, key) = pki();
+    let server = SmtpServer::start_with(&[
+        "--smtpscert".as_ref(),
+        cert.as_os_str(),
+        "--smtpskey".as_ref(),
+        key.as_os_str(),
+    ]);
+    let cfg = with_ca(email_config(server.smarthost(), EmailTls::Tls), &ca);
+    notify::build(&cfg)
+        .unwrap()
+        .send(&notification())
+        .await
+        .unwrap();
+    let m = server.messages();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0]["to"], "sre@example.com, oncall@example.com");
 }

@@ -192,7 +192,11 @@ impl Email {
                 "SMTP {at} does not offer STARTTLS, which tls: starttls requires; not sending in plaintext \
                  (use tls: tls for port 465, or tls: none only for a local relay)"
             ))
-        } else if e.is_client() || e.is_tls() {
+        } else if e.is_tls() || tls_handshake_failed(&e) {
+            NotifyError::Permanent(format!(
+                "SMTP {at}: TLS failed (check the server certificate or ca_file): {text}"
+            ))
+        } else if e.is_client() {
             NotifyError::Permanent(format!("SMTP {at}: {text}"))
         } else {
             NotifyError::Retryable {
@@ -222,6 +226,21 @@ impl Receiver for Email {
     fn send<'a>(&'a self, notification: &'a Notification) -> SendFuture<'a> {
         Box::pin(self.post(notification))
     }
+}
+
+/// lettre reports a rejected certificate as a connection error; underneath is the TLS library's error wrapped in
+/// an `InvalidData` I/O error. Another try would meet the same certificate.
+fn tls_handshake_failed(e: &lettre::transport::smtp::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::InvalidData {
+                return true;
+            }
+        }
+        source = err.source();
+    }
+    false
 }
 
 fn status(a: &Alert) -> &'static str {

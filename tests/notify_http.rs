@@ -666,3 +666,74 @@ async fn build_rejects_bad_config_without_echoing_secrets() {
     let cfg = receiver_config("none");
     assert!(notify::build(&cfg).err().unwrap().contains("exactly one"));
 }
+
+#[tokio::test]
+async fn a_rotated_webhook_url_file_is_picked_up_at_the_next_send() {
+    let old = StandIn::start(vec![], answer(200, "ok")).await;
+    let new = StandIn::start(vec![], answer(200, "ok")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("slack-url");
+    std::fs::write(&url_file, format!("{}/services/old", old.url)).unwrap();
+    let mut cfg = receiver_config("slack");
+    cfg.slack = Some(SlackConfig {
+        webhook_url: None,
+        webhook_url_file: Some(url_file.clone()),
+        channel: Some("#apf".into()),
+    });
+    let r = notify::build(&cfg).unwrap();
+    let n = notification(vec![alert(1, "warning", false)]);
+    r.send(&n).await.unwrap();
+    std::fs::write(&url_file, format!("{}/services/new\n", new.url)).unwrap();
+    r.send(&n).await.unwrap();
+    assert_eq!(old.received().len(), 1);
+    let got = new.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/services/new");
+    assert_eq!(got[0].json()["channel"], "#apf");
+
+    // A file that no longer holds a URL: permanent, and its content is not echoed.
+    std::fs::write(&url_file, "SECRETTOKEN").unwrap();
+    match r.send(&n).await {
+        Err(NotifyError::Permanent(m)) => assert!(!m.contains("SECRETTOKEN"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_stuck_receiver() {
+    let mut hang = answer(200, "ok");
+    hang.hang = true;
+    let stuck = StandIn::start(vec![], hang).await;
+    let metrics = NotifyMetrics::default();
+    let d = Delivery::spawn(
+        slack_receiver(&format!("{}/x", stuck.url)),
+        &delivery(30_000, 60_000, 5),
+        metrics.clone(),
+    );
+    d.enqueue(notification(vec![alert(1, "warning", false)]));
+    d.enqueue(notification(vec![alert(2, "warning", false)]));
+    common::eventually(Duration::from_secs(5), || async {
+        (!stuck.received().is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(d.queued(), 1);
+    assert_eq!(d.name(), "slack");
+    let start = Instant::now();
+    d.shutdown(Duration::from_millis(300)).await;
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn console_never_fails() {
+    let mut cfg = receiver_config("log");
+    cfg.console = Some(Default::default());
+    let r = notify::build(&cfg).unwrap();
+    assert_eq!(r.name(), "log");
+    r.send(&notification(vec![
+        alert(1, "critical", false),
+        alert(2, "critical", true),
+    ]))
+    .await
+    .unwrap();
+}

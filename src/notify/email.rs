@@ -434,6 +434,27 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn password_file_is_read_at_each_send() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "first\n").unwrap();
+        let mut cfg = config("a@b.c", "127.0.0.1:25");
+        cfg.username = Some("apf".into());
+        cfg.password_file = Some(path.clone());
+        let e = Email::new("m", &cfg, Duration::from_secs(1)).unwrap();
+        assert_eq!(e.password().await.unwrap().as_deref(), Some("first"));
+        e.transport(Some("first".into())).unwrap();
+        std::fs::write(&path, "second").unwrap();
+        assert_eq!(e.password().await.unwrap().as_deref(), Some("second"));
+        e.transport(Some("second".into())).unwrap();
+        let cached = e.transport.lock().unwrap();
+        assert_eq!(
+            cached.as_ref().and_then(|(p, _)| p.as_deref()),
+            Some("second")
+        );
+    }
+
     #[test]
     fn config_errors_are_clear() {
         let t = Duration::from_secs(1);

@@ -189,7 +189,7 @@ fn alert_blocks(a: &Alert) -> Vec<Value> {
     let mut blocks = vec![section(&cut_mrkdwn(&text, MAX_SECTION_CHARS))];
     if let Some(m) = annotation(a, "remediation_manifest") {
         // "```\n" + "\n```" take 8 characters of the section.
-        let inner = escape_truncated(m, MAX_MANIFEST_CHARS.min(MAX_SECTION_CHARS - 8));
+        let inner = escape_truncated(m.trim_end(), MAX_MANIFEST_CHARS.min(MAX_SECTION_CHARS - 8));
         blocks.push(section(&format!("```\n{inner}\n```")));
     }
     let mut context = Vec::new();

@@ -1,5 +1,16 @@
 //! Receivers: one file per kind behind one trait, each fed through its own bounded queue with retries, so a dead
 //! receiver never stalls scraping or the other receivers.
+//!
+//! How the daemon uses it, per configured receiver:
+//! ```ignore
+//! let metrics = NotifyMetrics::default();
+//! let receiver = notify::build(&receiver_config)?;            // Arc<dyn Receiver>, clear config errors
+//! let delivery = Delivery::spawn(receiver, &receiver_config.delivery, metrics.clone());
+//! delivery.enqueue(notification);                              // never blocks; a full queue counts `dropped`
+//! delivery.shutdown(Duration::from_secs(5)).await;             // at exit: drain for a while, then stop
+//! ```
+//! Slack, email and webhook receivers get the router's grouped notifications; an Alertmanager receiver gets every
+//! current alert (firing and recently resolved) every `resend_interval` and on each change.
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -7,6 +18,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::alert::{Alert, LabelSet};
+use crate::config::ReceiverConfig;
+
+pub mod alertmanager;
+pub mod console;
+pub mod delivery;
+pub mod email;
+pub mod format;
+mod http;
+pub mod slack;
+pub mod webhook;
+
+pub use delivery::Delivery;
 
 /// One message to one receiver: a group of alerts (Alertmanager's notification model).
 #[derive(Debug, Clone, PartialEq)]
@@ -99,4 +122,46 @@ impl NotifyMetrics {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+}
+
+/// Builds the receiver a config entry describes. Errors name the receiver and the key, never a secret's value.
+pub fn build(cfg: &ReceiverConfig) -> Result<Arc<dyn Receiver>, String> {
+    let name = cfg.name.as_str();
+    let kinds = [
+        cfg.slack.is_some(),
+        cfg.email.is_some(),
+        cfg.webhook.is_some(),
+        cfg.alertmanager.is_some(),
+        cfg.console.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(format!(
+            "receiver {name:?}: give exactly one of slack, email, webhook, alertmanager, console"
+        ));
+    }
+    let timeout = cfg.delivery.timeout.0;
+    let built: Arc<dyn Receiver> = if let Some(c) = &cfg.slack {
+        Arc::new(
+            slack::Slack::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: slack: {e}"))?,
+        )
+    } else if let Some(c) = &cfg.email {
+        Arc::new(
+            email::Email::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: email: {e}"))?,
+        )
+    } else if let Some(c) = &cfg.webhook {
+        Arc::new(
+            webhook::Webhook::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: webhook: {e}"))?,
+        )
+    } else if let Some(c) = &cfg.alertmanager {
+        Arc::new(
+            alertmanager::Alertmanager::new(name, c, timeout)
+                .map_err(|e| format!("receiver {name:?}: alertmanager: {e}"))?,
+        )
+    } else {
+        Arc::new(console::Console::new(name))
+    };
+    Ok(built)
 }

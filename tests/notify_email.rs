@@ -28,22 +28,14 @@ impl SmtpServer {
 
     /// `extra`: more aiosmtpd arguments (`--tlscert`/`--tlskey` for STARTTLS, `--smtpscert`/`--smtpskey` for TLS).
     fn start_with(extra: &[&std::ffi::OsStr]) -> SmtpServer {
-        let probe = Command::new("python3")
-            .args(["-c", "import aiosmtpd"])
-            .status();
-        match probe {
-            Ok(s) if s.success() => {}
-            _ => panic!(
-                "the email tests need python3 with aiosmtpd: apt-get install python3-aiosmtpd \
-                 (or pip install aiosmtpd)"
-            ),
-        }
+        // Debian's Python (package python3-aiosmtpd) first; fails with the install hint when none has it.
+        let python = common::external::python_with_aiosmtpd();
         let maildir = tempfile::tempdir().unwrap();
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let child = Command::new("python3")
+        let child = Command::new(&python)
             .args(["-m", "aiosmtpd", "-n", "-l"])
             .arg(format!("127.0.0.1:{port}"))
             .args(extra)
@@ -105,7 +97,7 @@ for name in sorted(os.listdir(d)):
     })
 print(json.dumps(out))
 "#;
-        let out = Command::new("python3")
+        let out = Command::new(common::external::python_with_aiosmtpd())
             .args(["-c", script])
             .arg(&dir)
             .output()

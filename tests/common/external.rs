@@ -142,3 +142,61 @@ pub async fn prom_query(p: &Process, query: &str) -> Vec<serde_json::Value> {
         serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or_default();
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }
+
+/// The Python that has aiosmtpd: Debian's (`/usr/bin/python3`, package python3-aiosmtpd) first.
+pub fn python_with_aiosmtpd() -> PathBuf {
+    for py in ["/usr/bin/python3", "python3"] {
+        let ok = Command::new(py)
+            .args(["-c", "import aiosmtpd"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            return PathBuf::from(py);
+        }
+    }
+    panic!("no Python with aiosmtpd: this end-to-end test needs the Debian package python3-aiosmtpd (apt-get install -y python3-aiosmtpd); .ci/run installs it");
+}
+
+/// A real SMTP server (aiosmtpd) on a loopback port, delivering into a Maildir under `dir`.
+pub async fn smtp_server() -> (Process, u16) {
+    let py = python_with_aiosmtpd();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let maildir = dir.path().join("Maildir");
+    let args = vec![
+        "-m".to_string(),
+        "aiosmtpd".to_string(),
+        "-n".to_string(),
+        "-l".to_string(),
+        format!("127.0.0.1:{port}"),
+        "-c".to_string(),
+        "aiosmtpd.handlers.Mailbox".to_string(),
+        maildir.display().to_string(),
+    ];
+    let p = spawn(py, args, dir, format!("smtp://127.0.0.1:{port}"));
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return (p, port);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("aiosmtpd did not start; its log:\n{}", p.log());
+}
+
+/// Every message delivered to the aiosmtpd Maildir so far.
+pub fn maildir_messages(p: &Process) -> Vec<String> {
+    let mut out = Vec::new();
+    for sub in ["new", "cur"] {
+        if let Ok(entries) = std::fs::read_dir(p.dir.path().join("Maildir").join(sub)) {
+            for e in entries.flatten() {
+                if let Ok(text) = std::fs::read_to_string(e.path()) {
+                    out.push(text);
+                }
+            }
+        }
+    }
+    out
+}

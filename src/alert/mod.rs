@@ -2,6 +2,10 @@
 //! grouping, inhibition, silences, and the state that survives a restart.
 //!
 //! The types here are the contract between the alerting stage and the receivers (`notify/`).
+pub mod remediation;
+pub mod rules;
+pub mod silence;
+
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 

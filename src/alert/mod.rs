@@ -2,7 +2,9 @@
 //! grouping, inhibition, silences, and the state that survives a restart.
 //!
 //! The types here are the contract between the alerting stage and the receivers (`notify/`).
+pub mod engine;
 pub mod remediation;
+pub mod route;
 pub mod rules;
 pub mod silence;
 

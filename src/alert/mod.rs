@@ -2,11 +2,13 @@
 //! grouping, inhibition, silences, and the state that survives a restart.
 //!
 //! The types here are the contract between the alerting stage and the receivers (`notify/`).
+pub mod driver;
 pub mod engine;
 pub mod remediation;
 pub mod route;
 pub mod rules;
 pub mod silence;
+pub mod state;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;

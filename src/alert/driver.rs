@@ -105,7 +105,8 @@ impl Default for TokioClock {
 }
 
 /// Runs a round every `every` on the latest report from `next_report` (`None` ends the loop), sends the
-/// notifications to `tx`, and saves the state after a round that notified (when `state_file` is set). Returns the
+/// notifications to `tx`, and saves the state after every round (when `state_file` is set): a pending or firing
+/// alert not yet notified survives a restart too, and one small atomic write per scrape interval is cheap. Returns the
 /// alerting stage at the end, and the last state-file error if any (saving again next time is the retry).
 pub async fn run(
     mut alerting: Alerting,
@@ -122,14 +123,14 @@ pub async fn run(
         ticker.tick().await;
         let Some(report) = next_report() else { break };
         let notifications = alerting.round(clock.now(), &report);
-        let notified = !notifications.is_empty();
+        // Saved after the notifications are handed over: a crash in between repeats them, never loses them.
         for n in notifications {
             // The receivers' queues apply back-pressure; a closed channel means shutdown.
             if tx.send(n).await.is_err() {
                 return (alerting, last_error);
             }
         }
-        if let (true, Some(path)) = (notified, &state_file) {
+        if let Some(path) = &state_file {
             if let Err(e) = alerting.state().save(path) {
                 tracing::warn!(error = %e, "alert state not saved");
                 last_error = Some(e);
@@ -259,6 +260,64 @@ mod tests {
         run(&mut a, 500, 800, &report(22.0, 0.0), &mut log);
         assert_eq!(log.len(), 4);
         assert!(a.engine.pending().is_empty());
+    }
+
+    /// Repeat, a silence that mutes the repeat, then a restart from the state file that resolves the alert.
+    #[test]
+    fn repeat_silence_and_restart_through_rounds() {
+        use crate::alert::silence::{Matcher, SilenceInput};
+        let mut a = alerting();
+        let mut log: Vec<(u64, Vec<String>)> = Vec::new();
+        let mut rounds = |a: &mut Alerting, from: u64, to: u64, r: &StatusReport| {
+            for s in (from..to).step_by(10) {
+                let n = a.round(t(s), r);
+                if !n.is_empty() {
+                    log.push((s, sent(&n)));
+                }
+            }
+            std::mem::take(&mut log)
+        };
+        let low = || vec!["APFHeadroomLow".to_string()];
+        // Notified at 90, repeated at 90 + 600 (flushes every 60 s from 90).
+        assert_eq!(
+            rounds(&mut a, 0, 700, &report(10.0, 0.0)),
+            [(90, low()), (690, low())]
+        );
+        a.silences
+            .add(
+                SilenceInput {
+                    id: None,
+                    matchers: vec![Matcher {
+                        name: "alertname".into(),
+                        value: "APFHeadroom.*".into(),
+                        is_regex: true,
+                        is_equal: true,
+                    }],
+                    starts_at: t(700),
+                    ends_at: t(100_000),
+                    created_by: "alice".into(),
+                    comment: "resizing the cluster".into(),
+                },
+                t(700),
+            )
+            .unwrap();
+        assert!(
+            rounds(&mut a, 700, 1400, &report(10.0, 0.0)).is_empty(),
+            "no repeat at 1290"
+        );
+        assert_eq!(a.alerts()[0].1, Some("silenced"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alerts.json");
+        a.state().save(&path).unwrap();
+        // Restart at 2000; the headroom came back meanwhile: resolved, and notified although silenced.
+        let fresh = alerting();
+        let state = AlertState::load(&path).unwrap();
+        let mut b = Alerting::restored(fresh.rules, fresh.engine, fresh.router, state);
+        assert_eq!(b.silences.len(), 1);
+        let out = rounds(&mut b, 2000, 2010, &report(50.0, 0.0));
+        assert_eq!(out, [(2000, vec!["APFHeadroomLow:resolved".to_string()])]);
+        assert!(rounds(&mut b, 2010, 3000, &report(50.0, 0.0)).is_empty());
     }
 
     #[test]

@@ -413,7 +413,7 @@ impl Rule {
                         ),
                     );
                     a.insert(
-                        "flow_schemas".into(),
+                        "flow_schema".into(),
                         if schemas.is_empty() {
                             "unknown".into()
                         } else {
@@ -664,7 +664,7 @@ mod tests {
         assert_eq!(names(&c), ["APFRequestsRejected/catch-all"]);
         assert_eq!(c[0].labels["reason"], "concurrency-limit");
         assert_eq!(c[0].for_, Duration::ZERO);
-        assert_eq!(c[0].annotations["flow_schemas"], "catch-all 0.50/s");
+        assert_eq!(c[0].annotations["flow_schema"], "catch-all 0.50/s");
         assert_eq!(
             c[0].annotations["summary"],
             "catch-all on 10.0.0.5:6443: 0.50 requests/s rejected with 429 (concurrency-limit)"
@@ -689,6 +689,12 @@ mod tests {
         assert_eq!(names(&c), ["APFScrapeFailing/-"]);
         assert!(c[0].annotations["remediation"].contains("/debug/api_priority_and_fairness/*"));
         assert!(c[0].annotations["summary"].contains("HTTP 403 on dump_queues"));
+        // /metrics itself forbidden: the rule for /metrics is the one missing.
+        rep.apiservers[0].errors = vec!["metrics: HTTP 403: forbidden".into()];
+        let c = r.evaluate(&rep, |_| false);
+        assert!(c[0].annotations["summary"]
+            .contains("/metrics cannot be scraped (HTTP 403: forbidden)"));
+        assert!(c[0].annotations["remediation"].contains("nonResourceURLs [\"/metrics\"]"));
         rep.apiservers[0].errors = vec!["dump_requests: HTTP 500: oops".into()];
         assert!(
             r.evaluate(&rep, |_| false).is_empty(),

@@ -93,6 +93,16 @@ impl Rules {
             if !t.is_finite() {
                 return Err(format!("rules.{n}.threshold must be a number"));
             }
+            if t < 0.0 {
+                return Err(format!("rules.{n}.threshold {t} must be >= 0"));
+            }
+            // Ratios: above 1 the rule would fire on every level all the time.
+            let is_ratio = matches!(name, RuleName::APFHeadroomLow | RuleName::APFQueueNearFull);
+            if is_ratio && (t == 0.0 || t > 1.0) {
+                return Err(format!(
+                    "rules.{n}.threshold {t} is a ratio: it must be above 0 and at most 1"
+                ));
+            }
             // A threshold moved without a clear threshold keeps the default distance between the two.
             let clear = c
                 .clear_threshold
@@ -786,5 +796,21 @@ mod tests {
             },
         );
         assert!(e.contains("must be a number"), "{e}");
+        let e = bad(
+            RuleName::APFQueueNearFull,
+            RuleConfig {
+                threshold: Some(80.0),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("is a ratio"), "{e}");
+        let e = bad(
+            RuleName::APFExhaustionPredicted,
+            RuleConfig {
+                threshold: Some(-1.0),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("must be >= 0"), "{e}");
     }
 }

@@ -19,6 +19,9 @@ pub struct Candidate {
     pub keep_firing_for: Duration,
 }
 
+/// The `reason` values of `apiserver_flowcontrol_rejected_requests_total` (apf.md §3d).
+const REASONS: [&str; 4] = ["queue-full", "concurrency-limit", "time-out", "cancelled"];
+
 /// Labels the rules set themselves; extra labels from the config may not replace them.
 const OWN_LABELS: [&str; 5] = [
     "alertname",
@@ -402,7 +405,28 @@ impl Rule {
                 a
             };
             if self.name == RuleName::APFRequestsRejected {
-                for (reason, rate) in l.rejected_per_second.iter().flatten() {
+                let Some(rates) = &l.rejected_per_second else {
+                    // No rate before two scrapes span a window (just after a restart): unknown is not "no
+                    // rejections", so an active alert holds instead of resolving and firing again a scrape later.
+                    for reason in REASONS {
+                        let mut labels = self.labels(name, Some(&l.priority_level));
+                        labels.insert("reason".into(), reason.into());
+                        if is_active(&labels) {
+                            let mut a = base();
+                            a.insert(
+                                "summary".into(),
+                                format!(
+                                    "{} on {name}: requests were rejected with 429 ({reason}); the rate is not \
+                                     known yet (fewer than two scrapes in the window)",
+                                    l.priority_level
+                                ),
+                            );
+                            out.push(self.candidate(labels, a));
+                        }
+                    }
+                    continue;
+                };
+                for (reason, rate) in rates {
                     let mut labels = self.labels(name, Some(&l.priority_level));
                     labels.insert("reason".into(), reason.clone());
                     if *rate <= self.threshold(is_active(&labels)) {
@@ -679,6 +703,14 @@ mod tests {
             c[0].annotations["summary"],
             "catch-all on 10.0.0.5:6443: 0.50 requests/s rejected with 429 (concurrency-limit)"
         );
+        // After a restart the rate is unknown for a scrape: a firing alert holds, nothing new fires.
+        rep.apiservers[0].levels[0].rejected_per_second = None;
+        assert!(r.evaluate(&rep, |_| false).is_empty());
+        let c = r.evaluate(&rep, |l| {
+            l.get("reason").is_some_and(|r| r == "concurrency-limit")
+        });
+        assert_eq!(names(&c), ["APFRequestsRejected/catch-all"]);
+        assert!(c[0].annotations["summary"].contains("the rate is not known yet"));
     }
 
     #[test]

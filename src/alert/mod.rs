@@ -10,6 +10,14 @@ pub mod rules;
 pub mod silence;
 pub mod state;
 
+pub use driver::{Alerting, TokioClock};
+pub use engine::Engine;
+pub use remediation::Remediation;
+pub use route::Router;
+pub use rules::{Candidate, Rules};
+pub use silence::{Matcher, Silence, SilenceError, SilenceInput, SilenceView, Silences};
+pub use state::{AlertState, StateError};
+
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 

@@ -2,6 +2,22 @@
 //! grouping, inhibition, silences, and the state that survives a restart.
 //!
 //! The types here are the contract between the alerting stage and the receivers (`notify/`).
+pub mod driver;
+pub mod engine;
+pub mod remediation;
+pub mod route;
+pub mod rules;
+pub mod silence;
+pub mod state;
+
+pub use driver::{Alerting, TokioClock};
+pub use engine::Engine;
+pub use remediation::Remediation;
+pub use route::Router;
+pub use rules::{Candidate, Rules};
+pub use silence::{Matcher, Silence, SilenceError, SilenceInput, SilenceView, Silences};
+pub use state::{AlertState, StateError};
+
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 

@@ -1,0 +1,380 @@
+//! One alerting round per report (rules → life cycle → routing), and a loop that runs rounds on tokio's clock.
+//!
+//! Everything below the loop takes `now` as an argument, so tests drive it with a fake clock; the loop maps tokio's
+//! `Instant` onto wall time from a fixed base, so paused tokio time (`tokio::time::advance`) moves alert times too.
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+
+use super::engine::Engine;
+use super::route::Router;
+use super::rules::Rules;
+use super::silence::Silences;
+use super::state::{AlertState, StateError};
+use super::Alert;
+use crate::analyze::StatusReport;
+use crate::notify::Notification;
+
+/// The whole alerting stage of one apf-monitor.
+#[derive(Debug, Clone)]
+pub struct Alerting {
+    pub rules: Rules,
+    pub engine: Engine,
+    pub router: Router,
+    pub silences: Silences,
+}
+
+impl Alerting {
+    pub fn new(rules: Rules, engine: Engine, router: Router, silences: Silences) -> Self {
+        Self {
+            rules,
+            engine,
+            router,
+            silences,
+        }
+    }
+
+    /// Builds from the config parts and the saved state (`AlertState::default()` when there is none).
+    pub fn restored(rules: Rules, engine: Engine, router: Router, state: AlertState) -> Self {
+        let (engine, router, silences) = state.restore(engine, router);
+        Self::new(rules, engine, router, silences)
+    }
+
+    /// Evaluates the rules on the report, advances every alert's life cycle, and returns the notifications due.
+    pub fn round(&mut self, now: SystemTime, report: &StatusReport) -> Vec<Notification> {
+        let engine = &self.engine;
+        let candidates = self
+            .rules
+            .evaluate(report, |labels| engine.is_active(labels));
+        let alerts = self.engine.update(now, candidates);
+        self.silences.gc(now);
+        self.router.tick(now, &alerts, &self.silences)
+    }
+
+    /// Firing and recently resolved alerts, with why each is muted (`inhibited`, `silenced`), for status pages.
+    pub fn alerts(&self) -> Vec<(Alert, Option<&'static str>)> {
+        self.engine
+            .alerts()
+            .into_iter()
+            .map(|a| {
+                let muted = if a.is_resolved() {
+                    None
+                } else {
+                    self.router.muted(&a)
+                };
+                (a, muted)
+            })
+            .collect()
+    }
+
+    pub fn state(&self) -> AlertState {
+        AlertState::capture(&self.engine, &self.router, &self.silences)
+    }
+}
+
+/// Wall time on tokio's clock: `base_wall` plus the tokio time elapsed since `base`. Under paused time it moves only
+/// with `tokio::time::advance` (or auto-advance), which is what makes the life cycle testable without waiting.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    base: tokio::time::Instant,
+    base_wall: SystemTime,
+}
+
+impl TokioClock {
+    pub fn new() -> Self {
+        Self::starting_at(SystemTime::now())
+    }
+
+    pub fn starting_at(base_wall: SystemTime) -> Self {
+        Self {
+            base: tokio::time::Instant::now(),
+            base_wall,
+        }
+    }
+
+    pub fn now(&self) -> SystemTime {
+        self.base_wall + self.base.elapsed()
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Runs a round every `every` on the latest report from `next_report` (`None` ends the loop), sends the
+/// notifications to `tx`, and saves the state after every round (when `state_file` is set): a pending or firing
+/// alert not yet notified survives a restart too, and one small atomic write per scrape interval is cheap. Returns the
+/// alerting stage at the end, and the last state-file error if any (saving again next time is the retry).
+pub async fn run(
+    mut alerting: Alerting,
+    clock: TokioClock,
+    every: Duration,
+    state_file: Option<PathBuf>,
+    mut next_report: impl FnMut() -> Option<StatusReport>,
+    tx: mpsc::Sender<Notification>,
+) -> (Alerting, Option<StateError>) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error = None;
+    loop {
+        ticker.tick().await;
+        let Some(report) = next_report() else { break };
+        let notifications = alerting.round(clock.now(), &report);
+        // Saved after the notifications are handed over: a crash in between repeats them, never loses them.
+        for n in notifications {
+            // The receivers' queues apply back-pressure; a closed channel means shutdown.
+            if tx.send(n).await.is_err() {
+                return (alerting, last_error);
+            }
+        }
+        if let Some(path) = &state_file {
+            if let Err(e) = alerting.state().save(path) {
+                tracing::warn!(error = %e, "alert state not saved");
+                last_error = Some(e);
+            }
+        }
+    }
+    (alerting, last_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::analyze::{ApiserverReport, LevelReport};
+    use crate::config::{DurationValue, Interval, RouteConfig, RuleConfig, RuleName};
+
+    fn t(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+    }
+
+    /// workload-low with `free` of 100 seats free; `queued` requests waiting.
+    fn report(free: f64, queued: f64) -> StatusReport {
+        let level = |name: &str, limit: f64, free: f64| LevelReport {
+            priority_level: name.into(),
+            limit_seats: Some(limit),
+            nominal_limit_seats: Some(limit),
+            executing_seats: Some(limit - free),
+            headroom_seats: Some(free),
+            headroom_ratio: Some(free / limit),
+            inqueue_requests: Some(queued),
+            ..Default::default()
+        };
+        StatusReport {
+            apiservers: vec![ApiserverReport {
+                apiserver: "10.0.0.5:6443".into(),
+                levels: vec![
+                    level("workload-low", 100.0, free),
+                    level("global-default", 49.0, 40.0),
+                ],
+                ..Default::default()
+            }],
+            alerts: vec![],
+        }
+    }
+
+    fn alerting() -> Alerting {
+        let mut cfg = BTreeMap::new();
+        // Keep the test on HeadroomLow and HeadroomExhausted.
+        for off in [
+            RuleName::APFScrapeFailing,
+            RuleName::APFExhaustionPredicted,
+            RuleName::APFQueueNearFull,
+        ] {
+            cfg.insert(
+                off,
+                RuleConfig {
+                    disabled: true,
+                    ..Default::default()
+                },
+            );
+        }
+        let route = RouteConfig {
+            group_wait: DurationValue(Duration::from_secs(30)),
+            group_interval: Interval(Duration::from_secs(60)),
+            repeat_interval: Interval(Duration::from_secs(600)),
+            ..RouteConfig::default()
+        };
+        Alerting::new(
+            Rules::new(&cfg, "https://runbooks").unwrap(),
+            Engine::new("http://mon/"),
+            Router::new(&route, &["slack".to_string()], "http://mon/"),
+            Silences::default(),
+        )
+    }
+
+    fn sent(n: &[Notification]) -> Vec<String> {
+        n.iter()
+            .flat_map(|n| n.alerts.iter())
+            .map(|a| {
+                format!(
+                    "{}{}",
+                    a.alertname(),
+                    if a.is_resolved() { ":resolved" } else { "" }
+                )
+            })
+            .collect()
+    }
+
+    /// The whole life cycle on a fake clock, 10 s rounds: pending, firing, hysteresis, inhibition, resolve.
+    #[test]
+    fn life_cycle_on_a_fake_clock() {
+        let mut a = alerting();
+        let mut log: Vec<(u64, Vec<String>)> = Vec::new();
+        fn run(
+            a: &mut Alerting,
+            from: u64,
+            to: u64,
+            r: &StatusReport,
+            log: &mut Vec<(u64, Vec<String>)>,
+        ) {
+            for s in (from..to).step_by(10) {
+                let n = a.round(t(s), r);
+                if !n.is_empty() {
+                    log.push((s, sent(&n)));
+                }
+            }
+        }
+        // 10 of 100 free (10 %) for 0..200 s: pending 60 s, firing at 60, notified at 90 (group_wait).
+        run(&mut a, 0, 200, &report(10.0, 0.0), &mut log);
+        // 22 %: between fire (0.2) and clear (0.25) thresholds: still firing, nothing new.
+        run(&mut a, 200, 300, &report(22.0, 0.0), &mut log);
+        assert_eq!(log, [(90, vec!["APFHeadroomLow".to_string()])]);
+        // Exhausted (0 free, 5 waiting) for 30 s: critical fires at 330 and inhibits the warning; notified at 360.
+        run(&mut a, 300, 400, &report(0.0, 5.0), &mut log);
+        assert_eq!(log[1], (360, vec!["APFHeadroomExhausted".to_string()]));
+        let (alerts, muted): (Vec<_>, Vec<_>) = a.alerts().into_iter().unzip();
+        assert_eq!(alerts.len(), 2);
+        assert!(muted.contains(&Some("inhibited")));
+        // Recovered: both resolve at 400; the warning, notified before it was inhibited, gets its resolution.
+        run(&mut a, 400, 500, &report(50.0, 0.0), &mut log);
+        assert_eq!(log.len(), 4, "{log:?}");
+        let resolved: Vec<&String> = log[2..].iter().flat_map(|(_, v)| v).collect();
+        assert!(resolved.contains(&&"APFHeadroomLow:resolved".to_string()));
+        assert!(resolved.contains(&&"APFHeadroomExhausted:resolved".to_string()));
+        // 22 % again, but not active any more: no new alert.
+        run(&mut a, 500, 800, &report(22.0, 0.0), &mut log);
+        assert_eq!(log.len(), 4);
+        assert!(a.engine.pending().is_empty());
+    }
+
+    /// Repeat, a silence that mutes the repeat, then a restart from the state file that resolves the alert.
+    #[test]
+    fn repeat_silence_and_restart_through_rounds() {
+        use crate::alert::silence::{Matcher, SilenceInput};
+        let mut a = alerting();
+        let mut log: Vec<(u64, Vec<String>)> = Vec::new();
+        let mut rounds = |a: &mut Alerting, from: u64, to: u64, r: &StatusReport| {
+            for s in (from..to).step_by(10) {
+                let n = a.round(t(s), r);
+                if !n.is_empty() {
+                    log.push((s, sent(&n)));
+                }
+            }
+            std::mem::take(&mut log)
+        };
+        let low = || vec!["APFHeadroomLow".to_string()];
+        // Notified at 90, repeated at 90 + 600 (flushes every 60 s from 90).
+        assert_eq!(
+            rounds(&mut a, 0, 700, &report(10.0, 0.0)),
+            [(90, low()), (690, low())]
+        );
+        a.silences
+            .add(
+                SilenceInput {
+                    id: None,
+                    matchers: vec![Matcher {
+                        name: "alertname".into(),
+                        value: "APFHeadroom.*".into(),
+                        is_regex: true,
+                        is_equal: true,
+                    }],
+                    starts_at: t(700),
+                    ends_at: t(100_000),
+                    created_by: "alice".into(),
+                    comment: "resizing the cluster".into(),
+                },
+                t(700),
+            )
+            .unwrap();
+        assert!(
+            rounds(&mut a, 700, 1400, &report(10.0, 0.0)).is_empty(),
+            "no repeat at 1290"
+        );
+        assert_eq!(a.alerts()[0].1, Some("silenced"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alerts.json");
+        a.state().save(&path).unwrap();
+        // Restart at 2000; the headroom came back meanwhile: resolved, and notified although silenced.
+        let fresh = alerting();
+        let state = AlertState::load(&path).unwrap();
+        let mut b = Alerting::restored(fresh.rules, fresh.engine, fresh.router, state);
+        assert_eq!(b.silences.len(), 1);
+        let out = rounds(&mut b, 2000, 2010, &report(50.0, 0.0));
+        assert_eq!(out, [(2000, vec!["APFHeadroomLow:resolved".to_string()])]);
+        assert!(rounds(&mut b, 2010, 3000, &report(50.0, 0.0)).is_empty());
+    }
+
+    #[test]
+    fn tokio_clock_maps_instants_to_wall_time() {
+        let clock = TokioClock::starting_at(t(0));
+        let now = clock.now();
+        assert!(now >= t(0) && now < t(5));
+    }
+
+    /// The loop on real tokio time (paused time needs tokio's `test-util` feature, which the crate does not
+    /// enable): with group_wait 0 the first round notifies at once, and the state file is written.
+    #[tokio::test]
+    async fn run_loop_notifies_and_saves_state() {
+        let mut a = alerting();
+        let route = RouteConfig {
+            group_wait: DurationValue(Duration::ZERO),
+            ..RouteConfig::default()
+        };
+        a.router = Router::new(&route, &["slack".to_string()], "");
+        let mut cfg: BTreeMap<RuleName, RuleConfig> = BTreeMap::new();
+        cfg.insert(
+            RuleName::APFHeadroomLow,
+            RuleConfig {
+                for_: Some(DurationValue(Duration::ZERO)),
+                ..Default::default()
+            },
+        );
+        a.rules = Rules::new(&cfg, "x").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alerts.json");
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut rounds = 0;
+        let next = move || {
+            rounds += 1;
+            (rounds <= 3).then(|| report(10.0, 0.0))
+        };
+        let (a, err) = run(
+            a,
+            TokioClock::new(),
+            Duration::from_millis(5),
+            Some(path.clone()),
+            next,
+            tx,
+        )
+        .await;
+        assert!(err.is_none());
+        let n = rx.recv().await.unwrap();
+        assert_eq!(n.alerts[0].alertname(), "APFHeadroomLow");
+        assert!(
+            rx.recv().await.is_none(),
+            "one notification in three rounds"
+        );
+        let saved = AlertState::load(&path).unwrap();
+        assert_eq!(
+            saved.groups.keys().collect::<Vec<_>>(),
+            a.state().groups.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(saved.alerts.len(), 1);
+    }
+}

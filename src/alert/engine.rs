@@ -1,0 +1,311 @@
+//! The life cycle of each alert (Prometheus rule semantics): pending while the condition holds for less than `for`,
+//! firing after, kept firing `keep_firing_for` past the condition, then resolved and remembered for 15 minutes so
+//! the resolution reaches the receivers.
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::humantime_serde_compat as rfc3339;
+use super::rules::Candidate;
+use super::{fingerprint, Alert, LabelSet};
+
+/// How long a resolved alert is still returned (and notified) before it is forgotten.
+pub const RESOLVED_RETENTION: Duration = Duration::from_secs(15 * 60);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum Phase {
+    /// The condition holds since `since`, not yet for `for`.
+    Pending {
+        #[serde(with = "rfc3339")]
+        since: SystemTime,
+    },
+    /// Firing since `since` (the alert's `starts_at`); the condition last held at `last_true`.
+    Firing {
+        #[serde(with = "rfc3339")]
+        since: SystemTime,
+        #[serde(with = "rfc3339")]
+        last_true: SystemTime,
+    },
+    Resolved {
+        #[serde(with = "rfc3339")]
+        since: SystemTime,
+        #[serde(with = "rfc3339")]
+        ends_at: SystemTime,
+    },
+}
+
+/// One alert the engine tracks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tracked {
+    pub labels: LabelSet,
+    pub annotations: BTreeMap<String, String>,
+    #[serde(with = "secs")]
+    pub for_: Duration,
+    #[serde(with = "secs")]
+    pub keep_firing_for: Duration,
+    pub phase: Phase,
+}
+
+/// Durations as fractional seconds in the state file.
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Engine {
+    alerts: BTreeMap<u64, Tracked>,
+    generator_url: String,
+}
+
+fn elapsed(now: SystemTime, since: SystemTime) -> Duration {
+    // A clock that stepped back counts as no time passed.
+    now.duration_since(since).unwrap_or(Duration::ZERO)
+}
+
+impl Engine {
+    /// `generator_url`: the link back to apf-monitor's status page put in every alert.
+    pub fn new(generator_url: impl Into<String>) -> Self {
+        Self {
+            alerts: BTreeMap::new(),
+            generator_url: generator_url.into(),
+        }
+    }
+
+    /// Restores the states saved by `tracked()` (a restart).
+    pub fn with_tracked(mut self, tracked: Vec<Tracked>) -> Self {
+        self.alerts = tracked
+            .into_iter()
+            .map(|t| (fingerprint(&t.labels), t))
+            .collect();
+        self
+    }
+
+    /// Every state, for the state file.
+    pub fn tracked(&self) -> Vec<Tracked> {
+        self.alerts.values().cloned().collect()
+    }
+
+    /// One evaluation: `candidates` are the conditions that hold now; any other alert's condition is gone.
+    /// Returns the current alerts: firing ones, then resolved ones not yet forgotten.
+    pub fn update(&mut self, now: SystemTime, candidates: Vec<Candidate>) -> Vec<Alert> {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in candidates {
+            let fp = fingerprint(&c.labels);
+            seen.insert(fp);
+            let start = |for_: Duration| {
+                if for_.is_zero() {
+                    Phase::Firing {
+                        since: now,
+                        last_true: now,
+                    }
+                } else {
+                    Phase::Pending { since: now }
+                }
+            };
+            let phase = match self.alerts.get(&fp).map(|t| &t.phase) {
+                // A resolved alert that comes back is a new alert with a new `starts_at`.
+                None | Some(Phase::Resolved { .. }) => start(c.for_),
+                Some(Phase::Pending { since }) if elapsed(now, *since) >= c.for_ => Phase::Firing {
+                    since: now,
+                    last_true: now,
+                },
+                Some(Phase::Pending { since }) => Phase::Pending { since: *since },
+                Some(Phase::Firing { since, .. }) => Phase::Firing {
+                    since: *since,
+                    last_true: now,
+                },
+            };
+            // Labels are the identity; annotations carry this evaluation's numbers.
+            self.alerts.insert(
+                fp,
+                Tracked {
+                    labels: c.labels,
+                    annotations: c.annotations,
+                    for_: c.for_,
+                    keep_firing_for: c.keep_firing_for,
+                    phase,
+                },
+            );
+        }
+        self.alerts.retain(|fp, t| {
+            if seen.contains(fp) {
+                return true;
+            }
+            match t.phase {
+                Phase::Pending { .. } => false,
+                Phase::Firing { since, last_true } => {
+                    if elapsed(now, last_true) >= t.keep_firing_for {
+                        t.phase = Phase::Resolved {
+                            since,
+                            ends_at: now,
+                        };
+                    }
+                    true
+                }
+                Phase::Resolved { ends_at, .. } => elapsed(now, ends_at) < RESOLVED_RETENTION,
+            }
+        });
+        self.alerts()
+    }
+
+    /// Firing alerts, then resolved ones.
+    pub fn alerts(&self) -> Vec<Alert> {
+        let mut firing = Vec::new();
+        let mut resolved = Vec::new();
+        for t in self.alerts.values() {
+            let alert = |starts_at, ends_at| Alert {
+                labels: t.labels.clone(),
+                annotations: t.annotations.clone(),
+                starts_at,
+                ends_at,
+                generator_url: self.generator_url.clone(),
+            };
+            match t.phase {
+                Phase::Pending { .. } => {}
+                Phase::Firing { since, .. } => firing.push(alert(since, None)),
+                Phase::Resolved { since, ends_at } => resolved.push(alert(since, Some(ends_at))),
+            }
+        }
+        firing.extend(resolved);
+        firing
+    }
+
+    /// Alerts whose condition holds but not yet for `for`, with the time it started holding.
+    pub fn pending(&self) -> Vec<(&LabelSet, SystemTime)> {
+        self.alerts
+            .values()
+            .filter_map(|t| match t.phase {
+                Phase::Pending { since } => Some((&t.labels, since)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Pending or firing: the rules then apply the clear threshold (hysteresis).
+    pub fn is_active(&self, labels: &LabelSet) -> bool {
+        self.active_since(labels).is_some()
+    }
+
+    /// Since when the alert is pending (condition start) or firing (`starts_at`).
+    pub fn active_since(&self, labels: &LabelSet) -> Option<SystemTime> {
+        match self.alerts.get(&fingerprint(labels))?.phase {
+            Phase::Pending { since } | Phase::Firing { since, .. } => Some(since),
+            Phase::Resolved { .. } => None,
+        }
+    }
+
+    pub fn phase(&self, labels: &LabelSet) -> Option<&Phase> {
+        self.alerts.get(&fingerprint(labels)).map(|t| &t.phase)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+    }
+
+    fn cand(name: &str, for_secs: u64, keep_secs: u64, summary: &str) -> Candidate {
+        Candidate {
+            labels: [("alertname".to_string(), name.to_string())].into(),
+            annotations: [("summary".to_string(), summary.to_string())].into(),
+            for_: Duration::from_secs(for_secs),
+            keep_firing_for: Duration::from_secs(keep_secs),
+        }
+    }
+
+    #[test]
+    fn pending_firing_resolved_forgotten() {
+        let mut e = Engine::new("http://mon/");
+        let c = || cand("APFHeadroomLow", 60, 0, "8 free");
+        assert!(
+            e.update(t(0), vec![c()]).is_empty(),
+            "pending is not an alert yet"
+        );
+        assert_eq!(e.pending().len(), 1);
+        assert!(e.is_active(&c().labels));
+        assert_eq!(e.active_since(&c().labels), Some(t(0)));
+        assert!(e.update(t(59), vec![c()]).is_empty());
+        let a = e.update(t(60), vec![c()]);
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].starts_at, t(60));
+        assert_eq!(a[0].ends_at, None);
+        assert_eq!(a[0].generator_url, "http://mon/");
+        assert!(e.pending().is_empty());
+        // Annotations follow the numbers.
+        let a = e.update(t(70), vec![cand("APFHeadroomLow", 60, 0, "2 free")]);
+        assert_eq!(a[0].annotations["summary"], "2 free");
+        assert_eq!(a[0].starts_at, t(60));
+        // Condition gone: resolved at once (no keep_firing_for).
+        let a = e.update(t(80), vec![]);
+        assert_eq!(a[0].ends_at, Some(t(80)));
+        assert!(!e.is_active(&c().labels));
+        assert_eq!(e.update(t(80 + 899), vec![]).len(), 1, "kept 15 minutes");
+        assert!(e.update(t(80 + 900), vec![]).is_empty(), "then forgotten");
+    }
+
+    #[test]
+    fn pending_that_clears_never_fires_and_restarts_its_for() {
+        let mut e = Engine::new("");
+        let c = || cand("APFQueueNearFull", 15, 0, "");
+        e.update(t(0), vec![c()]);
+        assert!(e.update(t(10), vec![]).is_empty());
+        assert!(e.pending().is_empty());
+        e.update(t(20), vec![c()]);
+        assert!(
+            e.update(t(34), vec![c()]).is_empty(),
+            "for counts from 20 again"
+        );
+        assert_eq!(e.update(t(35), vec![c()]).len(), 1);
+    }
+
+    #[test]
+    fn keep_firing_for_and_refire() {
+        let mut e = Engine::new("");
+        let c = || cand("APFRequestsRejected", 0, 120, "");
+        assert_eq!(
+            e.update(t(0), vec![c()])[0].starts_at,
+            t(0),
+            "for 0s fires at once"
+        );
+        assert!(e.update(t(119), vec![])[0].ends_at.is_none(), "kept firing");
+        // Back within keep_firing_for: same alert, same starts_at.
+        assert_eq!(e.update(t(130), vec![c()])[0].starts_at, t(0));
+        assert!(e.update(t(249), vec![])[0].ends_at.is_none());
+        let a = e.update(t(250), vec![]);
+        assert_eq!(a[0].ends_at, Some(t(250)));
+        // After resolving, it comes back as a new alert.
+        let a = e.update(t(300), vec![c()]);
+        assert_eq!((a[0].starts_at, a[0].ends_at), (t(300), None));
+    }
+
+    #[test]
+    fn restored_states_resolve_when_the_condition_is_gone() {
+        let mut e = Engine::new("");
+        let c = || cand("APFHeadroomExhausted", 30, 60, "");
+        e.update(t(0), vec![c()]);
+        e.update(t(30), vec![c()]);
+        let saved = serde_json::to_string(&e.tracked()).unwrap();
+        let back: Vec<Tracked> = serde_json::from_str(&saved).unwrap();
+        let mut e2 = Engine::new("").with_tracked(back);
+        assert_eq!(e2, e);
+        // Down for 10 minutes; the condition is gone: resolved on the first evaluation.
+        let a = e2.update(t(630), vec![]);
+        assert_eq!((a[0].starts_at, a[0].ends_at), (t(30), Some(t(630))));
+    }
+}

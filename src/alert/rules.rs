@@ -1,0 +1,848 @@
+//! The built-in rules (product.md): which conditions hold on a report now. `for`, `keep_firing_for` and the life
+//! cycle are the engine's business; hysteresis is decided here, because only the rule knows its clear threshold.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::analyze::{ApiserverReport, LevelReport, StatusReport};
+use crate::config::{RuleConfig, RuleName, Severity};
+use crate::model::EXEMPT;
+
+use super::remediation::remediate;
+use super::LabelSet;
+
+/// A condition that holds now, with what the alert would say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub labels: LabelSet,
+    pub annotations: BTreeMap<String, String>,
+    pub for_: Duration,
+    pub keep_firing_for: Duration,
+}
+
+/// The `reason` values of `apiserver_flowcontrol_rejected_requests_total` (apf.md §3d).
+const REASONS: [&str; 4] = ["queue-full", "concurrency-limit", "time-out", "cancelled"];
+
+/// Labels the rules set themselves; extra labels from the config may not replace them.
+const OWN_LABELS: [&str; 5] = [
+    "alertname",
+    "severity",
+    "apiserver",
+    "priority_level",
+    "reason",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+struct Rule {
+    name: RuleName,
+    threshold: f64,
+    clear_threshold: f64,
+    for_: Duration,
+    keep_firing_for: Duration,
+    severity: Severity,
+    labels: BTreeMap<String, String>,
+    runbook_url: String,
+}
+
+/// The enabled rules with their settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    rules: Vec<Rule>,
+}
+
+/// Whether a rule fires below its threshold (headroom, seconds) or above it (queue fill, rejections).
+fn fires_below(name: RuleName) -> bool {
+    matches!(
+        name,
+        RuleName::APFHeadroomLow | RuleName::APFExhaustionPredicted
+    )
+}
+
+/// product.md's defaults: (threshold, clear threshold, for, severity).
+fn defaults(name: RuleName) -> (f64, f64, Duration, Severity) {
+    let s = Duration::from_secs;
+    match name {
+        RuleName::APFHeadroomLow => (0.2, 0.25, s(60), Severity::Warning),
+        RuleName::APFHeadroomExhausted => (0.0, 0.0, s(30), Severity::Critical),
+        RuleName::APFQueueNearFull => (0.8, 0.7, s(15), Severity::Critical),
+        RuleName::APFExhaustionPredicted => (300.0, 360.0, s(60), Severity::Warning),
+        RuleName::APFRequestsRejected => (0.0, 0.0, s(0), Severity::Critical),
+        RuleName::APFScrapeFailing => (0.0, 0.0, s(120), Severity::Warning),
+    }
+}
+
+fn valid_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Rules {
+    pub fn new(
+        cfg: &BTreeMap<RuleName, RuleConfig>,
+        runbook_base_url: &str,
+    ) -> Result<Rules, String> {
+        let empty = RuleConfig::default();
+        let mut rules = Vec::new();
+        for name in RuleName::ALL {
+            let c = cfg.get(&name).unwrap_or(&empty);
+            if c.disabled {
+                continue;
+            }
+            let n = name.as_str();
+            let (threshold, clear, for_, severity) = defaults(name);
+            let t = c.threshold.unwrap_or(threshold);
+            if !t.is_finite() {
+                return Err(format!("rules.{n}.threshold must be a number"));
+            }
+            if t < 0.0 {
+                return Err(format!("rules.{n}.threshold {t} must be >= 0"));
+            }
+            // Ratios: above 1 the rule would fire on every level all the time.
+            let is_ratio = matches!(name, RuleName::APFHeadroomLow | RuleName::APFQueueNearFull);
+            if is_ratio && (t == 0.0 || t > 1.0) {
+                return Err(format!(
+                    "rules.{n}.threshold {t} is a ratio: it must be above 0 and at most 1"
+                ));
+            }
+            // A threshold moved without a clear threshold keeps the default distance between the two.
+            let clear = c
+                .clear_threshold
+                .unwrap_or(t + (clear - threshold) * scale(t, threshold));
+            if !clear.is_finite() {
+                return Err(format!("rules.{n}.clear_threshold must be a number"));
+            }
+            if fires_below(name) && clear < t {
+                return Err(format!(
+                    "rules.{n}: clear_threshold {clear} must be >= threshold {t} (it fires below the threshold)"
+                ));
+            }
+            if !fires_below(name) && clear > t {
+                return Err(format!(
+                    "rules.{n}: clear_threshold {clear} must be <= threshold {t} (it fires above the threshold)"
+                ));
+            }
+            for (k, v) in &c.labels {
+                if !valid_label_name(k) {
+                    return Err(format!("rules.{n}.labels: {k:?} is not a valid label name"));
+                }
+                if OWN_LABELS.contains(&k.as_str()) {
+                    return Err(format!("rules.{n}.labels: {k} is set by the rule itself"));
+                }
+                if v.is_empty() {
+                    return Err(format!(
+                        "rules.{n}.labels.{k} is empty (an empty label is no label)"
+                    ));
+                }
+            }
+            let runbook_url = c.runbook_url.clone().unwrap_or_else(|| {
+                format!(
+                    "{}#{}",
+                    runbook_base_url.trim_end_matches('#'),
+                    n.to_ascii_lowercase()
+                )
+            });
+            rules.push(Rule {
+                name,
+                threshold: t,
+                clear_threshold: clear,
+                for_: c.for_.map_or(for_, |d| d.0),
+                keep_firing_for: c.keep_firing_for.map_or(Duration::ZERO, |d| d.0),
+                severity: c.severity.unwrap_or(severity),
+                labels: c.labels.clone(),
+                runbook_url,
+            });
+        }
+        Ok(Rules { rules })
+    }
+
+    /// Every condition that holds on the report now. `is_active` says whether an alert is pending or firing: then
+    /// it ends only past the clear threshold.
+    pub fn evaluate(
+        &self,
+        report: &StatusReport,
+        is_active: impl Fn(&LabelSet) -> bool,
+    ) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for server in &report.apiservers {
+            for rule in &self.rules {
+                rule.evaluate(server, &is_active, &mut out);
+            }
+        }
+        out
+    }
+}
+
+/// Moving a threshold scales the default hysteresis gap with it (0.2/0.25 → 0.4/0.5), except from a zero default.
+fn scale(t: f64, default: f64) -> f64 {
+    if default == 0.0 || t == 0.0 {
+        1.0
+    } else {
+        (t / default).abs()
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or("unknown".to_string(), |v| {
+        if (v - v.round()).abs() < 0.005 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.2}")
+        }
+    })
+}
+
+/// The numbers of a level, one `name: value` per line, for `description`.
+fn describe(l: &LevelReport) -> String {
+    let rejected =
+        l.rejected_per_second
+            .as_ref()
+            .map_or("unknown (one scrape so far)".to_string(), |r| {
+                if r.is_empty() {
+                    "none".to_string()
+                } else {
+                    r.iter()
+                        .map(|(k, v)| format!("{k} {v:.2}/s"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            });
+    [
+        format!(
+            "limit: {} seats (nominal {})",
+            fmt_opt(l.limit_seats),
+            fmt_opt(l.nominal_limit_seats)
+        ),
+        format!("in use: {} seats", fmt_opt(l.executing_seats)),
+        format!(
+            "headroom: {} seats ({})",
+            fmt_opt(l.headroom_seats),
+            l.headroom_ratio
+                .map_or("unknown".into(), |r| format!("{:.0}%", r * 100.0))
+        ),
+        format!(
+            "queued: {} requests ({} seats)",
+            fmt_opt(l.inqueue_requests),
+            fmt_opt(l.inqueue_seats)
+        ),
+        format!(
+            "fullest queue: {} / queueLengthLimit {}",
+            fmt_opt(l.fullest_queue_requests),
+            fmt_opt(l.queue_length_limit)
+        ),
+        format!("rejected: {rejected}"),
+        format!(
+            "seconds to exhaustion: {}",
+            fmt_opt(l.seconds_to_exhaustion)
+        ),
+        format!(
+            "wait p99: {}",
+            l.wait_p99_seconds
+                .map_or("unknown".into(), |w| format!("{w:.3}s"))
+        ),
+    ]
+    .join("\n")
+}
+
+/// Who holds seats and who waits, one flow per line.
+fn top_flows(l: &LevelReport) -> String {
+    if l.top_flows.is_empty() {
+        return "unknown: no request dump in the window (enable debug_dumps and the RBAC rule for \
+                /debug/api_priority_and_fairness/*)"
+            .to_string();
+    }
+    l.top_flows
+        .iter()
+        .map(|f| {
+            let mut line = format!(
+                "{} / {}: {:.1} seats executing, {:.1} waiting",
+                f.flow_schema,
+                if f.flow.is_empty() { "-" } else { &f.flow },
+                f.executing_seats,
+                f.waiting_requests
+            );
+            if !f.users.is_empty() {
+                line.push_str(&format!(", users {}", f.users.join(", ")));
+            }
+            if let Some(e) = &f.example_request {
+                line.push_str(&format!(", e.g. `{e}`"));
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The width of a waiting request: the mean of the waiting seats, at least 1 (as `analyze::is_exhausted`).
+fn waiting_width(l: &LevelReport) -> f64 {
+    match (l.inqueue_seats, l.inqueue_requests) {
+        (Some(seats), Some(q)) if q > 0.0 => (seats / q).max(1.0),
+        _ => 1.0,
+    }
+}
+
+/// `analyze::is_exhausted` with `extra` seats of margin: no seat for the waiting requests.
+fn exhausted(l: &LevelReport, extra: f64) -> bool {
+    let (Some(headroom), Some(queued)) = (l.headroom_seats, l.inqueue_requests) else {
+        return false;
+    };
+    queued > 0.0 && headroom < waiting_width(l) + extra
+}
+
+/// The RBAC rule a 403 on an endpoint says is missing (apf.md §5).
+fn missing_rbac(endpoint: &str) -> &'static str {
+    match endpoint {
+        "metrics" => "nonResourceURLs [\"/metrics\"] verbs [\"get\"]",
+        "priority_level_configurations" => {
+            "apiGroups [\"flowcontrol.apiserver.k8s.io\"] resources [\"flowschemas\", \
+             \"prioritylevelconfigurations\"] verbs [\"get\", \"list\", \"watch\"]"
+        }
+        _ => "nonResourceURLs [\"/debug/api_priority_and_fairness/*\"] verbs [\"get\"]",
+    }
+}
+
+impl Rule {
+    fn labels(&self, server: &str, level: Option<&str>) -> LabelSet {
+        let mut labels: LabelSet = self.labels.clone();
+        labels.insert("alertname".into(), self.name.as_str().into());
+        labels.insert("severity".into(), self.severity.as_str().into());
+        labels.insert("apiserver".into(), server.into());
+        if let Some(level) = level {
+            labels.insert("priority_level".into(), level.into());
+        }
+        labels
+    }
+
+    fn candidate(&self, labels: LabelSet, mut annotations: BTreeMap<String, String>) -> Candidate {
+        annotations.insert("runbook_url".into(), self.runbook_url.clone());
+        Candidate {
+            labels,
+            annotations,
+            for_: self.for_,
+            keep_firing_for: self.keep_firing_for,
+        }
+    }
+
+    /// Fire threshold, or the clear threshold when the alert is already pending or firing.
+    fn threshold(&self, active: bool) -> f64 {
+        if active {
+            self.clear_threshold
+        } else {
+            self.threshold
+        }
+    }
+
+    /// The level condition: `Some(summary)` when it holds.
+    fn level_condition(&self, server: &str, l: &LevelReport, active: bool) -> Option<String> {
+        let t = self.threshold(active);
+        let pl = &l.priority_level;
+        let seats = || {
+            format!(
+                "{} of {} seats free",
+                fmt_opt(l.headroom_seats),
+                fmt_opt(l.limit_seats)
+            )
+        };
+        match self.name {
+            RuleName::APFHeadroomLow => {
+                let r = l.headroom_ratio?;
+                // Firing below the fire threshold; once active, until back at or above the clear one.
+                (r < t).then(|| format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0))
+            }
+            RuleName::APFHeadroomExhausted => exhausted(l, t).then(|| {
+                format!(
+                    "{pl} on {server}: {} and {} requests wait for {} seats",
+                    seats(),
+                    fmt_opt(l.inqueue_requests),
+                    fmt_opt(l.inqueue_seats.or(l.inqueue_requests))
+                )
+            }),
+            RuleName::APFQueueNearFull => {
+                let (full, limit) = (l.fullest_queue_requests?, l.queue_length_limit?);
+                (limit > 0.0 && full >= t * limit).then(|| {
+                    format!(
+                        "{pl} on {server}: the fullest queue holds {full:.0} of queueLengthLimit {limit:.0} \
+                         ({:.0}%); the next requests get queue-full 429s",
+                        full / limit * 100.0
+                    )
+                })
+            }
+            RuleName::APFExhaustionPredicted => {
+                let s = l.seconds_to_exhaustion?;
+                (s < t).then(|| {
+                    format!(
+                        "{pl} on {server}: no headroom left in {s:.0}s at this trend ({})",
+                        seats()
+                    )
+                })
+            }
+            RuleName::APFRequestsRejected | RuleName::APFScrapeFailing => None,
+        }
+    }
+
+    fn evaluate(
+        &self,
+        server: &ApiserverReport,
+        is_active: &impl Fn(&LabelSet) -> bool,
+        out: &mut Vec<Candidate>,
+    ) {
+        let name = server.apiserver.as_str();
+        if self.name == RuleName::APFScrapeFailing {
+            self.scrape_failing(server, out);
+            return;
+        }
+        for l in server.levels.iter().filter(|l| l.priority_level != EXEMPT) {
+            let base = || {
+                let remedy = remediate(l, &server.levels);
+                let mut a = BTreeMap::new();
+                a.insert("description".to_string(), describe(l));
+                a.insert("top_flows".to_string(), top_flows(l));
+                a.insert("remediation".to_string(), remedy.sentence);
+                if let Some(m) = remedy.manifest {
+                    a.insert("remediation_manifest".to_string(), m);
+                }
+                a
+            };
+            if self.name == RuleName::APFRequestsRejected {
+                let Some(rates) = &l.rejected_per_second else {
+                    // No rate before two scrapes span a window (just after a restart): unknown is not "no
+                    // rejections", so an active alert holds instead of resolving and firing again a scrape later.
+                    for reason in REASONS {
+                        let mut labels = self.labels(name, Some(&l.priority_level));
+                        labels.insert("reason".into(), reason.into());
+                        if is_active(&labels) {
+                            let mut a = base();
+                            a.insert(
+                                "summary".into(),
+                                format!(
+                                    "{} on {name}: requests were rejected with 429 ({reason}); the rate is not \
+                                     known yet (fewer than two scrapes in the window)",
+                                    l.priority_level
+                                ),
+                            );
+                            out.push(self.candidate(labels, a));
+                        }
+                    }
+                    continue;
+                };
+                for (reason, rate) in rates {
+                    let mut labels = self.labels(name, Some(&l.priority_level));
+                    labels.insert("reason".into(), reason.clone());
+                    if *rate <= self.threshold(is_active(&labels)) {
+                        continue;
+                    }
+                    let schemas: Vec<String> = server
+                        .flow_schema_rejected_per_second
+                        .iter()
+                        .filter(|(pl, _, r, v)| pl == &l.priority_level && r == reason && *v > 0.0)
+                        .map(|(_, fs, _, v)| format!("{fs} {v:.2}/s"))
+                        .collect();
+                    let mut a = base();
+                    a.insert(
+                        "summary".into(),
+                        format!(
+                            "{} on {name}: {rate:.2} requests/s rejected with 429 ({reason})",
+                            l.priority_level
+                        ),
+                    );
+                    a.insert(
+                        "flow_schema".into(),
+                        if schemas.is_empty() {
+                            "unknown".into()
+                        } else {
+                            schemas.join(", ")
+                        },
+                    );
+                    out.push(self.candidate(labels, a));
+                }
+                continue;
+            }
+            let labels = self.labels(name, Some(&l.priority_level));
+            if let Some(summary) = self.level_condition(name, l, is_active(&labels)) {
+                let mut a = base();
+                a.insert("summary".into(), summary);
+                out.push(self.candidate(labels, a));
+            }
+        }
+    }
+
+    /// `/metrics` failing (an error on it, or no level at all), or a 403 on any endpoint.
+    fn scrape_failing(&self, server: &ApiserverReport, out: &mut Vec<Candidate>) {
+        let name = server.apiserver.as_str();
+        let metrics_errors: Vec<&String> = server
+            .errors
+            .iter()
+            .filter(|e| e.starts_with("metrics:"))
+            .collect();
+        let forbidden: Vec<(&str, &String)> = server
+            .errors
+            .iter()
+            .filter(|e| e.contains("HTTP 403"))
+            .filter_map(|e| Some((e.split_once(':')?.0, e)))
+            .collect();
+        let metrics_failing = !metrics_errors.is_empty() || server.levels.is_empty();
+        if !metrics_failing && forbidden.is_empty() {
+            return;
+        }
+        let summary = if metrics_failing {
+            format!(
+                "{name}: /metrics cannot be scraped{}",
+                metrics_errors.first().map_or(
+                    " (no priority level in the last scrape)".to_string(),
+                    |e| format!(" ({})", e.trim_start_matches("metrics:").trim())
+                )
+            )
+        } else {
+            let endpoints: Vec<&str> = forbidden.iter().map(|(e, _)| *e).collect();
+            format!("{name}: HTTP 403 on {}", endpoints.join(", "))
+        };
+        let remediation = if let Some((endpoint, _)) = forbidden.first() {
+            format!(
+                "Grant apf-monitor's ClusterRole the rule {} and bind it with a ClusterRoleBinding (non-resource URLs \
+                 cannot be granted by a namespaced Role).",
+                missing_rbac(endpoint)
+            )
+        } else {
+            "Check that apf-monitor reaches this replica directly (not through the load balancer), its CA and \
+             token, and that the replica is up."
+                .to_string()
+        };
+        let mut a = BTreeMap::new();
+        a.insert("summary".into(), summary);
+        a.insert(
+            "description".into(),
+            if server.errors.is_empty() {
+                "no error reported; no level seen".into()
+            } else {
+                server.errors.join("\n")
+            },
+        );
+        a.insert("remediation".into(), remediation);
+        out.push(self.candidate(self.labels(name, None), a));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::FlowReport;
+    use crate::config::DurationValue;
+
+    fn rules() -> Rules {
+        Rules::new(&BTreeMap::new(), "https://example.com/runbooks.md").unwrap()
+    }
+
+    fn level(name: &str, limit: f64, executing: f64, queued: f64) -> LevelReport {
+        LevelReport {
+            priority_level: name.into(),
+            limit_seats: Some(limit),
+            nominal_limit_seats: Some(limit),
+            executing_seats: Some(executing),
+            headroom_seats: Some(limit - executing),
+            headroom_ratio: Some((limit - executing) / limit),
+            inqueue_requests: Some(queued),
+            queue_length_limit: Some(50.0),
+            fullest_queue_requests: Some(0.0),
+            rejected_per_second: Some(BTreeMap::new()),
+            ..Default::default()
+        }
+    }
+
+    fn report(levels: Vec<LevelReport>) -> StatusReport {
+        StatusReport {
+            apiservers: vec![ApiserverReport {
+                apiserver: "10.0.0.5:6443".into(),
+                levels,
+                ..Default::default()
+            }],
+            alerts: vec![],
+        }
+    }
+
+    fn names(c: &[Candidate]) -> Vec<String> {
+        c.iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c.labels["alertname"],
+                    c.labels.get("priority_level").map_or("-", |s| s)
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn headroom_low_with_hysteresis_and_annotations() {
+        let r = rules();
+        let mut l = level("workload-low", 368.0, 360.0, 0.0);
+        l.top_flows = vec![FlowReport {
+            flow_schema: "service-accounts".into(),
+            flow: "system:serviceaccount:ci:runner".into(),
+            waiting_requests: 0.0,
+            executing_seats: 300.0,
+            users: vec!["system:serviceaccount:ci:runner".into()],
+            example_request: Some("list pods".into()),
+        }];
+        let rep = report(vec![l, level("exempt", 600.0, 600.0, 0.0)]);
+        let c = r.evaluate(&rep, |_| false);
+        assert_eq!(
+            names(&c),
+            ["APFHeadroomLow/workload-low"],
+            "never on exempt"
+        );
+        let c = &c[0];
+        assert_eq!(c.for_, Duration::from_secs(60));
+        assert_eq!(c.labels["severity"], "warning");
+        assert_eq!(c.labels["apiserver"], "10.0.0.5:6443");
+        assert_eq!(
+            c.annotations["summary"],
+            "workload-low on 10.0.0.5:6443: 8 of 368 seats free (2%)"
+        );
+        assert_eq!(
+            c.annotations["runbook_url"],
+            "https://example.com/runbooks.md#apfheadroomlow"
+        );
+        assert!(c.annotations["description"].contains("limit: 368 seats (nominal 368)"));
+        assert!(c.annotations["description"].contains("headroom: 8 seats (2%)"));
+        assert!(c.annotations["top_flows"]
+            .contains("service-accounts / system:serviceaccount:ci:runner: 300.0 seats executing"));
+        assert!(c.annotations["top_flows"].contains("e.g. `list pods`"));
+        assert!(c.annotations["remediation"]
+            .starts_with("Isolate flow system:serviceaccount:ci:runner"));
+        assert!(c.annotations["remediation_manifest"].contains("kind: FlowSchema"));
+
+        // 22% free: above the fire threshold 0.2, below the clear threshold 0.25.
+        let rep = report(vec![level("workload-low", 100.0, 78.0, 0.0)]);
+        assert!(
+            r.evaluate(&rep, |_| false).is_empty(),
+            "not active: 0.22 >= 0.2 does not fire"
+        );
+        assert_eq!(
+            r.evaluate(&rep, |_| true).len(),
+            1,
+            "active: holds until 0.25"
+        );
+        let rep = report(vec![level("workload-low", 100.0, 75.0, 0.0)]);
+        assert!(r.evaluate(&rep, |_| true).is_empty(), "0.25 clears");
+    }
+
+    #[test]
+    fn exhausted_queue_near_full_predicted() {
+        let r = rules();
+        // 8 free seats, 30 LISTs 10 seats wide wait: exhausted (and low headroom).
+        let mut l = level("workload-low", 100.0, 92.0, 30.0);
+        l.inqueue_seats = Some(300.0);
+        l.fullest_queue_requests = Some(40.0);
+        l.seconds_to_exhaustion = Some(0.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(
+            names(&c),
+            [
+                "APFHeadroomLow/workload-low",
+                "APFHeadroomExhausted/workload-low",
+                "APFQueueNearFull/workload-low",
+                "APFExhaustionPredicted/workload-low"
+            ]
+        );
+        assert_eq!(c[1].labels["severity"], "critical");
+        assert_eq!(c[1].for_, Duration::from_secs(30));
+        assert_eq!(c[2].for_, Duration::from_secs(15));
+        assert!(c[2].annotations["summary"]
+            .contains("the fullest queue holds 40 of queueLengthLimit 50 (80%)"));
+        // 1-seat requests fit into 8 free seats: not exhausted.
+        l.inqueue_seats = Some(30.0);
+        // 37 of 50 = 74%: below 80% to fire, above 70% to clear.
+        l.fullest_queue_requests = Some(37.0);
+        l.seconds_to_exhaustion = Some(330.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(names(&c), ["APFHeadroomLow/workload-low"]);
+        let c = r.evaluate(&report(vec![l]), |_| true);
+        assert_eq!(
+            names(&c),
+            [
+                "APFHeadroomLow/workload-low",
+                "APFQueueNearFull/workload-low",
+                "APFExhaustionPredicted/workload-low"
+            ]
+        );
+    }
+
+    #[test]
+    fn rejections_one_alert_per_reason_with_flow_schemas() {
+        let r = rules();
+        let mut l = level("catch-all", 13.0, 2.0, 0.0);
+        l.rejected_per_second = Some(
+            [
+                ("concurrency-limit".to_string(), 0.5),
+                ("time-out".to_string(), 0.0),
+            ]
+            .into(),
+        );
+        let mut rep = report(vec![l]);
+        rep.apiservers[0].flow_schema_rejected_per_second = vec![
+            (
+                "catch-all".into(),
+                "catch-all".into(),
+                "concurrency-limit".into(),
+                0.5,
+            ),
+            (
+                "workload-low".into(),
+                "service-accounts".into(),
+                "queue-full".into(),
+                1.0,
+            ),
+        ];
+        let c = r.evaluate(&rep, |_| false);
+        assert_eq!(names(&c), ["APFRequestsRejected/catch-all"]);
+        assert_eq!(c[0].labels["reason"], "concurrency-limit");
+        assert_eq!(c[0].for_, Duration::ZERO);
+        assert_eq!(c[0].annotations["flow_schema"], "catch-all 0.50/s");
+        assert_eq!(
+            c[0].annotations["summary"],
+            "catch-all on 10.0.0.5:6443: 0.50 requests/s rejected with 429 (concurrency-limit)"
+        );
+        // After a restart the rate is unknown for a scrape: a firing alert holds, nothing new fires.
+        rep.apiservers[0].levels[0].rejected_per_second = None;
+        assert!(r.evaluate(&rep, |_| false).is_empty());
+        let c = r.evaluate(&rep, |l| {
+            l.get("reason").is_some_and(|r| r == "concurrency-limit")
+        });
+        assert_eq!(names(&c), ["APFRequestsRejected/catch-all"]);
+        assert!(c[0].annotations["summary"].contains("the rate is not known yet"));
+    }
+
+    #[test]
+    fn scrape_failing_metrics_and_403() {
+        let r = rules();
+        let mut rep = report(vec![]);
+        rep.apiservers[0].errors = vec!["metrics: cannot connect: connection refused".into()];
+        let c = r.evaluate(&rep, |_| false);
+        assert_eq!(names(&c), ["APFScrapeFailing/-"]);
+        assert_eq!(c[0].for_, Duration::from_secs(120));
+        assert_eq!(
+            c[0].annotations["summary"],
+            "10.0.0.5:6443: /metrics cannot be scraped (cannot connect: connection refused)"
+        );
+        let mut rep = report(vec![level("workload-low", 100.0, 10.0, 0.0)]);
+        rep.apiservers[0].errors = vec!["dump_queues: HTTP 403: forbidden".into()];
+        let c = r.evaluate(&rep, |_| false);
+        assert_eq!(names(&c), ["APFScrapeFailing/-"]);
+        assert!(c[0].annotations["remediation"].contains("/debug/api_priority_and_fairness/*"));
+        assert!(c[0].annotations["summary"].contains("HTTP 403 on dump_queues"));
+        // /metrics itself forbidden: the rule for /metrics is the one missing.
+        rep.apiservers[0].errors = vec!["metrics: HTTP 403: forbidden".into()];
+        let c = r.evaluate(&rep, |_| false);
+        assert!(c[0].annotations["summary"]
+            .contains("/metrics cannot be scraped (HTTP 403: forbidden)"));
+        assert!(c[0].annotations["remediation"].contains("nonResourceURLs [\"/metrics\"]"));
+        rep.apiservers[0].errors = vec!["dump_requests: HTTP 500: oops".into()];
+        assert!(
+            r.evaluate(&rep, |_| false).is_empty(),
+            "other dump errors are not alerts"
+        );
+    }
+
+    #[test]
+    fn config_tunes_and_validates() {
+        let mut cfg = BTreeMap::new();
+        cfg.insert(
+            RuleName::APFHeadroomLow,
+            RuleConfig {
+                threshold: Some(0.4),
+                for_: Some(DurationValue(Duration::from_secs(5))),
+                keep_firing_for: Some(DurationValue(Duration::from_secs(90))),
+                severity: Some(Severity::Critical),
+                labels: [("team".to_string(), "platform".to_string())].into(),
+                runbook_url: Some("https://wiki/apf".into()),
+                ..Default::default()
+            },
+        );
+        cfg.insert(
+            RuleName::APFQueueNearFull,
+            RuleConfig {
+                disabled: true,
+                ..Default::default()
+            },
+        );
+        let r = Rules::new(&cfg, "x").unwrap();
+        let mut l = level("global-default", 100.0, 62.0, 0.0);
+        l.fullest_queue_requests = Some(50.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(
+            names(&c),
+            ["APFHeadroomLow/global-default"],
+            "38% free < 40%; QueueNearFull is off"
+        );
+        assert_eq!(c[0].labels["team"], "platform");
+        assert_eq!(c[0].labels["severity"], "critical");
+        assert_eq!(c[0].for_, Duration::from_secs(5));
+        assert_eq!(c[0].keep_firing_for, Duration::from_secs(90));
+        assert_eq!(c[0].annotations["runbook_url"], "https://wiki/apf");
+        // The default gap scales: 0.4 fires, 0.5 clears.
+        l.executing_seats = Some(55.0);
+        l.headroom_seats = Some(45.0);
+        l.headroom_ratio = Some(0.45);
+        assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
+        assert_eq!(r.evaluate(&report(vec![l]), |_| true).len(), 1);
+
+        let bad = |name, c: RuleConfig| Rules::new(&[(name, c)].into(), "x").unwrap_err();
+        let e = bad(
+            RuleName::APFHeadroomLow,
+            RuleConfig {
+                clear_threshold: Some(0.1),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("must be >= threshold"), "{e}");
+        let e = bad(
+            RuleName::APFQueueNearFull,
+            RuleConfig {
+                clear_threshold: Some(0.9),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("must be <= threshold"), "{e}");
+        let e = bad(
+            RuleName::APFHeadroomLow,
+            RuleConfig {
+                labels: [("severity".to_string(), "x".to_string())].into(),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("set by the rule itself"), "{e}");
+        let e = bad(
+            RuleName::APFHeadroomLow,
+            RuleConfig {
+                labels: [("a-b".to_string(), "x".to_string())].into(),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("not a valid label name"), "{e}");
+        let e = bad(
+            RuleName::APFHeadroomLow,
+            RuleConfig {
+                threshold: Some(f64::NAN),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("must be a number"), "{e}");
+        let e = bad(
+            RuleName::APFQueueNearFull,
+            RuleConfig {
+                threshold: Some(80.0),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("is a ratio"), "{e}");
+        let e = bad(
+            RuleName::APFExhaustionPredicted,
+            RuleConfig {
+                threshold: Some(-1.0),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("must be >= 0"), "{e}");
+    }
+}

@@ -389,15 +389,20 @@ impl AlertStage {
         leadership: crate::leader::Leadership,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
-        let external_url =
-            config.alerting.external_url.clone().unwrap_or_else(|| format!("http://{}", config.listen));
+        let external_url = config
+            .alerting
+            .external_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", config.listen));
         let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)
             .map_err(|e| anyhow::anyhow!("rules: {e}"))?;
         let routed_names: Vec<String> = config
             .receivers
             .iter()
             .filter(|r| r.alertmanager.is_none())
-            .filter(|r| config.route.receivers.is_empty() || config.route.receivers.contains(&r.name))
+            .filter(|r| {
+                config.route.receivers.is_empty() || config.route.receivers.contains(&r.name)
+            })
             .map(|r| r.name.clone())
             .collect();
         let engine = crate::alert::Engine::new(format!("{}/", external_url.trim_end_matches('/')));
@@ -417,8 +422,10 @@ impl AlertStage {
         let mut routed = BTreeMap::new();
         let mut alertmanagers = Vec::new();
         for r in &config.receivers {
-            let receiver = crate::notify::build(r).map_err(|e| anyhow::anyhow!("receivers: {}: {e}", r.name))?;
-            let delivery = crate::notify::Delivery::spawn(receiver, &r.delivery, export.notifications.clone());
+            let receiver = crate::notify::build(r)
+                .map_err(|e| anyhow::anyhow!("receivers: {}: {e}", r.name))?;
+            let delivery =
+                crate::notify::Delivery::spawn(receiver, &r.delivery, export.notifications.clone());
             if let Some(am) = &r.alertmanager {
                 if config.route.receivers.is_empty() || config.route.receivers.contains(&r.name) {
                     alertmanagers.push(AlertmanagerFeed {
@@ -435,8 +442,9 @@ impl AlertStage {
         }
         if let Some(path) = &config.alerting.state_file {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("alerting.state_file: cannot create {}", dir.display()))?;
+                std::fs::create_dir_all(dir).with_context(|| {
+                    format!("alerting.state_file: cannot create {}", dir.display())
+                })?;
             }
         }
         Ok(Self {
@@ -455,9 +463,18 @@ impl AlertStage {
             let mut a = self.alerting.lock().unwrap_or_else(|p| p.into_inner());
             let notifications = a.round(now, &report);
             let alerts = a.alerts();
-            let pending: Vec<(crate::alert::LabelSet, SystemTime)> =
-                a.engine.pending().into_iter().map(|(l, t)| (l.clone(), t)).collect();
-            (notifications, alerts, pending, self.state_file.as_ref().map(|_| a.state()))
+            let pending: Vec<(crate::alert::LabelSet, SystemTime)> = a
+                .engine
+                .pending()
+                .into_iter()
+                .map(|(l, t)| (l.clone(), t))
+                .collect();
+            (
+                notifications,
+                alerts,
+                pending,
+                self.state_file.as_ref().map(|_| a.state()),
+            )
         };
         let leader = self.leadership.is_leader();
         for n in notifications {
@@ -467,14 +484,21 @@ impl AlertStage {
                         delivery.enqueue(n);
                     }
                 }
-                None => tracing::debug!(receiver = %n.receiver, "notification for an unknown receiver"),
+                None => {
+                    tracing::debug!(receiver = %n.receiver, "notification for an unknown receiver")
+                }
             }
         }
         let all: Vec<crate::alert::Alert> = alerts.iter().map(|(a, _)| a.clone()).collect();
-        let set: Vec<(u64, bool)> = all.iter().map(|a| (a.fingerprint(), a.is_resolved())).collect();
+        let set: Vec<(u64, bool)> = all
+            .iter()
+            .map(|a| (a.fingerprint(), a.is_resolved()))
+            .collect();
         let instant = Instant::now();
         for am in &mut self.alertmanagers {
-            let due = am.last_sent.is_none_or(|t| instant.duration_since(t) >= am.resend);
+            let due = am
+                .last_sent
+                .is_none_or(|t| instant.duration_since(t) >= am.resend);
             if !all.is_empty() && (due || am.last_set != set) {
                 am.delivery.enqueue(crate::notify::Notification {
                     receiver: am.name.clone(),
@@ -512,7 +536,11 @@ impl AlertStage {
                 active_since: Some(rfc(a.starts_at)),
             });
         }
-        export.report.write().unwrap_or_else(|p| p.into_inner()).alerts = reports;
+        export
+            .report
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .alerts = reports;
         if let (Some(path), Some(state)) = (&self.state_file, state) {
             if let Err(e) = state.save(path) {
                 tracing::warn!(error = %e, "alert state not saved (tried again next round)");

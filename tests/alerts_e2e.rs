@@ -6,7 +6,10 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use apf_monitor::config::{self, AlertmanagerConfig, Config, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig, SlackConfig, StaticTarget, WebhookConfig};
+use apf_monitor::config::{
+    self, AlertmanagerConfig, Config, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig,
+    SlackConfig, StaticTarget, WebhookConfig,
+};
 use apf_monitor::sim::{KubeVersion, Scenario, SimOptions, Simulator};
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -21,13 +24,25 @@ flows:
 "#;
 
 fn receiver(name: &str) -> ReceiverConfig {
-    ReceiverConfig { name: name.into(), slack: None, email: None, webhook: None, alertmanager: None, console: None, delivery: Default::default() }
+    ReceiverConfig {
+        name: name.into(),
+        slack: None,
+        email: None,
+        webhook: None,
+        alertmanager: None,
+        console: None,
+        delivery: Default::default(),
+    }
 }
 
 type Bodies = Arc<Mutex<Vec<serde_json::Value>>>;
 
 /// A stand-in that records JSON bodies; it fails the first `fail_first` requests with 503.
-async fn recorder(path: &'static str, fail_first: usize, reply: &'static str) -> (String, Bodies, Arc<Mutex<usize>>) {
+async fn recorder(
+    path: &'static str,
+    fail_first: usize,
+    reply: &'static str,
+) -> (String, Bodies, Arc<Mutex<usize>>) {
     let bodies: Bodies = Arc::default();
     let attempts = Arc::new(Mutex::new(0usize));
     let (b, a) = (bodies.clone(), attempts.clone());
@@ -44,7 +59,9 @@ async fn recorder(path: &'static str, fail_first: usize, reply: &'static str) ->
                 if n <= fail_first {
                     return (StatusCode::SERVICE_UNAVAILABLE, "try later");
                 }
-                b.lock().unwrap().push(serde_json::from_str(&body).unwrap_or(serde_json::Value::Null));
+                b.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&body).unwrap_or(serde_json::Value::Null));
                 (StatusCode::OK, reply)
             }
         }),
@@ -56,7 +73,9 @@ async fn recorder(path: &'static str, fail_first: usize, reply: &'static str) ->
 }
 
 async fn am_alerts(am: &external::Process) -> Vec<serde_json::Value> {
-    let Some(text) = get_text(&format!("{}/api/v2/alerts", am.url)).await else { return vec![] };
+    let Some(text) = get_text(&format!("{}/api/v2/alerts", am.url)).await else {
+        return vec![];
+    };
     serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap_or_default()
 }
 
@@ -78,7 +97,11 @@ async fn alerts_reach_alertmanager_smtp_slack_and_a_flaky_webhook_then_resolve()
     let (slack_url, slack_bodies, _) = recorder("/slack", 0, "ok").await;
     let (hook_url, hook_bodies, hook_attempts) = recorder("/hook", 2, "ok").await;
 
-    let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(34, 0), Scenario::from_yaml(SCENARIO).unwrap())).unwrap();
+    let sim = Simulator::try_new(SimOptions::new(
+        KubeVersion::new(34, 0),
+        Scenario::from_yaml(SCENARIO).unwrap(),
+    ))
+    .unwrap();
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sim_addr = sim_listener.local_addr().unwrap();
@@ -109,7 +132,14 @@ alerting: {{state_file: {state}}}
     let mut retry_fast = receiver("x").delivery;
     retry_fast.timeout = config::Interval(Duration::from_secs(2));
     config.receivers = vec![
-        ReceiverConfig { slack: Some(SlackConfig { webhook_url: None, webhook_url_file: Some(slack_file), channel: None }), ..receiver("slack") },
+        ReceiverConfig {
+            slack: Some(SlackConfig {
+                webhook_url: None,
+                webhook_url_file: Some(slack_file),
+                channel: None,
+            }),
+            ..receiver("slack")
+        },
         ReceiverConfig {
             email: Some(EmailConfig {
                 smarthost: format!("127.0.0.1:{smtp_port}"),
@@ -124,7 +154,12 @@ alerting: {{state_file: {state}}}
             ..receiver("mail")
         },
         ReceiverConfig {
-            webhook: Some(WebhookConfig { url: Some(hook_url), url_file: None, bearer_token_file: None, max_alerts: 0 }),
+            webhook: Some(WebhookConfig {
+                url: Some(hook_url),
+                url_file: None,
+                bearer_token_file: None,
+                max_alerts: 0,
+            }),
             delivery: retry_fast,
             ..receiver("hook")
         },
@@ -135,7 +170,10 @@ alerting: {{state_file: {state}}}
             }),
             ..receiver("am")
         },
-        ReceiverConfig { console: Some(ConsoleConfig {}), ..receiver("console") },
+        ReceiverConfig {
+            console: Some(ConsoleConfig {}),
+            ..receiver("console")
+        },
     ];
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let monitor = format!("http://{}", listener.local_addr().unwrap());
@@ -144,45 +182,101 @@ alerting: {{state_file: {state}}}
     // Alertmanager lists an APF alert for workload-low while the storm lasts.
     let fired = until("Alertmanager to list an APF alert", 60, async || {
         am_alerts(&am).await.into_iter().find(|a| {
-            a["labels"]["priority_level"] == "workload-low" && a["labels"]["alertname"].as_str().is_some_and(|n| n.starts_with("APF"))
+            a["labels"]["priority_level"] == "workload-low"
+                && a["labels"]["alertname"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("APF"))
         })
     })
     .await;
     assert_eq!(fired["status"]["state"], "active", "{fired}");
-    assert!(fired["annotations"]["remediation"].as_str().is_some_and(|r| !r.is_empty()), "{fired}");
+    assert!(
+        fired["annotations"]["remediation"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{fired}"
+    );
 
     // Slack: Block Kit with a text fallback.
-    let slack = until("a Slack message", 30, async || slack_bodies.lock().unwrap().first().cloned()).await;
+    let slack = until("a Slack message", 30, async || {
+        slack_bodies.lock().unwrap().first().cloned()
+    })
+    .await;
     let text = slack["text"].as_str().unwrap_or("");
     assert!(text.contains("FIRING") && text.contains("APF"), "{slack}");
-    assert!(serde_json::to_string(&slack).unwrap().contains("blocks"), "{slack}");
+    assert!(
+        serde_json::to_string(&slack).unwrap().contains("blocks"),
+        "{slack}"
+    );
 
     // The webhook consumer failed twice, then got the Alertmanager v4 payload.
-    let hook = until("the webhook payload", 60, async || hook_bodies.lock().unwrap().first().cloned()).await;
+    let hook = until("the webhook payload", 60, async || {
+        hook_bodies.lock().unwrap().first().cloned()
+    })
+    .await;
     assert_eq!(hook["version"], "4", "{hook}");
     assert_eq!(hook["status"], "firing");
     assert!(*hook_attempts.lock().unwrap() >= 3);
     let metrics = get_text(&format!("{monitor}/metrics")).await.unwrap();
-    assert!(sample_value(&metrics, "apf_monitor_notifications_total", &[("receiver", "hook"), ("outcome", "retried")]).unwrap_or(0.0) >= 2.0, "{metrics}");
-    assert!(sample_value(&metrics, "apf_alert_firing", &[("priority_level", "workload-low")]).is_some(), "apf_alert_firing exported");
+    assert!(
+        sample_value(
+            &metrics,
+            "apf_monitor_notifications_total",
+            &[("receiver", "hook"), ("outcome", "retried")]
+        )
+        .unwrap_or(0.0)
+            >= 2.0,
+        "{metrics}"
+    );
+    assert!(
+        sample_value(
+            &metrics,
+            "apf_alert_firing",
+            &[("priority_level", "workload-low")]
+        )
+        .is_some(),
+        "apf_alert_firing exported"
+    );
 
     // Email through a real SMTP server: subject like Alertmanager's, text and HTML parts.
-    let mail = until("an email", 30, async || external::maildir_messages(&smtp).into_iter().next()).await;
+    let mail = until("an email", 30, async || {
+        external::maildir_messages(&smtp).into_iter().next()
+    })
+    .await;
     assert!(mail.contains("Subject: [FIRING"), "{mail}");
-    assert!(mail.contains("text/plain") && mail.contains("text/html"), "{mail}");
+    assert!(
+        mail.contains("text/plain") && mail.contains("text/html"),
+        "{mail}"
+    );
 
     // The storm ends at 41 s: the alerts resolve, Alertmanager stops listing them, and the resolved notices arrive.
     until("Alertmanager to see the alerts resolved", 120, async || {
-        let active = am_alerts(&am).await.into_iter().filter(|a| a["labels"]["priority_level"] == "workload-low" && a["status"]["state"] == "active").count();
+        let active = am_alerts(&am)
+            .await
+            .into_iter()
+            .filter(|a| {
+                a["labels"]["priority_level"] == "workload-low" && a["status"]["state"] == "active"
+            })
+            .count();
         (active == 0).then_some(())
     })
     .await;
     until("a resolved Slack message", 60, async || {
-        slack_bodies.lock().unwrap().iter().any(|b| b["text"].as_str().is_some_and(|t| t.contains("RESOLVED"))).then_some(())
+        slack_bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|b| b["text"].as_str().is_some_and(|t| t.contains("RESOLVED")))
+            .then_some(())
     })
     .await;
     until("a resolved webhook payload", 60, async || {
-        hook_bodies.lock().unwrap().iter().any(|b| b["status"] == "resolved").then_some(())
+        hook_bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|b| b["status"] == "resolved")
+            .then_some(())
     })
     .await;
     // The state file was written atomically and holds the alerts.

@@ -45,7 +45,10 @@ pub fn router(state: Arc<ExportState>) -> Router {
         .route("/api/v1/status", get(status))
         .route("/", get(page_handler))
         .route("/api/v1/silences", get(list_silences).post(add_silence))
-        .route("/api/v1/silences/{id}", get(get_silence).delete(expire_silence))
+        .route(
+            "/api/v1/silences/{id}",
+            get(get_silence).delete(expire_silence),
+        )
         .with_state(state)
 }
 
@@ -86,22 +89,36 @@ async fn page_handler(State(state): State<Arc<ExportState>>) -> Html<String> {
 }
 
 fn no_alerting() -> Response {
-    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "alerting is not running in this process"})))
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({"error": "alerting is not running in this process"})),
+    )
         .into_response()
 }
 
 fn json_error(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (status, axum::Json(serde_json::json!({"error": message.to_string()}))).into_response()
+    (
+        status,
+        axum::Json(serde_json::json!({"error": message.to_string()})),
+    )
+        .into_response()
 }
 
 async fn list_silences(State(state): State<Arc<ExportState>>) -> Response {
-    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let Some(alerting) = state.alerting.get() else {
+        return no_alerting();
+    };
     let a = alerting.lock().unwrap_or_else(|p| p.into_inner());
     axum::Json(a.silences.list(std::time::SystemTime::now())).into_response()
 }
 
-async fn get_silence(State(state): State<Arc<ExportState>>, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
-    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+async fn get_silence(
+    State(state): State<Arc<ExportState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let Some(alerting) = state.alerting.get() else {
+        return no_alerting();
+    };
     let a = alerting.lock().unwrap_or_else(|p| p.into_inner());
     match a.silences.get(&id, std::time::SystemTime::now()) {
         Some(s) => axum::Json(s).into_response(),
@@ -112,7 +129,9 @@ async fn get_silence(State(state): State<Arc<ExportState>>, axum::extract::Path(
 /// Alertmanager's shape: `{"matchers": [{"name", "value", "isRegex", "isEqual"}], "startsAt", "endsAt", "createdBy",
 /// "comment"}`; answers `{"silenceID": "..."}`.
 async fn add_silence(State(state): State<Arc<ExportState>>, body: axum::body::Bytes) -> Response {
-    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let Some(alerting) = state.alerting.get() else {
+        return no_alerting();
+    };
     let input: crate::alert::SilenceInput = match serde_json::from_slice(&body) {
         Ok(i) => i,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid silence: {e}")),
@@ -131,10 +150,16 @@ async fn expire_silence(
     State(state): State<Arc<ExportState>>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let Some(alerting) = state.alerting.get() else { return no_alerting() };
+    let Some(alerting) = state.alerting.get() else {
+        return no_alerting();
+    };
     let mut a = alerting.lock().unwrap_or_else(|p| p.into_inner());
     match a.silences.expire(&id, std::time::SystemTime::now()) {
-        Ok(()) => (StatusCode::OK, axum::Json(serde_json::json!({"expired": id}))).into_response(),
+        Ok(()) => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"expired": id})),
+        )
+            .into_response(),
         Err(e) => json_error(StatusCode::NOT_FOUND, e),
     }
 }

@@ -178,7 +178,10 @@ pub async fn smtp_server() -> (Process, u16) {
     ];
     let p = spawn(py, args, dir, format!("smtp://127.0.0.1:{port}"));
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return (p, port);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

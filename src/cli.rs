@@ -305,10 +305,11 @@ async fn check(args: CheckArgs) -> Result<ExitCode> {
         },
     )?;
     let analysis = analysis_of(&config);
-    let report = match &args.file {
+    let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
         None => check_targets(&config, &analysis).await?,
     };
+    apply_rules(&mut report, &config)?;
     let code = exit_status(&report);
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -413,6 +414,45 @@ async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusRep
     Ok(report)
 }
 
+/// The daemon's rules, as configured, on this one round (no `for`, so what holds now fires now): the alerts of the
+/// report, and each level's status from the worst alert on it.
+fn apply_rules(report: &mut StatusReport, config: &Config) -> Result<()> {
+    let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)
+        .map_err(|e| anyhow::anyhow!("rules: {e}"))?;
+    let candidates = rules.evaluate(report, |_| false);
+    for a in &mut report.apiservers {
+        for l in &mut a.levels {
+            l.status = candidates
+                .iter()
+                .filter(|c| {
+                    c.labels.get("apiserver") == Some(&a.apiserver)
+                        && c.labels.get("priority_level") == Some(&l.priority_level)
+                })
+                .map(|c| severity_status(c.labels.get("severity").map(String::as_str)))
+                .max()
+                .unwrap_or(LevelStatus::Ok);
+        }
+    }
+    report.alerts = candidates
+        .into_iter()
+        .map(|c| crate::analyze::AlertReport {
+            labels: c.labels,
+            annotations: c.annotations,
+            state: "firing".into(),
+            active_since: None,
+        })
+        .collect();
+    Ok(())
+}
+
+fn severity_status(severity: Option<&str>) -> LevelStatus {
+    match severity {
+        Some("critical") => LevelStatus::Critical,
+        Some("warning") => LevelStatus::Warning,
+        _ => LevelStatus::Ok,
+    }
+}
+
 /// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no APF metric anywhere). A replica that could not be read is a
 /// WARNING (the APFScrapeFailing rule), unless none could be read at all.
 pub fn exit_status(report: &StatusReport) -> u8 {
@@ -437,6 +477,16 @@ pub fn exit_status(report: &StatusReport) -> u8 {
     };
     if report.apiservers.iter().any(|a| a.levels.is_empty()) {
         code = code.max(1);
+    }
+    // Alerts without a level (APFScrapeFailing) count too.
+    for a in &report.alerts {
+        code = code.max(
+            match severity_status(a.labels.get("severity").map(String::as_str)) {
+                LevelStatus::Ok => 0,
+                LevelStatus::Warning => 1,
+                LevelStatus::Critical => 2,
+            },
+        );
     }
     code
 }
@@ -517,6 +567,24 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
                         .unwrap_or_default()
                 );
             }
+        }
+    }
+    for alert in &report.alerts {
+        let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
+        let _ = writeln!(
+            out,
+            "{} {} {}: {}",
+            get("severity").to_uppercase(),
+            get("alertname"),
+            get("priority_level"),
+            alert
+                .annotations
+                .get("summary")
+                .map(String::as_str)
+                .unwrap_or("")
+        );
+        if let Some(r) = alert.annotations.get("remediation") {
+            let _ = writeln!(out, "  fix: {r}");
         }
     }
     let verdict = ["OK", "WARNING", "CRITICAL", "UNKNOWN"][usize::from(code.min(3))];

@@ -175,6 +175,12 @@ fn a_live_target_under_a_storm_is_critical_and_idle_is_ok() {
         if expected == 2 {
             // The queues come from dump_queues and the flows behind them from dump_requests.
             assert!(text.contains("flow service-accounts/"), "{text}");
+            // The same rules as the daemon, with the concrete fix.
+            assert!(
+                text.contains("CRITICAL APFHeadroomExhausted workload-low"),
+                "{text}"
+            );
+            assert!(text.contains("fix: "), "{text}");
         }
     }
 }

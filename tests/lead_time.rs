@@ -131,11 +131,15 @@ async fn lead_time_against_kube_api_terminated_requests() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let arrivals = arrivals.lock().unwrap().clone();
+    let mut all_alerts = String::new();
+    for a in &arrivals {
+        all_alerts.push_str(&format!("\n      {:>6.1} s  {}", a.0, a.1));
+    }
     let first_warning = arrivals.first().cloned();
     println!("LEAD TIME (seconds since start, ramp scenario, Kubernetes 1.34 simulated, apf-monitor defaults)");
     println!("  first APF rejection:                    {first_rejection:?}");
     println!("  first apf-monitor alert at a receiver:  {first_warning:?}");
-    println!("  all apf-monitor alerts received:        {arrivals:?}");
+    println!("  apf-monitor alerts on workload-low received:{all_alerts}");
     println!("  KubeAPITerminatedRequests pending:      {mixin_pending:?}");
     println!("  KubeAPITerminatedRequests firing:       {mixin_firing:?} (run for {minutes} min)");
     println!("  max terminated ratio seen by the mixin: {max_ratio:.4} (fires above 0.20 for 5m)");

@@ -206,15 +206,17 @@ impl Analysis {
             ),
             _ => None,
         };
+        // The fall of headroom that leads to 429s is demand rising: seats in use. A limit that shrinks because an idle
+        // level lends its seats (1.26+ borrowing, every 10 s) is not exhaustion: the limit grows back with demand.
         let trend: Vec<(f64, f64)> = inside
             .iter()
-            .filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.headroom_seats()?)))
+            .filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.executing_seats?)))
             .collect();
         let seconds_to_exhaustion = match headroom {
             Some(h) if h <= 0.0 => Some(0.0),
-            Some(h) if trend.len() >= 3 => theil_sen_slope(&trend)
-                .filter(|s| *s < -1e-9)
-                .map(|s| h / -s),
+            Some(h) if trend.len() >= 3 => {
+                theil_sen_slope(&trend).filter(|s| *s > 1e-9).map(|s| h / s)
+            }
             _ => None,
         };
         LevelReport {
@@ -427,6 +429,15 @@ mod tests {
             l.seconds_to_exhaustion
         );
         assert_eq!(l.status, LevelStatus::Warning);
+        // A limit lent away while seats in use stay flat predicts nothing (borrowing, not demand).
+        let points = (0..=10)
+            .map(|i| {
+                let lent = level(200.0 - i as f64 * 10.0, 20.0, 0.0, &[]);
+                (i as f64 * 5.0, snap(vec![("catch-all", lent)]))
+            })
+            .collect();
+        let r = Analysis::default().analyze_replica("a", &history(points), 50.0);
+        assert_eq!(r.levels[0].seconds_to_exhaustion, None);
         // Rising headroom predicts nothing.
         let points = (0..=10)
             .map(|i| {

@@ -78,6 +78,13 @@ async fn a_silence_mutes_an_alert_until_it_is_expired() {
         "{alert}"
     );
 
+    // The status page lists it with its fix.
+    let page = get_text(&format!("{monitor}/")).await.unwrap();
+    assert!(
+        page.contains("APFHeadroomExhausted") && page.contains("workload-low"),
+        "{page}"
+    );
+
     let client = reqwest::Client::new();
     // A bad silence is refused with the reason.
     let r = client.post(format!("{monitor}/api/v1/silences")).body(r#"{"matchers": [], "startsAt": "2020-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z"}"#).send().await.unwrap();

@@ -26,6 +26,30 @@ pub fn render(report: &StatusReport) -> String {
          .warning{background:#fff3cd}.critical{background:#f8d7da}.err{color:#a00}</style></head><body>\
          <h1>apf-monitor</h1><p><a href=\"/metrics\">/metrics</a> · <a href=\"/api/v1/status\">/api/v1/status</a></p>",
     );
+    if !report.alerts.is_empty() {
+        h.push_str("<h2>Alerts</h2><table><tr><th>state</th><th>alert</th><th>replica</th><th>priority level</th><th>summary</th><th>remediation</th></tr>");
+        for a in &report.alerts {
+            let get = |k: &str| esc(a.labels.get(k).map(String::as_str).unwrap_or(""));
+            let ann = |k: &str| esc(a.annotations.get(k).map(String::as_str).unwrap_or(""));
+            let class = match a.labels.get("severity").map(String::as_str) {
+                Some("critical") if a.state == "firing" => "critical",
+                _ if a.state == "firing" => "warning",
+                _ => "",
+            };
+            let _ = write!(
+                h,
+                "<tr class=\"{class}\"><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td></tr>",
+                esc(&a.state),
+                get("alertname"),
+                get("severity"),
+                get("apiserver"),
+                get("priority_level"),
+                ann("summary"),
+                ann("remediation")
+            );
+        }
+        h.push_str("</table>");
+    }
     if report.apiservers.is_empty() {
         h.push_str("<p>No replica scraped yet.</p>");
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use apf_monitor::config::{
     self, AlertmanagerConfig, Config, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig,
-    SlackConfig, StaticTarget, WebhookConfig,
+    SlackConfig, WebhookConfig,
 };
 use apf_monitor::sim::{KubeVersion, Scenario, SimOptions, Simulator};
 use axum::http::StatusCode;
@@ -22,18 +22,6 @@ flows:
   - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", verb: get, resource: nodes, duration: 20ms, rate: [{at: 0s, rps: 5}]}
   - {name: agents, flow_schema: service-accounts, user: "system:serviceaccount:monitoring:agent", verb: list, resource: pods, seats: 10, duration: 3s, rate: [{at: 0s, rps: 1}, {at: 5s, rps: 1}, {at: 6s, rps: 100}, {at: 40s, rps: 100}, {at: 41s, rps: 0}]}
 "#;
-
-fn receiver(name: &str) -> ReceiverConfig {
-    ReceiverConfig {
-        name: name.into(),
-        slack: None,
-        email: None,
-        webhook: None,
-        alertmanager: None,
-        console: None,
-        delivery: Default::default(),
-    }
-}
 
 type Bodies = Arc<Mutex<Vec<serde_json::Value>>>;
 
@@ -103,9 +91,7 @@ async fn alerts_reach_alertmanager_smtp_slack_and_a_flaky_webhook_then_resolve()
     ))
     .unwrap();
     let _clock = sim.spawn_clock(Duration::from_millis(100));
-    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = sim_listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(sim_listener, sim.clone()));
+    let sim_url = common::serve_sim(&sim).await;
 
     let dir = tempfile::tempdir().unwrap();
     let slack_file = dir.path().join("slack-url");
@@ -125,11 +111,8 @@ alerting: {{state_file: {state}}}
         state = dir.path().join("alerts.json").display()
     );
     let mut config = Config::from_yaml(&yaml).unwrap();
-    config.targets.static_targets = vec![StaticTarget {
-        name: Some("sim".into()),
-        ..StaticTarget::from_url(config::parse_target_url(&format!("http://{sim_addr}")).unwrap())
-    }];
-    let mut retry_fast = receiver("x").delivery;
+    config.targets.static_targets = vec![common::sim_target(&sim_url)];
+    let mut retry_fast = common::receiver("x").delivery;
     retry_fast.timeout = config::Interval(Duration::from_secs(2));
     config.receivers = vec![
         ReceiverConfig {
@@ -138,7 +121,7 @@ alerting: {{state_file: {state}}}
                 webhook_url_file: Some(slack_file),
                 channel: None,
             }),
-            ..receiver("slack")
+            ..common::receiver("slack")
         },
         ReceiverConfig {
             email: Some(EmailConfig {
@@ -151,7 +134,7 @@ alerting: {{state_file: {state}}}
                 password_file: None,
                 ca_file: None,
             }),
-            ..receiver("mail")
+            ..common::receiver("mail")
         },
         ReceiverConfig {
             webhook: Some(WebhookConfig {
@@ -161,23 +144,21 @@ alerting: {{state_file: {state}}}
                 max_alerts: 0,
             }),
             delivery: retry_fast,
-            ..receiver("hook")
+            ..common::receiver("hook")
         },
         ReceiverConfig {
             alertmanager: Some(AlertmanagerConfig {
                 urls: vec![config::parse_target_url(&am.url).unwrap()],
                 resend_interval: config::Interval(Duration::from_secs(2)),
             }),
-            ..receiver("am")
+            ..common::receiver("am")
         },
         ReceiverConfig {
             console: Some(ConsoleConfig {}),
-            ..receiver("console")
+            ..common::receiver("console")
         },
     ];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let monitor = format!("http://{}", listener.local_addr().unwrap());
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+    let monitor = common::start_monitor(&config).await;
 
     // Alertmanager lists an APF alert for workload-low while the storm lasts.
     let fired = until("Alertmanager to list an APF alert", 60, async || {

@@ -5,11 +5,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use apf_monitor::config::{
-    self, AlertmanagerConfig, Config, ReceiverConfig, SlackConfig, StaticTarget,
-};
+use apf_monitor::config::{self, AlertmanagerConfig, Config, ReceiverConfig, SlackConfig};
 use apf_monitor::leader::Leadership;
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_monitor::sim::{Scenario, ScenarioSource};
 use axum::routing::post;
 
 async fn recorder(path: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
@@ -31,31 +29,10 @@ async fn recorder(path: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
     (format!("http://{addr}"), bodies)
 }
 
-fn receiver(name: &str) -> ReceiverConfig {
-    ReceiverConfig {
-        name: name.into(),
-        slack: None,
-        email: None,
-        webhook: None,
-        alertmanager: None,
-        console: None,
-        delivery: Default::default(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica() {
-    let sim = Simulator::try_new(SimOptions::new(
-        KubeVersion::new(34, 0),
-        Scenario::load(&ScenarioSource::Storm).unwrap(),
-    ))
-    .unwrap();
-    for _ in 0..200 {
-        sim.step(Duration::from_millis(100));
-    }
-    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = sim_listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(sim_listener, sim));
+    let (_sim, sim_url) =
+        common::paused_sim(34, Scenario::load(&ScenarioSource::Storm).unwrap(), 20).await;
     let (slack, slack_bodies) = recorder("/slack").await;
     let (am, am_bodies) = recorder("/api/v2/alerts").await;
 
@@ -63,10 +40,7 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
         "scrape: {interval: 300ms, timeout: 300ms}\nanalysis: {window: 5s}\nrules:\n  APFHeadroomExhausted: {for: 0s}\nroute: {group_wait: 0s, group_interval: 1s, repeat_interval: 2s}\n",
     )
     .unwrap();
-    config.targets.static_targets = vec![StaticTarget {
-        name: Some("sim".into()),
-        ..StaticTarget::from_url(config::parse_target_url(&format!("http://{sim_addr}")).unwrap())
-    }];
+    config.targets.static_targets = vec![common::sim_target(&sim_url)];
     config.receivers = vec![
         ReceiverConfig {
             slack: Some(SlackConfig {
@@ -74,14 +48,14 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
                 webhook_url_file: None,
                 channel: None,
             }),
-            ..receiver("slack")
+            ..common::receiver("slack")
         },
         ReceiverConfig {
             alertmanager: Some(AlertmanagerConfig {
                 urls: vec![config::parse_target_url(&am).unwrap()],
                 resend_interval: config::Interval(Duration::from_secs(1)),
             }),
-            ..receiver("am")
+            ..common::receiver("am")
         },
     ];
     let (lead, leadership) = tokio::sync::watch::channel(false);

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use apf_monitor::config::{self, Config, StaticTarget};
+use apf_monitor::config::{self, Config};
 use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use common::external;
 
@@ -13,24 +13,17 @@ async fn prometheus_scrapes_the_derived_metrics() {
     let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
     let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(34, 0), scenario)).unwrap();
     let _clock = sim.spawn_clock(Duration::from_millis(100));
-    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = sim_listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(sim_listener, sim));
+    let sim_url = common::serve_sim(&sim).await;
 
     let mut config = Config::default();
     config.scrape.interval = config::Interval(Duration::from_secs(1));
     config.scrape.timeout = config::Interval(Duration::from_secs(1));
     config.analysis.window = config::Interval(Duration::from_secs(10));
-    config.targets.static_targets = vec![StaticTarget {
-        name: Some("sim".into()),
-        ..StaticTarget::from_url(config::parse_target_url(&format!("http://{sim_addr}")).unwrap())
-    }];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let monitor_addr = listener.local_addr().unwrap();
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+    config.targets.static_targets = vec![common::sim_target(&sim_url)];
+    let monitor = common::start_monitor(&config).await;
+    let monitor_addr = monitor.trim_start_matches("http://").to_string();
 
-    let prom =
-        external::prometheus(&[("apf-monitor", monitor_addr.to_string())], "groups: []\n").await;
+    let prom = external::prometheus(&[("apf-monitor", monitor_addr)], "groups: []\n").await;
     let mut last = Vec::new();
     for _ in 0..200 {
         last = external::prom_query(

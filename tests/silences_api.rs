@@ -4,8 +4,8 @@ mod common;
 
 use std::time::Duration;
 
-use apf_monitor::config::{self, Config, StaticTarget};
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_monitor::config::Config;
+use apf_monitor::sim::{Scenario, ScenarioSource};
 use common::get_text;
 
 async fn status(monitor: &str) -> serde_json::Value {
@@ -41,26 +41,12 @@ async fn wait_state(monitor: &str, want: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silence_mutes_an_alert_until_it_is_expired() {
-    let sim = Simulator::try_new(SimOptions::new(
-        KubeVersion::new(33, 0),
-        Scenario::load(&ScenarioSource::Storm).unwrap(),
-    ))
-    .unwrap();
-    for _ in 0..200 {
-        sim.step(Duration::from_millis(100));
-    }
-    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sim_addr = sim_listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(sim_listener, sim));
+    let (_sim, sim_url) =
+        common::paused_sim(33, Scenario::load(&ScenarioSource::Storm).unwrap(), 20).await;
 
     let mut config = Config::from_yaml("rules:\n  APFHeadroomExhausted: {for: 0s}\nscrape: {interval: 300ms, timeout: 300ms}\nanalysis: {window: 5s}\n").unwrap();
-    config.targets.static_targets = vec![StaticTarget {
-        name: Some("sim".into()),
-        ..StaticTarget::from_url(config::parse_target_url(&format!("http://{sim_addr}")).unwrap())
-    }];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let monitor = format!("http://{}", listener.local_addr().unwrap());
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+    config.targets.static_targets = vec![common::sim_target(&sim_url)];
+    let monitor = common::start_monitor(&config).await;
 
     let s = wait_state(&monitor, "firing").await;
     let alert = s["alerts"]

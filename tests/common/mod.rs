@@ -73,3 +73,58 @@ pub async fn get_text(url: &str) -> Option<String> {
         .ok()?;
     client.get(url).send().await.ok()?.text().await.ok()
 }
+
+/// A simulated apiserver of Kubernetes 1.`minor` under `scenario`, advanced `seconds` of simulated time and then
+/// paused (both sides of a test see the same instant), served on a loopback port; returns it and its URL.
+pub async fn paused_sim(
+    minor: u32,
+    scenario: apf_monitor::sim::Scenario,
+    seconds: u64,
+) -> (apf_monitor::sim::Simulator, String) {
+    use apf_monitor::sim::{KubeVersion, SimOptions, Simulator};
+    let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(minor, 0), scenario)).unwrap();
+    for _ in 0..seconds * 10 {
+        sim.step(Duration::from_millis(100));
+    }
+    let url = serve_sim(&sim).await;
+    (sim, url)
+}
+
+/// Serves `sim` on a loopback port; returns its URL.
+pub async fn serve_sim(sim: &apf_monitor::sim::Simulator) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(apf_monitor::sim::serve(listener, sim.clone()));
+    format!("http://{addr}")
+}
+
+/// A static target named `sim` (the `apiserver` label tests assert on).
+pub fn sim_target(url: &str) -> apf_monitor::config::StaticTarget {
+    apf_monitor::config::StaticTarget {
+        name: Some("sim".into()),
+        ..apf_monitor::config::StaticTarget::from_url(
+            apf_monitor::config::parse_target_url(url).unwrap(),
+        )
+    }
+}
+
+/// Runs the daemon (scrape loops, alerting, HTTP) on a loopback port; returns its base URL.
+pub async fn start_monitor(config: &apf_monitor::config::Config) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    apf_monitor::cli::run_daemon(config, listener).unwrap();
+    format!("http://{addr}")
+}
+
+/// A receiver of no kind yet: set the one the test needs.
+pub fn receiver(name: &str) -> apf_monitor::config::ReceiverConfig {
+    apf_monitor::config::ReceiverConfig {
+        name: name.into(),
+        slack: None,
+        email: None,
+        webhook: None,
+        alertmanager: None,
+        console: None,
+        delivery: Default::default(),
+    }
+}

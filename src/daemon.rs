@@ -371,6 +371,8 @@ pub struct AlertStage {
     alertmanagers: Vec<AlertmanagerFeed>,
     leadership: crate::leader::Leadership,
     state_file: Option<std::path::PathBuf>,
+    /// The state last written: a round that changed nothing writes nothing (no fsync every second).
+    saved_state: Option<crate::alert::AlertState>,
 }
 
 struct AlertmanagerFeed {
@@ -453,6 +455,7 @@ impl AlertStage {
             alertmanagers,
             leadership,
             state_file: config.alerting.state_file.clone(),
+            saved_state: None,
         })
     }
 
@@ -542,8 +545,13 @@ impl AlertStage {
             .unwrap_or_else(|p| p.into_inner())
             .alerts = reports;
         if let (Some(path), Some(state)) = (&self.state_file, state) {
-            if let Err(e) = state.save(path) {
-                tracing::warn!(error = %e, "alert state not saved (tried again next round)");
+            if self.saved_state.as_ref() != Some(&state) {
+                match state.save(path) {
+                    Ok(()) => self.saved_state = Some(state),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "alert state not saved (tried again next round)")
+                    }
+                }
             }
         }
     }

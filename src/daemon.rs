@@ -502,7 +502,10 @@ impl AlertStage {
             let due = am
                 .last_sent
                 .is_none_or(|t| instant.duration_since(t) >= am.resend);
-            if !all.is_empty() && (due || am.last_set != set) {
+            // While Alertmanager is down, one snapshot waiting is enough: a backlog of old ones would be replayed in
+            // order before the current one once it is back.
+            let backlog = am.delivery.queued() > 0;
+            if !all.is_empty() && !backlog && (due || am.last_set != set) {
                 am.delivery.enqueue(crate::notify::Notification {
                     receiver: am.name.clone(),
                     group_key: "{}".into(),

@@ -1138,14 +1138,23 @@ mod capture_compare {
     #[ignore]
     fn compare_families() {
         for minor in [20, 21, 23, 24, 25, 26, 28, 29, 30, 31, 32, 34, 35] {
-            let path = format!("/work/shared/fixtures/apiserver/metrics-v1.{minor}.txt");
-            let Ok(cap) = std::fs::read_to_string(path) else {
+            // The project's own copies of the real captures (tests/fixtures, gzipped).
+            let path = format!(
+                "{}/tests/fixtures/metrics-v1.{minor}.txt.gz",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let Ok(file) = std::fs::File::open(path) else {
                 continue;
             };
+            let mut cap = String::new();
+            if std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut cap)
+                .is_err()
+            {
+                continue;
+            }
             let s = sim(minor, ScenarioSource::Storm, 1);
             s.step(Duration::from_secs(20));
             let ours = s.render_metrics();
-            let _ = std::fs::write(format!("/tmp/sim-metrics-1.{minor}.txt"), &ours);
             let helps = |t: &str| -> std::collections::BTreeMap<String, String> {
                 t.lines()
                     .filter_map(|l| l.strip_prefix("# HELP apiserver_flowcontrol_"))

@@ -25,6 +25,7 @@ pub fn enabled_endpoints(scrape: &ScrapeConfig) -> Vec<Endpoint> {
         .collect()
 }
 
+#[derive(Default)]
 struct ReplicaState {
     history: ReplicaHistory,
     /// Seconds (on the hub's clock) of the last successful `/metrics` scrape.
@@ -81,11 +82,7 @@ impl Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(apiserver.to_string())
-            .or_insert_with(|| ReplicaState {
-                history: ReplicaHistory::default(),
-                last_metrics_success: None,
-                errors: BTreeMap::new(),
-            });
+            .or_default();
     }
 
     /// Takes one round's results: updates self-metrics, the history and the served report.
@@ -139,13 +136,7 @@ impl Hub {
         }
 
         let mut replicas = self.replicas.lock().unwrap_or_else(|p| p.into_inner());
-        let state = replicas
-            .entry(apiserver.to_string())
-            .or_insert_with(|| ReplicaState {
-                history: ReplicaHistory::default(),
-                last_metrics_success: None,
-                errors: BTreeMap::new(),
-            });
+        let state = replicas.entry(apiserver.to_string()).or_default();
         for r in &round.results {
             match &r.outcome {
                 Ok(()) => {

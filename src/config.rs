@@ -415,7 +415,8 @@ pub struct AlertingConfig {
     pub state_file: Option<PathBuf>,
     /// The link in notifications (`externalURL`, `generatorURL`): how people reach this apf-monitor.
     pub external_url: Option<String>,
-    /// Base of the `runbook_url` annotation.
+    /// Where your team reads `docs/runbooks.md` (this repository's runbooks); `runbook_url` annotations link to its
+    /// sections (`...#apfheadroomlow`). Empty: no `runbook_url` annotation.
     pub runbook_base_url: String,
     pub leader_election: LeaderElectionConfig,
 }

@@ -136,12 +136,17 @@ impl Rules {
                     ));
                 }
             }
+            // No base and no per-rule link: no `runbook_url` at all rather than a link that leads nowhere.
             let runbook_url = c.runbook_url.clone().unwrap_or_else(|| {
-                format!(
-                    "{}#{}",
-                    runbook_base_url.trim_end_matches('#'),
-                    n.to_ascii_lowercase()
-                )
+                if runbook_base_url.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "{}#{}",
+                        runbook_base_url.trim_end_matches('#'),
+                        n.to_ascii_lowercase()
+                    )
+                }
             });
             rules.push(Rule {
                 name,
@@ -315,7 +320,9 @@ impl Rule {
     }
 
     fn candidate(&self, labels: LabelSet, mut annotations: BTreeMap<String, String>) -> Candidate {
-        annotations.insert("runbook_url".into(), self.runbook_url.clone());
+        if !self.runbook_url.is_empty() {
+            annotations.insert("runbook_url".into(), self.runbook_url.clone());
+        }
         Candidate {
             labels,
             annotations,
@@ -570,6 +577,19 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn no_runbook_base_means_no_runbook_link() {
+        let r = Rules::new(&BTreeMap::new(), "").unwrap();
+        let rep = report(vec![level("workload-low", 368.0, 360.0, 0.0)]);
+        let c = r.evaluate(&rep, |_| false);
+        assert_eq!(names(&c), ["APFHeadroomLow/workload-low"]);
+        assert!(
+            !c[0].annotations.contains_key("runbook_url"),
+            "{:?}",
+            c[0].annotations
+        );
     }
 
     #[test]

@@ -382,11 +382,15 @@ impl AlertStage {
         leadership: crate::leader::Leadership,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
-        let external_url = config
-            .alerting
-            .external_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", config.listen));
+        // 0.0.0.0 is where we listen, not an address a reader of a notification can open.
+        let external_url = config.alerting.external_url.clone().unwrap_or_else(|| {
+            let host = if config.listen.ip().is_unspecified() {
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
+            } else {
+                config.listen.ip().to_string()
+            };
+            format!("http://{host}:{}", config.listen.port())
+        });
         let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)
             .map_err(|e| anyhow::anyhow!("rules: {e}"))?;
         let routed_names: Vec<String> = config

@@ -384,12 +384,13 @@ impl AlertStage {
         use anyhow::Context;
         // 0.0.0.0 is where we listen, not an address a reader of a notification can open.
         let external_url = config.alerting.external_url.clone().unwrap_or_else(|| {
-            let host = if config.listen.ip().is_unspecified() {
-                std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
+            if config.listen.ip().is_unspecified() {
+                let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+                format!("http://{host}:{}", config.listen.port())
             } else {
-                config.listen.ip().to_string()
-            };
-            format!("http://{host}:{}", config.listen.port())
+                // SocketAddr's own form brackets an IPv6 address, as a URL needs.
+                format!("http://{}", config.listen)
+            }
         });
         let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)
             .map_err(|e| anyhow::anyhow!("rules: {e}"))?;

@@ -211,7 +211,36 @@ fn analysis_of(config: &Config) -> Analysis {
     Analysis {
         window_seconds: config.analysis.window.0.as_secs_f64(),
         top_flows: config.analysis.top_flows,
-        thresholds: Thresholds::default(),
+        thresholds: thresholds_of(config),
+    }
+}
+
+/// The levels' `status` follows the rules' fire thresholds as configured, so the status page and the alerts agree; a
+/// disabled rule never colours a level.
+fn thresholds_of(config: &Config) -> Thresholds {
+    use crate::config::RuleName;
+    let defaults = Thresholds::default();
+    let threshold = |rule: RuleName, default: f64, off: f64| match config.rules.get(&rule) {
+        Some(r) if r.disabled => off,
+        Some(r) => r.threshold.unwrap_or(default),
+        None => default,
+    };
+    Thresholds {
+        headroom_ratio_warning: threshold(
+            RuleName::APFHeadroomLow,
+            defaults.headroom_ratio_warning,
+            f64::NEG_INFINITY,
+        ),
+        queue_full_ratio: threshold(
+            RuleName::APFQueueNearFull,
+            defaults.queue_full_ratio,
+            f64::INFINITY,
+        ),
+        exhaustion_seconds_warning: threshold(
+            RuleName::APFExhaustionPredicted,
+            defaults.exhaustion_seconds_warning,
+            f64::NEG_INFINITY,
+        ),
     }
 }
 
@@ -757,4 +786,29 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn level_status_follows_tuned_rules() {
+        let c = Config::from_yaml("rules:\n  APFHeadroomLow: {threshold: 0.1, clear_threshold: 0.15}\n  APFQueueNearFull: {disabled: true}\n").unwrap();
+        let t = thresholds_of(&c);
+        assert_eq!(t.headroom_ratio_warning, 0.1);
+        assert_eq!(t.queue_full_ratio, f64::INFINITY);
+        assert_eq!(t.exhaustion_seconds_warning, 300.0);
+        let level = crate::analyze::LevelReport {
+            headroom_ratio: Some(0.15),
+            fullest_queue_requests: Some(50.0),
+            queue_length_limit: Some(50.0),
+            ..Default::default()
+        };
+        assert_eq!(t.classify(&level), LevelStatus::Ok);
+        assert_eq!(
+            Thresholds::default().classify(&level),
+            LevelStatus::Critical
+        );
+    }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::analyze::{ApiserverReport, LevelReport, StatusReport};
+use crate::analyze::{is_exhausted, ApiserverReport, LevelReport, StatusReport};
 use crate::config::{RuleConfig, RuleName, Severity};
 use crate::model::EXEMPT;
 
@@ -279,32 +279,11 @@ fn top_flows(l: &LevelReport) -> String {
         .join("\n")
 }
 
-/// The width of a waiting request: the mean of the waiting seats, at least 1 (as `analyze::is_exhausted`).
-fn waiting_width(l: &LevelReport) -> f64 {
-    match (l.inqueue_seats, l.inqueue_requests) {
-        (Some(seats), Some(q)) if q > 0.0 => (seats / q).max(1.0),
-        _ => 1.0,
-    }
-}
-
-/// `analyze::is_exhausted` with `extra` seats of margin: no seat for the waiting requests.
-fn exhausted(l: &LevelReport, extra: f64) -> bool {
-    let (Some(headroom), Some(queued)) = (l.headroom_seats, l.inqueue_requests) else {
-        return false;
-    };
-    queued > 0.0 && headroom < waiting_width(l) + extra
-}
-
-/// The RBAC rule a 403 on an endpoint says is missing (apf.md §5).
+/// The RBAC rule a 403 on an endpoint says is missing (apf.md §5); the scrape stage knows each endpoint's rule.
 fn missing_rbac(endpoint: &str) -> &'static str {
-    match endpoint {
-        "metrics" => "nonResourceURLs [\"/metrics\"] verbs [\"get\"]",
-        "priority_level_configurations" => {
-            "apiGroups [\"flowcontrol.apiserver.k8s.io\"] resources [\"flowschemas\", \
-             \"prioritylevelconfigurations\"] verbs [\"get\", \"list\", \"watch\"]"
-        }
-        _ => "nonResourceURLs [\"/debug/api_priority_and_fairness/*\"] verbs [\"get\"]",
-    }
+    crate::scrape::Endpoint::from_label(endpoint)
+        .unwrap_or(crate::scrape::Endpoint::DumpRequests)
+        .rbac_hint()
 }
 
 impl Rule {
@@ -357,7 +336,7 @@ impl Rule {
                 // Firing below the fire threshold; once active, until back at or above the clear one.
                 (r < t).then(|| format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0))
             }
-            RuleName::APFHeadroomExhausted => exhausted(l, t).then(|| {
+            RuleName::APFHeadroomExhausted => is_exhausted(l, t).then(|| {
                 format!(
                     "{pl} on {server}: {} and {} requests wait for {} seats",
                     seats(),
@@ -756,7 +735,7 @@ mod tests {
         let c = r.evaluate(&rep, |_| false);
         assert!(c[0].annotations["summary"]
             .contains("/metrics cannot be scraped (HTTP 403: forbidden)"));
-        assert!(c[0].annotations["remediation"].contains("nonResourceURLs [\"/metrics\"]"));
+        assert!(c[0].annotations["remediation"].contains("nonResourceURLs: [\"/metrics\"]"));
         rep.apiservers[0].errors = vec!["dump_requests: HTTP 500: oops".into()];
         assert!(
             r.evaluate(&rep, |_| false).is_empty(),

@@ -6,7 +6,7 @@ mod status;
 
 pub use history::{Point, ReplicaHistory};
 pub use math::{counter_increase, histogram_quantile, theil_sen_slope};
-pub use status::{LevelStatus, Thresholds};
+pub use status::{is_exhausted, waiting_width, LevelStatus, Thresholds};
 
 use std::collections::{BTreeMap, BTreeSet};
 

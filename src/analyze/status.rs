@@ -32,27 +32,27 @@ impl Default for Thresholds {
     }
 }
 
-/// No seat for the requests that wait: headroom at 0, or (when the waiting seats are known) below the width of a
-/// waiting request, which then cannot be dispatched either. A LIST 10 seats wide does not fit in 8 free seats.
-pub fn is_exhausted(l: &LevelReport) -> bool {
+/// The width of a waiting request: the mean seats of the waiting requests (1.28+), else 1.
+pub fn waiting_width(l: &LevelReport) -> f64 {
+    match (l.inqueue_seats, l.inqueue_requests) {
+        (Some(seats), Some(q)) if q > 0.0 => (seats / q).max(1.0),
+        _ => 1.0,
+    }
+}
+
+/// No seat for the requests that wait: headroom below the width of a waiting request (plus `extra` seats of margin),
+/// which then cannot be dispatched either. A LIST 10 seats wide does not fit in 8 free seats.
+pub fn is_exhausted(l: &LevelReport, extra: f64) -> bool {
     let (Some(headroom), Some(queued)) = (l.headroom_seats, l.inqueue_requests) else {
         return false;
     };
-    if queued <= 0.0 {
-        return false;
-    }
-    let mean_width = l
-        .inqueue_seats
-        .map(|seats| seats / queued)
-        .unwrap_or(1.0)
-        .max(1.0);
-    headroom < mean_width
+    queued > 0.0 && headroom < waiting_width(l) + extra
 }
 
 impl Thresholds {
     /// The worst status any built-in rule gives this level now (without `for`: one evaluation).
     pub fn classify(&self, l: &LevelReport) -> LevelStatus {
-        let exhausted = is_exhausted(l);
+        let exhausted = is_exhausted(l, 0.0);
         let queue_near_full = match (l.fullest_queue_requests, l.queue_length_limit) {
             (Some(f), Some(limit)) if limit > 0.0 => f >= self.queue_full_ratio * limit,
             _ => false,
@@ -94,11 +94,11 @@ mod tests {
 
     #[test]
     fn exhausted_means_no_seat_for_the_waiting_requests() {
-        assert!(is_exhausted(&level(0.0, 3.0, None)));
+        assert!(is_exhausted(&level(0.0, 3.0, None), 0.0));
         // 8 free seats, but the waiting LISTs are 10 seats wide: they cannot be dispatched.
-        assert!(is_exhausted(&level(8.0, 30.0, Some(300.0))));
-        assert!(!is_exhausted(&level(8.0, 30.0, Some(30.0))));
-        assert!(!is_exhausted(&level(0.0, 0.0, None)));
+        assert!(is_exhausted(&level(8.0, 30.0, Some(300.0)), 0.0));
+        assert!(!is_exhausted(&level(8.0, 30.0, Some(30.0)), 0.0));
+        assert!(!is_exhausted(&level(0.0, 0.0, None), 0.0));
         let t = Thresholds::default();
         assert_eq!(
             t.classify(&level(8.0, 30.0, Some(300.0))),

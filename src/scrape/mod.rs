@@ -41,6 +41,11 @@ impl Endpoint {
         }
     }
 
+    /// The endpoint of an `endpoint` label, as error reports name it.
+    pub fn from_label(label: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.label() == label)
+    }
+
     pub fn is_dump(self) -> bool {
         matches!(
             self,
@@ -53,7 +58,7 @@ impl Endpoint {
         match self {
             Endpoint::Metrics => "nonResourceURLs: [\"/metrics\"], verbs: [\"get\"]",
             Endpoint::PriorityLevelConfigurations => {
-                "apiGroups: [\"flowcontrol.apiserver.k8s.io\"], resources: [\"prioritylevelconfigurations\"], verbs: [\"get\", \"list\", \"watch\"]"
+                "apiGroups: [\"flowcontrol.apiserver.k8s.io\"], resources: [\"flowschemas\", \"prioritylevelconfigurations\"], verbs: [\"get\", \"list\", \"watch\"]"
             }
             _ => "nonResourceURLs: [\"/debug/api_priority_and_fairness/*\"], verbs: [\"get\"]",
         }

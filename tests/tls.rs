@@ -173,3 +173,78 @@ async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
         .await
         .expect("insecure_skip_verify scrapes");
 }
+
+/// Mutual TLS: the stand-in demands a client certificate from its CA; `client_cert_file` + `client_key_file` give one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_pass_a_server_that_demands_them() {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let server_cert = rcgen::CertificateParams::new(vec!["kubernetes.default.svc".to_string()])
+        .unwrap()
+        .signed_by(&server_key, &ca, &ca_key)
+        .unwrap();
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let client_cert = rcgen::CertificateParams::new(vec!["apf-monitor".to_string()])
+        .unwrap()
+        .signed_by(&client_key, &ca, &ca_key)
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+        .build()
+        .unwrap();
+    let server_config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![server_cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
+        )
+        .unwrap();
+    let addr = https_apiserver(Arc::new(server_config)).await;
+    let url = config::parse_target_url(&format!("https://{addr}")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let ca_file = write("ca.crt", &ca.pem());
+    let base = StaticTarget {
+        ca_file: Some(ca_file),
+        tls_server_name: Some("kubernetes.default.svc".into()),
+        ..StaticTarget::from_url(url)
+    };
+    // Without a client certificate the handshake is refused.
+    let anonymous = monitor_for(StaticTarget {
+        name: Some("anonymous".into()),
+        ..base.clone()
+    })
+    .await;
+    wait_metric(&anonymous, |b| {
+        limit(b).is_none() && scrape_errors(b) >= 1.0
+    })
+    .await
+    .expect("refused without a client certificate");
+    let mtls = monitor_for(StaticTarget {
+        name: Some("mtls".into()),
+        client_cert_file: Some(write("client.crt", &client_cert.pem())),
+        client_key_file: Some(write("client.key", &client_key.serialize_pem())),
+        ..base
+    })
+    .await;
+    wait_metric(&mtls, |b| limit(b) == Some(56.0))
+        .await
+        .expect("scraped with a client certificate");
+}
+
+fn scrape_errors(body: &str) -> f64 {
+    body.lines()
+        .filter(|l| {
+            l.starts_with("apf_monitor_scrape_errors_total{") && l.contains("endpoint=\"metrics\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use apf_monitor::alert::{fingerprint, Alert, LabelSet};
 use apf_monitor::config::{
-    parse_target_url, AlertmanagerConfig, DeliveryConfig, DurationValue, Interval, ReceiverConfig,
-    SlackConfig, WebhookConfig,
+    parse_target_url, AlertmanagerConfig, DeliveryConfig, DurationValue, Interval, SlackConfig,
+    WebhookConfig,
 };
 use apf_monitor::notify::{self, Delivery, Notification, NotifyError, NotifyMetrics, Receiver};
 use axum::body::Bytes;
@@ -202,20 +202,8 @@ fn delivery(timeout_ms: u64, max_retry_ms: u64, capacity: usize) -> DeliveryConf
     }
 }
 
-fn receiver_config(name: &str) -> ReceiverConfig {
-    ReceiverConfig {
-        name: name.into(),
-        slack: None,
-        email: None,
-        webhook: None,
-        alertmanager: None,
-        console: None,
-        delivery: DeliveryConfig::default(),
-    }
-}
-
 fn slack_receiver(url: &str) -> Arc<dyn Receiver> {
-    let mut cfg = receiver_config("slack");
+    let mut cfg = common::receiver("slack");
     cfg.slack = Some(SlackConfig {
         webhook_url: Some(url.to_string()),
         webhook_url_file: None,
@@ -260,7 +248,7 @@ async fn slack_payload_within_limits_and_retries_after_503() {
         format!("{}/services/T000/B000/SECRETTOKEN\n", slack.url),
     )
     .unwrap();
-    let mut cfg = receiver_config("oncall-slack");
+    let mut cfg = common::receiver("oncall-slack");
     cfg.slack = Some(SlackConfig {
         webhook_url: None,
         webhook_url_file: Some(url_file),
@@ -409,7 +397,7 @@ async fn webhook_sends_alertmanager_v4_payload_truncated() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
-    let mut cfg = receiver_config("hook");
+    let mut cfg = common::receiver("hook");
     cfg.webhook = Some(WebhookConfig {
         url: Some(format!("{}/apf", hook.url)),
         url_file: None,
@@ -497,7 +485,7 @@ async fn webhook_5xx_is_retryable_4xx_permanent() {
     let mut busy = answer(503, "");
     busy.retry_after = Some("7");
     let hook = StandIn::start(vec![busy], answer(400, "bad payload")).await;
-    let mut cfg = receiver_config("hook");
+    let mut cfg = common::receiver("hook");
     cfg.webhook = Some(WebhookConfig {
         url: Some(hook.url.clone()),
         url_file: None,
@@ -520,7 +508,7 @@ async fn webhook_5xx_is_retryable_4xx_permanent() {
 // ---- Alertmanager ----
 
 fn am_receiver(urls: &[String]) -> Arc<dyn Receiver> {
-    let mut cfg = receiver_config("am");
+    let mut cfg = common::receiver("am");
     cfg.alertmanager = Some(AlertmanagerConfig {
         urls: urls.iter().map(|u| parse_target_url(u).unwrap()).collect(),
         resend_interval: Interval(Duration::from_secs(60)),
@@ -590,7 +578,7 @@ async fn a_dead_receiver_never_delays_another() {
     let healthy = StandIn::start(vec![], answer(200, "ok")).await;
     let metrics = NotifyMetrics::default();
 
-    let mut dead_cfg = receiver_config("dead");
+    let mut dead_cfg = common::receiver("dead");
     dead_cfg.slack = Some(SlackConfig {
         webhook_url: Some(format!("{}/hang", stuck.url)),
         webhook_url_file: None,
@@ -653,7 +641,7 @@ async fn a_dead_receiver_never_delays_another() {
 
 #[tokio::test]
 async fn build_rejects_bad_config_without_echoing_secrets() {
-    let mut cfg = receiver_config("s");
+    let mut cfg = common::receiver("s");
     cfg.slack = Some(SlackConfig {
         webhook_url: Some("hooks.slack.com/services/SECRETTOKEN".into()),
         webhook_url_file: None,
@@ -663,7 +651,7 @@ async fn build_rejects_bad_config_without_echoing_secrets() {
     assert!(e.contains("receiver \"s\""), "{e}");
     assert!(!e.contains("SECRETTOKEN"), "{e}");
 
-    let cfg = receiver_config("none");
+    let cfg = common::receiver("none");
     assert!(notify::build(&cfg).err().unwrap().contains("exactly one"));
 }
 
@@ -674,7 +662,7 @@ async fn a_rotated_webhook_url_file_is_picked_up_at_the_next_send() {
     let dir = tempfile::tempdir().unwrap();
     let url_file = dir.path().join("slack-url");
     std::fs::write(&url_file, format!("{}/services/old", old.url)).unwrap();
-    let mut cfg = receiver_config("slack");
+    let mut cfg = common::receiver("slack");
     cfg.slack = Some(SlackConfig {
         webhook_url: None,
         webhook_url_file: Some(url_file.clone()),
@@ -726,7 +714,7 @@ async fn shutdown_does_not_wait_for_a_stuck_receiver() {
 
 #[tokio::test]
 async fn console_never_fails() {
-    let mut cfg = receiver_config("log");
+    let mut cfg = common::receiver("log");
     cfg.console = Some(Default::default());
     let r = notify::build(&cfg).unwrap();
     assert_eq!(r.name(), "log");

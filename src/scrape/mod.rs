@@ -144,7 +144,10 @@ pub async fn fetch(
                 .map_err(|e| ScrapeError::Token(e.to_string()))?;
             request = request.bearer_auth(&*token);
         }
-        let mut response = request.send().await.map_err(classify)?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| classify(e, target.timeout))?;
         let status = response.status();
         if status.as_u16() == 429 {
             let retry_after = response
@@ -212,9 +215,10 @@ fn httpdate_parse(value: &str) -> Option<std::time::SystemTime> {
     humantime::parse_rfc3339(&format!("{year}-{m:02}-{day:0>2}T{time}Z")).ok()
 }
 
-fn classify(e: reqwest::Error) -> ScrapeError {
+/// `timeout` is the target's: reqwest times out only the connect, which is bounded by the same value.
+fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
     if e.is_timeout() {
-        return ScrapeError::Timeout(Duration::ZERO);
+        return ScrapeError::Timeout(timeout);
     }
     if e.is_connect() {
         return ScrapeError::Connect(error_chain(&e));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::analyze::{Analysis, LevelStatus, StatusReport, Thresholds};
+use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
 use crate::config::{self, Config, LogFormat, StaticTarget};
 use crate::daemon::{self, Hub, LoopSettings};
 use crate::export::{self, ExportState};
@@ -211,36 +211,6 @@ fn analysis_of(config: &Config) -> Analysis {
     Analysis {
         window_seconds: config.analysis.window.0.as_secs_f64(),
         top_flows: config.analysis.top_flows,
-        thresholds: thresholds_of(config),
-    }
-}
-
-/// The levels' `status` follows the rules' fire thresholds as configured, so the status page and the alerts agree; a
-/// disabled rule never colours a level.
-fn thresholds_of(config: &Config) -> Thresholds {
-    use crate::config::RuleName;
-    let defaults = Thresholds::default();
-    let threshold = |rule: RuleName, default: f64, off: f64| match config.rules.get(&rule) {
-        Some(r) if r.disabled => off,
-        Some(r) => r.threshold.unwrap_or(default),
-        None => default,
-    };
-    Thresholds {
-        headroom_ratio_warning: threshold(
-            RuleName::APFHeadroomLow,
-            defaults.headroom_ratio_warning,
-            f64::NEG_INFINITY,
-        ),
-        queue_full_ratio: threshold(
-            RuleName::APFQueueNearFull,
-            defaults.queue_full_ratio,
-            f64::INFINITY,
-        ),
-        exhaustion_seconds_warning: threshold(
-            RuleName::APFExhaustionPredicted,
-            defaults.exhaustion_seconds_warning,
-            f64::NEG_INFINITY,
-        ),
     }
 }
 
@@ -365,32 +335,40 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
             bytes,
         )
     };
-    // A paste often keeps its shell prompt (`$ kubectl get --raw /metrics | grep ...`): not a metrics line.
+    // A paste often keeps its shell prompts (`$ kubectl get --raw /metrics | grep ...`, or zsh's `% ...`): they
+    // are not metrics lines.
     let kept: Vec<&[u8]> = bytes
         .split(|b| *b == b'\n')
-        .filter(|l| !l.trim_ascii_start().starts_with(b"$ "))
+        .filter(|l| !is_shell_prompt(l))
         .collect();
     let bytes = kept.join(&b'\n');
     let mut builder = crate::model::SnapshotBuilder::new();
     let stats =
         crate::parse::exposition::parse_all(&bytes, crate::model::is_wanted_sample, &mut builder);
     let snapshot = builder.finish();
+    let duplicates = snapshot.duplicate_series;
     let mut report = crate::analyze::analyze_single(&name, snapshot, analysis);
     if stats.invalid_lines > 0 {
-        let first = stats
-            .first_errors
-            .first()
-            .map(|e| format!(" (first: {e})"))
-            .unwrap_or_default();
-        report.errors.push(format!(
-            "{} line(s) could not be read and were skipped{first}",
-            stats.invalid_lines
-        ));
+        report.errors.push(Problem::Unreadable {
+            lines: stats.invalid_lines,
+            first: stats.first_errors.first().map(|e| e.to_string()),
+        });
+    }
+    if duplicates > 0 {
+        report
+            .errors
+            .push(Problem::DuplicateSeries { series: duplicates });
     }
     Ok(StatusReport {
         apiservers: vec![report],
         alerts: Vec::new(),
     })
+}
+
+/// A shell prompt line of a paste: `$ cmd` (sh, bash) or `% cmd` (zsh, the macOS default), maybe indented.
+fn is_shell_prompt(line: &[u8]) -> bool {
+    let l = line.trim_ascii();
+    l == b"$" || l == b"%" || l.starts_with(b"$ ") || l.starts_with(b"% ")
 }
 
 async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusReport> {
@@ -413,14 +391,14 @@ async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusRep
     .await;
     let mut report = StatusReport::default();
     for (target, mut round) in targets.iter().zip(rounds) {
-        let errors: Vec<String> = round
+        let errors: Vec<Problem> = round
             .results
             .iter()
             .filter_map(|r| {
-                r.outcome
-                    .as_ref()
-                    .err()
-                    .map(|e| daemon::describe_error(r.endpoint, e))
+                r.outcome.as_ref().err().map(|e| Problem::Scrape {
+                    endpoint: r.endpoint,
+                    error: e.clone(),
+                })
             })
             .collect();
         let mut a = match round.snapshot.take() {
@@ -446,22 +424,9 @@ async fn check_targets(config: &Config, analysis: &Analysis) -> Result<StatusRep
 /// The daemon's rules, as configured, on this one round (no `for`, so what holds now fires now): the alerts of the
 /// report, and each level's status from the worst alert on it.
 fn apply_rules(report: &mut StatusReport, config: &Config) -> Result<()> {
-    let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)
-        .map_err(|e| anyhow::anyhow!("rules: {e}"))?;
+    let rules = crate::alert::Rules::new(&config.rules, &config.alerting.runbook_base_url)?;
     let candidates = rules.evaluate(report, |_| false);
-    for a in &mut report.apiservers {
-        for l in &mut a.levels {
-            l.status = candidates
-                .iter()
-                .filter(|c| {
-                    c.labels.get("apiserver") == Some(&a.apiserver)
-                        && c.labels.get("priority_level") == Some(&l.priority_level)
-                })
-                .map(|c| severity_status(c.labels.get("severity").map(String::as_str)))
-                .max()
-                .unwrap_or(LevelStatus::Ok);
-        }
-    }
+    crate::alert::rules::apply_statuses(report, &candidates);
     report.alerts = candidates
         .into_iter()
         .map(|c| crate::analyze::AlertReport {
@@ -472,14 +437,6 @@ fn apply_rules(report: &mut StatusReport, config: &Config) -> Result<()> {
         })
         .collect();
     Ok(())
-}
-
-fn severity_status(severity: Option<&str>) -> LevelStatus {
-    match severity {
-        Some("critical") => LevelStatus::Critical,
-        Some("warning") => LevelStatus::Warning,
-        _ => LevelStatus::Ok,
-    }
 }
 
 /// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no APF metric anywhere). A replica that could not be read is a
@@ -510,7 +467,8 @@ pub fn exit_status(report: &StatusReport) -> u8 {
     // Alerts without a level (APFScrapeFailing) count too.
     for a in &report.alerts {
         code = code.max(
-            match severity_status(a.labels.get("severity").map(String::as_str)) {
+            match crate::alert::rules::severity_status(a.labels.get("severity").map(String::as_str))
+            {
                 LevelStatus::Ok => 0,
                 LevelStatus::Warning => 1,
                 LevelStatus::Critical => 2,
@@ -582,6 +540,20 @@ pub fn render_table(report: &StatusReport, code: u8) -> String {
                     format!("{:?}", l.status).to_lowercase()
                 }
             );
+            // One scrape has no rate, but its counters say what was rejected since the replica started.
+            if l.rejected_per_second.is_none() && l.rejected_total.values().any(|v| *v > 0.0) {
+                let on_record: Vec<String> = l
+                    .rejected_total
+                    .iter()
+                    .filter(|(_, v)| **v > 0.0)
+                    .map(|(reason, v)| format!("{reason} {}", fmt_num(Some(*v))))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "      rejected since the replica started: {} (one scrape: no rate)",
+                    on_record.join(", ")
+                );
+            }
             for f in l.top_flows.iter().take(3) {
                 let _ = writeln!(
                     out,
@@ -786,29 +758,4 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration) -> Vec<String> {
         }
     }
     lines
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn level_status_follows_tuned_rules() {
-        let c = Config::from_yaml("rules:\n  APFHeadroomLow: {threshold: 0.1, clear_threshold: 0.15}\n  APFQueueNearFull: {disabled: true}\n").unwrap();
-        let t = thresholds_of(&c);
-        assert_eq!(t.headroom_ratio_warning, 0.1);
-        assert_eq!(t.queue_full_ratio, f64::INFINITY);
-        assert_eq!(t.exhaustion_seconds_warning, 300.0);
-        let level = crate::analyze::LevelReport {
-            headroom_ratio: Some(0.15),
-            fullest_queue_requests: Some(50.0),
-            queue_length_limit: Some(50.0),
-            ..Default::default()
-        };
-        assert_eq!(t.classify(&level), LevelStatus::Ok);
-        assert_eq!(
-            Thresholds::default().classify(&level),
-            LevelStatus::Critical
-        );
-    }
 }

@@ -258,8 +258,9 @@ pub struct RuleConfig {
     /// Turn the rule off.
     #[serde(default)]
     pub disabled: bool,
-    /// The fire threshold, in the rule's unit: a headroom ratio (HeadroomLow), seats (HeadroomExhausted), a share of
-    /// queueLengthLimit (QueueNearFull), seconds (ExhaustionPredicted), rejections/s (RequestsRejected).
+    /// The fire threshold, in the rule's unit (`alert::RuleSpec` says which side fires): a headroom ratio
+    /// (HeadroomLow), requests waiting (HeadroomExhausted), a share of queueLengthLimit (QueueNearFull), seconds
+    /// (ExhaustionPredicted), rejections/s (RequestsRejected); APFScrapeFailing has none.
     pub threshold: Option<f64>,
     /// The condition ends only past this value (hysteresis): a value hovering at the threshold does not flap.
     pub clear_threshold: Option<f64>,
@@ -739,24 +740,6 @@ impl Config {
                 ));
             }
         }
-        for (rule, c) in &self.rules {
-            if let (Some(t), Some(c)) = (c.threshold, c.clear_threshold) {
-                // Rules that fire below their threshold clear above it, and the reverse.
-                let fires_below = matches!(
-                    rule,
-                    RuleName::APFHeadroomLow
-                        | RuleName::APFHeadroomExhausted
-                        | RuleName::APFExhaustionPredicted
-                );
-                if (fires_below && c < t) || (!fires_below && c > t) {
-                    return Err(format!(
-                        "rules.{}.clear_threshold ({c}) must be on the clear side of threshold ({t}){}",
-                        rule.as_str(),
-                        at("rules.clear_threshold")
-                    ));
-                }
-            }
-        }
         if self.log.level.trim().is_empty() {
             return Err(format!("log.level must not be empty{}", at("log.level")));
         }
@@ -864,10 +847,6 @@ mod tests {
             err.contains("APFHeadroomLoww") && err.contains("line 2"),
             "{err}"
         );
-        let err =
-            Config::from_yaml("rules:\n  APFHeadroomLow: {threshold: 0.2, clear_threshold: 0.1}\n")
-                .unwrap_err();
-        assert!(err.contains("clear_threshold"), "{err}");
         let err = Config::from_yaml("receivers:\n  - name: s\n    slack: {}\n").unwrap_err();
         assert!(err.contains("webhook_url"), "{err}");
     }

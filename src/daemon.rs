@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::analyze::{Analysis, ApiserverReport, Point, ReplicaHistory};
+use crate::analyze::{Analysis, ApiserverReport, Point, Problem, ReplicaHistory};
 use crate::config::ScrapeConfig;
 use crate::export::ExportState;
 use crate::model::PriorityLevelConfig;
@@ -31,7 +31,7 @@ struct ReplicaState {
     /// Seconds (on the hub's clock) of the last successful `/metrics` scrape.
     last_metrics_success: Option<f64>,
     /// Problems of the latest round, by endpoint, for reports.
-    errors: BTreeMap<Endpoint, String>,
+    errors: BTreeMap<Endpoint, Problem>,
 }
 
 /// Where every replica's rounds land: history, analysis, self-metrics, and the report that is served.
@@ -143,9 +143,13 @@ impl Hub {
                     state.errors.remove(&r.endpoint);
                 }
                 Err(e) => {
-                    state
-                        .errors
-                        .insert(r.endpoint, describe_error(r.endpoint, e));
+                    state.errors.insert(
+                        r.endpoint,
+                        Problem::Scrape {
+                            endpoint: r.endpoint,
+                            error: e.clone(),
+                        },
+                    );
                 }
             }
         }
@@ -158,12 +162,9 @@ impl Hub {
                 }
             }
             if !snapshot.has_apf() {
-                state.errors.insert(
-                    Endpoint::Metrics,
-                    "metrics: no apiserver_flowcontrol_* metric: APF is off on this replica, or the target is not a \
-                     kube-apiserver"
-                        .into(),
-                );
+                state
+                    .errors
+                    .insert(Endpoint::Metrics, Problem::NoApfMetrics);
             }
             state.history.push(Point {
                 at: now_s,
@@ -206,33 +207,12 @@ impl Hub {
                 .analyze_replica(apiserver, &state.history, now_s)
         };
         if stale && state.last_metrics_success.is_some() {
-            report.errors.push(format!(
-                "no successful /metrics scrape for over {:.0}s: values withheld until the replica answers again",
-                self.analysis.window_seconds
-            ));
+            report.errors.push(Problem::Stale {
+                window_seconds: self.analysis.window_seconds,
+            });
         }
         report.errors.extend(state.errors.values().cloned());
         report
-    }
-}
-
-/// A report line naming what failed and what to do about it.
-pub fn describe_error(endpoint: Endpoint, e: &ScrapeError) -> String {
-    let label = endpoint.label();
-    match e {
-        ScrapeError::Http { status: 401, .. } => {
-            format!("{label}: {e}: the credentials were refused; check bearer_token_file or the client certificate")
-        }
-        ScrapeError::Http { status: 403, .. } => {
-            format!(
-                "{label}: {e}: RBAC does not allow it; grant a ClusterRole rule {}",
-                endpoint.rbac_hint()
-            )
-        }
-        ScrapeError::Http { status: 404, .. } if endpoint.is_dump() => {
-            format!("{label}: {e}: the replica does not serve this dump (APF off, or a proxy in the way)")
-        }
-        _ => format!("{label}: {e}"),
     }
 }
 
@@ -317,7 +297,7 @@ pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>)
                             apiserver = %target.name,
                             endpoint = r.endpoint.label(),
                             "{}; continuing without it (tried again every {}s)",
-                            describe_error(r.endpoint, e),
+                            Problem::Scrape { endpoint: r.endpoint, error: e.clone() },
                             scrape::UNAVAILABLE_RETRY.as_secs()
                         ),
                         scrape::Verdict::Unavailable { first: false } => {}
@@ -332,7 +312,7 @@ pub async fn replica_loop(target: Target, settings: LoopSettings, hub: Arc<Hub>)
                                     failures = state.consecutive_failures,
                                     next_try_in_s = delay.as_secs_f64(),
                                     "{}",
-                                    describe_error(r.endpoint, e)
+                                    Problem::Scrape { endpoint: r.endpoint, error: e.clone() }
                                 );
                             }
                         }
@@ -458,9 +438,10 @@ impl AlertStage {
     /// One round: rules on the latest report, life cycle, routing, delivery, status and state file.
     pub fn round(&mut self, export: &ExportState, now: SystemTime) {
         let report = export.report();
-        let (notifications, alerts, pending, state) = {
+        let (notifications, alerts, pending, state, statuses) = {
             let mut a = self.alerting.lock().unwrap_or_else(|p| p.into_inner());
             let notifications = a.round(now, &report);
+            let statuses = crate::alert::rules::level_statuses(&a.last_candidates);
             let alerts = a.alerts();
             let pending: Vec<(crate::alert::LabelSet, SystemTime)> = a
                 .engine
@@ -473,6 +454,7 @@ impl AlertStage {
                 alerts,
                 pending,
                 self.state_file.as_ref().map(|_| a.state()),
+                statuses,
             )
         };
         let leader = self.leadership.is_leader();
@@ -538,11 +520,17 @@ impl AlertStage {
                 active_since: Some(rfc(a.starts_at)),
             });
         }
-        export
-            .report
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .alerts = reports;
+        let mut served = export.report.write().unwrap_or_else(|p| p.into_inner());
+        served.alerts = reports;
+        for a in &mut served.apiservers {
+            for l in &mut a.levels {
+                l.status = statuses
+                    .get(&(a.apiserver.clone(), l.priority_level.clone()))
+                    .copied()
+                    .unwrap_or_default();
+            }
+        }
+        drop(served);
         if let (Some(path), Some(state)) = (&self.state_file, state) {
             if self.saved_state.as_ref() != Some(&state) {
                 match state.save(path) {

@@ -103,6 +103,75 @@ fn low_headroom_is_a_warning_and_exhaustion_with_queueing_is_critical() {
 }
 
 #[test]
+fn requests_waiting_are_critical_with_or_without_dumps() {
+    // 64 requests wait in workload-low and 3 seats are free by the gauge: APF queues a request only when no seat
+    // fits it, so the level is out of seats for them.
+    let dir = tempfile::tempdir().unwrap();
+    let waiting = b"apiserver_flowcontrol_current_limit_seats{priority_level=\"workload-low\"} 100\n\
+        apiserver_flowcontrol_current_executing_seats{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 97\n\
+        apiserver_flowcontrol_current_inqueue_requests{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 64\n";
+    let out = check(&["--file", &write_temp(&dir, "waiting.txt", waiting)], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("CRITICAL APFHeadroomExhausted workload-low"),
+        "{text}"
+    );
+    // A live replica with its dumps, under a storm, is covered by a_live_target_under_a_storm_is_critical_and_idle_is_ok.
+}
+
+#[test]
+fn the_eks_guide_paste_is_critical_with_limit_245_and_headroom_100() {
+    let paste = common::fixture_text("snippet-eks-guide-apf-paste.txt");
+    let out = check(&["--file", "-", "--output", "json"], Some(paste.as_bytes()));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server = &v["apiservers"][0];
+    let level = &server["levels"][0];
+    assert_eq!(level["priority_level"], "workload-low");
+    assert_eq!(
+        level["limit_seats"], 245.0,
+        "a series pasted twice is one series"
+    );
+    assert_eq!(level["headroom_seats"], 100.0);
+    assert_eq!(level["inqueue_requests"], 10.0);
+    assert_eq!(level["status"], "critical");
+    assert_eq!(level["rejected_total"]["time-out"], 100.0);
+    let errors: Vec<&str> = server["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    assert_eq!(
+        errors,
+        ["1 series appeared more than once: each was counted once, with its last value"],
+        "the % prompts are not unreadable lines"
+    );
+    let alerts: Vec<&str> = v["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["labels"]["alertname"].as_str())
+        .collect();
+    assert!(alerts.contains(&"APFHeadroomExhausted"), "{alerts:?}");
+
+    let out = check(&["--file", "-"], Some(paste.as_bytes()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("rejected since the replica started: time-out 100 (one scrape: no rate)"),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("CRITICAL"), "{text}");
+}
+
+#[test]
 fn no_apf_metrics_or_unreadable_input_is_unknown() {
     let dir = tempfile::tempdir().unwrap();
     // Kubernetes 1.18 ran with APF off.

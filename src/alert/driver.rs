@@ -23,6 +23,8 @@ pub struct Alerting {
     pub engine: Engine,
     pub router: Router,
     pub silences: Silences,
+    /// The conditions that held in the last round (pending and firing alike): the levels' status.
+    pub last_candidates: Vec<super::rules::Candidate>,
 }
 
 impl Alerting {
@@ -32,6 +34,7 @@ impl Alerting {
             engine,
             router,
             silences,
+            last_candidates: Vec::new(),
         }
     }
 
@@ -47,6 +50,7 @@ impl Alerting {
         let candidates = self
             .rules
             .evaluate(report, |labels| engine.is_active(labels));
+        self.last_candidates = candidates.clone();
         let alerts = self.engine.update(now, candidates);
         self.silences.gc(now);
         self.router.tick(now, &alerts, &self.silences)
@@ -154,7 +158,7 @@ mod tests {
 
     /// workload-low with `free` of 100 seats free; `queued` requests waiting.
     fn report(free: f64, queued: f64) -> StatusReport {
-        let level = |name: &str, limit: f64, free: f64| LevelReport {
+        let level = |name: &str, limit: f64, free: f64, queued: f64| LevelReport {
             priority_level: name.into(),
             limit_seats: Some(limit),
             nominal_limit_seats: Some(limit),
@@ -168,8 +172,8 @@ mod tests {
             apiservers: vec![ApiserverReport {
                 apiserver: "10.0.0.5:6443".into(),
                 levels: vec![
-                    level("workload-low", 100.0, free),
-                    level("global-default", 49.0, 40.0),
+                    level("workload-low", 100.0, free, queued),
+                    level("global-default", 49.0, 40.0, 0.0),
                 ],
                 ..Default::default()
             }],

@@ -14,7 +14,7 @@ pub use driver::{Alerting, TokioClock};
 pub use engine::Engine;
 pub use remediation::Remediation;
 pub use route::Router;
-pub use rules::{Candidate, Rules};
+pub use rules::{Candidate, Fires, RuleError, RuleSpec, Rules};
 pub use silence::{Matcher, Silence, SilenceError, SilenceInput, SilenceView, Silences};
 pub use state::{AlertState, StateError};
 

@@ -1,9 +1,14 @@
 //! The built-in rules (product.md): which conditions hold on a report now. `for`, `keep_firing_for` and the life
 //! cycle are the engine's business; hysteresis is decided here, because only the rule knows its clear threshold.
+//!
+//! This file is the one owner of alert logic: which way each rule fires, its defaults, how its settings are
+//! validated (the config is checked by building [`Rules`]), and the status a level gets from the rules that hold.
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::analyze::{is_exhausted, ApiserverReport, LevelReport, StatusReport};
+use crate::analyze::{
+    waiting_width, ApiserverReport, LevelReport, LevelStatus, Problem, StatusReport,
+};
 use crate::config::{RuleConfig, RuleName, Severity};
 use crate::model::EXEMPT;
 
@@ -19,6 +24,14 @@ pub struct Candidate {
     pub keep_firing_for: Duration,
 }
 
+/// A rule setting that cannot work; `key` is its path in the config file (`rules.APFHeadroomLow.threshold`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct RuleError {
+    pub key: String,
+    pub message: String,
+}
+
 /// The `reason` values of `apiserver_flowcontrol_rejected_requests_total` (apf.md §3d).
 const REASONS: [&str; 4] = ["queue-full", "concurrency-limit", "time-out", "cancelled"];
 
@@ -31,9 +44,108 @@ const OWN_LABELS: [&str; 5] = [
     "reason",
 ];
 
+/// Which side of its threshold a rule's value fires on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fires {
+    /// Headroom ratio, seconds to exhaustion: low is bad; the alert clears at or above the clear threshold.
+    Below,
+    /// Requests waiting, queue fill, rejections: high is bad; the alert clears at or below the clear threshold.
+    Above,
+}
+
+/// What a rule watches and its defaults (product.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuleSpec {
+    pub fires: Fires,
+    /// What the threshold measures, as the config's comments and errors say it.
+    pub unit: &'static str,
+    /// `None` for a rule without a threshold (APFScrapeFailing).
+    pub threshold: Option<f64>,
+    pub clear_threshold: Option<f64>,
+    pub for_: Duration,
+    pub severity: Severity,
+    /// A ratio: the threshold must be above 0 and at most 1 (above 1 it would fire on every level all the time).
+    pub ratio: bool,
+}
+
+impl RuleSpec {
+    pub fn of(name: RuleName) -> RuleSpec {
+        let s = Duration::from_secs;
+        let spec = |fires, unit, threshold, clear, for_, severity, ratio| RuleSpec {
+            fires,
+            unit,
+            threshold,
+            clear_threshold: clear,
+            for_,
+            severity,
+            ratio,
+        };
+        use Fires::{Above, Below};
+        match name {
+            RuleName::APFHeadroomLow => spec(
+                Below,
+                "headroom ratio",
+                Some(0.2),
+                Some(0.25),
+                s(60),
+                Severity::Warning,
+                true,
+            ),
+            RuleName::APFHeadroomExhausted => spec(
+                Above,
+                "requests waiting",
+                Some(0.0),
+                Some(0.0),
+                s(30),
+                Severity::Critical,
+                false,
+            ),
+            RuleName::APFQueueNearFull => spec(
+                Above,
+                "share of queueLengthLimit",
+                Some(0.8),
+                Some(0.7),
+                s(15),
+                Severity::Critical,
+                true,
+            ),
+            RuleName::APFExhaustionPredicted => spec(
+                Below,
+                "seconds to exhaustion",
+                Some(300.0),
+                Some(360.0),
+                s(60),
+                Severity::Warning,
+                false,
+            ),
+            RuleName::APFRequestsRejected => spec(
+                Above,
+                "rejections per second",
+                Some(0.0),
+                Some(0.0),
+                s(0),
+                Severity::Critical,
+                false,
+            ),
+            RuleName::APFScrapeFailing => {
+                spec(Above, "", None, None, s(120), Severity::Warning, false)
+            }
+        }
+    }
+
+    /// The value fires the rule: past the fire threshold, or, once active, not yet back past the clear one.
+    fn holds(&self, value: f64, threshold: f64) -> bool {
+        match self.fires {
+            Fires::Below => value < threshold,
+            Fires::Above => value > threshold,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct Rule {
     name: RuleName,
+    spec: RuleSpec,
     threshold: f64,
     clear_threshold: f64,
     for_: Duration,
@@ -49,27 +161,6 @@ pub struct Rules {
     rules: Vec<Rule>,
 }
 
-/// Whether a rule fires below its threshold (headroom, seconds) or above it (queue fill, rejections).
-fn fires_below(name: RuleName) -> bool {
-    matches!(
-        name,
-        RuleName::APFHeadroomLow | RuleName::APFExhaustionPredicted
-    )
-}
-
-/// product.md's defaults: (threshold, clear threshold, for, severity).
-fn defaults(name: RuleName) -> (f64, f64, Duration, Severity) {
-    let s = Duration::from_secs;
-    match name {
-        RuleName::APFHeadroomLow => (0.2, 0.25, s(60), Severity::Warning),
-        RuleName::APFHeadroomExhausted => (0.0, 0.0, s(30), Severity::Critical),
-        RuleName::APFQueueNearFull => (0.8, 0.7, s(15), Severity::Critical),
-        RuleName::APFExhaustionPredicted => (300.0, 360.0, s(60), Severity::Warning),
-        RuleName::APFRequestsRejected => (0.0, 0.0, s(0), Severity::Critical),
-        RuleName::APFScrapeFailing => (0.0, 0.0, s(120), Severity::Warning),
-    }
-}
-
 fn valid_label_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
@@ -79,85 +170,95 @@ fn valid_label_name(name: &str) -> bool {
 }
 
 impl Rules {
+    /// Validates the settings and builds the enabled rules; an error names the key.
     pub fn new(
         cfg: &BTreeMap<RuleName, RuleConfig>,
         runbook_base_url: &str,
-    ) -> Result<Rules, String> {
+    ) -> Result<Rules, RuleError> {
         let empty = RuleConfig::default();
         let mut rules = Vec::new();
         for name in RuleName::ALL {
             let c = cfg.get(&name).unwrap_or(&empty);
-            if c.disabled {
-                continue;
-            }
             let n = name.as_str();
-            let (threshold, clear, for_, severity) = defaults(name);
-            let t = c.threshold.unwrap_or(threshold);
+            let err = |key: &str, message: String| RuleError {
+                key: format!("rules.{n}{}{key}", if key.is_empty() { "" } else { "." }),
+                message,
+            };
+            let spec = RuleSpec::of(name);
+            let (Some(default), Some(default_clear)) = (spec.threshold, spec.clear_threshold)
+            else {
+                if c.threshold.is_some() || c.clear_threshold.is_some() {
+                    return Err(err(
+                        "threshold",
+                        "this rule has no threshold (it fires while the replica cannot be read)"
+                            .into(),
+                    ));
+                }
+                if c.disabled {
+                    continue;
+                }
+                rules.push(Rule::build(
+                    name,
+                    spec,
+                    0.0,
+                    0.0,
+                    c,
+                    runbook_base_url,
+                    &err,
+                )?);
+                continue;
+            };
+            let t = c.threshold.unwrap_or(default);
             if !t.is_finite() {
-                return Err(format!("rules.{n}.threshold must be a number"));
+                return Err(err("threshold", "must be a number".into()));
             }
             if t < 0.0 {
-                return Err(format!("rules.{n}.threshold {t} must be >= 0"));
+                return Err(err(
+                    "threshold",
+                    format!("{t} must be >= 0 ({})", spec.unit),
+                ));
             }
-            // Ratios: above 1 the rule would fire on every level all the time.
-            let is_ratio = matches!(name, RuleName::APFHeadroomLow | RuleName::APFQueueNearFull);
-            if is_ratio && (t == 0.0 || t > 1.0) {
-                return Err(format!(
-                    "rules.{n}.threshold {t} is a ratio: it must be above 0 and at most 1"
+            if spec.ratio && (t == 0.0 || t > 1.0) {
+                return Err(err(
+                    "threshold",
+                    format!(
+                        "{t} is a ratio ({}): it must be above 0 and at most 1",
+                        spec.unit
+                    ),
                 ));
             }
             // A threshold moved without a clear threshold keeps the default distance between the two.
             let clear = c
                 .clear_threshold
-                .unwrap_or(t + (clear - threshold) * scale(t, threshold));
+                .unwrap_or(t + (default_clear - default) * scale(t, default));
             if !clear.is_finite() {
-                return Err(format!("rules.{n}.clear_threshold must be a number"));
+                return Err(err("clear_threshold", "must be a number".into()));
             }
-            if fires_below(name) && clear < t {
-                return Err(format!(
-                    "rules.{n}: clear_threshold {clear} must be >= threshold {t} (it fires below the threshold)"
-                ));
+            match spec.fires {
+                Fires::Below if clear < t => {
+                    return Err(err("clear_threshold", format!(
+                        "{clear} must be >= threshold {t} (the rule fires below its threshold, so it clears above it)"
+                    )))
+                }
+                Fires::Above if clear > t => {
+                    return Err(err("clear_threshold", format!(
+                        "{clear} must be <= threshold {t} (the rule fires above its threshold, so it clears below it)"
+                    )))
+                }
+                _ => {}
             }
-            if !fires_below(name) && clear > t {
-                return Err(format!(
-                    "rules.{n}: clear_threshold {clear} must be <= threshold {t} (it fires above the threshold)"
-                ));
+            if c.disabled {
+                continue;
             }
-            for (k, v) in &c.labels {
-                if !valid_label_name(k) {
-                    return Err(format!("rules.{n}.labels: {k:?} is not a valid label name"));
-                }
-                if OWN_LABELS.contains(&k.as_str()) {
-                    return Err(format!("rules.{n}.labels: {k} is set by the rule itself"));
-                }
-                if v.is_empty() {
-                    return Err(format!(
-                        "rules.{n}.labels.{k} is empty (an empty label is no label)"
-                    ));
-                }
-            }
-            // No base and no per-rule link: no `runbook_url` at all rather than a link that leads nowhere.
-            let runbook_url = c.runbook_url.clone().unwrap_or_else(|| {
-                if runbook_base_url.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "{}#{}",
-                        runbook_base_url.trim_end_matches('#'),
-                        n.to_ascii_lowercase()
-                    )
-                }
-            });
-            rules.push(Rule {
+            rules.push(Rule::build(
                 name,
-                threshold: t,
-                clear_threshold: clear,
-                for_: c.for_.map_or(for_, |d| d.0),
-                keep_firing_for: c.keep_firing_for.map_or(Duration::ZERO, |d| d.0),
-                severity: c.severity.unwrap_or(severity),
-                labels: c.labels.clone(),
-                runbook_url,
-            });
+                spec,
+                t,
+                clear,
+                c,
+                runbook_base_url,
+                &err,
+            )?);
         }
         Ok(Rules { rules })
     }
@@ -176,6 +277,45 @@ impl Rules {
             }
         }
         out
+    }
+}
+
+/// The status of each level (by `apiserver`, `priority_level`): the worst severity among the conditions that hold
+/// on it. A disabled rule holds nowhere, so it colours nothing.
+pub fn level_statuses(candidates: &[Candidate]) -> BTreeMap<(String, String), LevelStatus> {
+    let mut out: BTreeMap<(String, String), LevelStatus> = BTreeMap::new();
+    for c in candidates {
+        let (Some(server), Some(level)) =
+            (c.labels.get("apiserver"), c.labels.get("priority_level"))
+        else {
+            continue;
+        };
+        let status = severity_status(c.labels.get("severity").map(String::as_str));
+        let e = out.entry((server.clone(), level.clone())).or_default();
+        *e = (*e).max(status);
+    }
+    out
+}
+
+/// The status a `severity` label means.
+pub fn severity_status(severity: Option<&str>) -> LevelStatus {
+    match severity {
+        Some("critical") => LevelStatus::Critical,
+        Some("warning") => LevelStatus::Warning,
+        _ => LevelStatus::Ok,
+    }
+}
+
+/// Puts each level's status into the report, from the conditions that hold.
+pub fn apply_statuses(report: &mut StatusReport, candidates: &[Candidate]) {
+    let statuses = level_statuses(candidates);
+    for a in &mut report.apiservers {
+        for l in &mut a.levels {
+            l.status = statuses
+                .get(&(a.apiserver.clone(), l.priority_level.clone()))
+                .copied()
+                .unwrap_or_default();
+        }
     }
 }
 
@@ -279,14 +419,55 @@ fn top_flows(l: &LevelReport) -> String {
         .join("\n")
 }
 
-/// The RBAC rule a 403 on an endpoint says is missing (apf.md §5); the scrape stage knows each endpoint's rule.
-fn missing_rbac(endpoint: &str) -> &'static str {
-    crate::scrape::Endpoint::from_label(endpoint)
-        .unwrap_or(crate::scrape::Endpoint::DumpRequests)
-        .rbac_hint()
-}
-
 impl Rule {
+    fn build(
+        name: RuleName,
+        spec: RuleSpec,
+        threshold: f64,
+        clear_threshold: f64,
+        c: &RuleConfig,
+        runbook_base_url: &str,
+        err: &impl Fn(&str, String) -> RuleError,
+    ) -> Result<Rule, RuleError> {
+        for (k, v) in &c.labels {
+            if !valid_label_name(k) {
+                return Err(err("labels", format!("{k:?} is not a valid label name")));
+            }
+            if OWN_LABELS.contains(&k.as_str()) {
+                return Err(err("labels", format!("{k} is set by the rule itself")));
+            }
+            if v.is_empty() {
+                return Err(err(
+                    "labels",
+                    format!("{k} is empty (an empty label is no label)"),
+                ));
+            }
+        }
+        // No base and no per-rule link: no `runbook_url` at all rather than a link that leads nowhere.
+        let runbook_url = c.runbook_url.clone().unwrap_or_else(|| {
+            if runbook_base_url.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "{}#{}",
+                    runbook_base_url.trim_end_matches('#'),
+                    name.as_str().to_ascii_lowercase()
+                )
+            }
+        });
+        Ok(Rule {
+            name,
+            spec,
+            threshold,
+            clear_threshold,
+            for_: c.for_.map_or(spec.for_, |d| d.0),
+            keep_firing_for: c.keep_firing_for.map_or(Duration::ZERO, |d| d.0),
+            severity: c.severity.unwrap_or(spec.severity),
+            labels: c.labels.clone(),
+            runbook_url,
+        })
+    }
+
     fn labels(&self, server: &str, level: Option<&str>) -> LabelSet {
         let mut labels: LabelSet = self.labels.clone();
         labels.insert("alertname".into(), self.name.as_str().into());
@@ -334,18 +515,32 @@ impl Rule {
             RuleName::APFHeadroomLow => {
                 let r = l.headroom_ratio?;
                 // Firing below the fire threshold; once active, until back at or above the clear one.
-                (r < t).then(|| format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0))
+                self.spec
+                    .holds(r, t)
+                    .then(|| format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0))
             }
-            RuleName::APFHeadroomExhausted => is_exhausted(l, t).then(|| {
-                format!(
-                    "{pl} on {server}: {} and {} requests wait for {} seats",
-                    seats(),
-                    fmt_opt(l.inqueue_requests),
-                    fmt_opt(l.inqueue_seats.or(l.inqueue_requests))
-                )
-            }),
+            // APF queues a request only when the level has no seat for it: requests waiting mean the level is out of
+            // seats for them, whatever the headroom gauge (sampled apart from the queue gauge) says.
+            RuleName::APFHeadroomExhausted => {
+                let waiting = l.inqueue_requests?;
+                self.spec.holds(waiting, t).then(|| {
+                    let width = waiting_width(l);
+                    format!(
+                        "{pl} on {server}: {} requests wait for {} seats{}; {}",
+                        fmt_opt(Some(waiting)),
+                        fmt_opt(l.inqueue_seats.or(Some(waiting))),
+                        if width > 1.0 {
+                            format!(" ({width:.0} seats each)")
+                        } else {
+                            String::new()
+                        },
+                        seats()
+                    )
+                })
+            }
             RuleName::APFQueueNearFull => {
                 let (full, limit) = (l.fullest_queue_requests?, l.queue_length_limit?);
+                // At the threshold counts: a queue at queueLengthLimit refuses the very next request.
                 (limit > 0.0 && full >= t * limit).then(|| {
                     format!(
                         "{pl} on {server}: the fullest queue holds {full:.0} of queueLengthLimit {limit:.0} \
@@ -356,7 +551,7 @@ impl Rule {
             }
             RuleName::APFExhaustionPredicted => {
                 let s = l.seconds_to_exhaustion?;
-                (s < t).then(|| {
+                self.spec.holds(s, t).then(|| {
                     format!(
                         "{pl} on {server}: no headroom left in {s:.0}s at this trend ({})",
                         seats()
@@ -415,7 +610,7 @@ impl Rule {
                 for (reason, rate) in rates {
                     let mut labels = self.labels(name, Some(&l.priority_level));
                     labels.insert("reason".into(), reason.clone());
-                    if *rate <= self.threshold(is_active(&labels)) {
+                    if !self.spec.holds(*rate, self.threshold(is_active(&labels))) {
                         continue;
                     }
                     let schemas: Vec<String> = server
@@ -453,41 +648,30 @@ impl Rule {
         }
     }
 
-    /// `/metrics` failing (an error on it, or no level at all), or a 403 on any endpoint.
+    /// `/metrics` failing (an error on it, stale, no APF, or no level at all), or a 403 on any endpoint.
     fn scrape_failing(&self, server: &ApiserverReport, out: &mut Vec<Candidate>) {
         let name = server.apiserver.as_str();
-        let metrics_errors: Vec<&String> = server
-            .errors
-            .iter()
-            .filter(|e| e.starts_with("metrics:"))
-            .collect();
-        let forbidden: Vec<(&str, &String)> = server
-            .errors
-            .iter()
-            .filter(|e| e.contains("HTTP 403"))
-            .filter_map(|e| Some((e.split_once(':')?.0, e)))
-            .collect();
-        let metrics_failing = !metrics_errors.is_empty() || server.levels.is_empty();
+        let blinding = server.errors.iter().find(|p| p.blinds_metrics());
+        let forbidden: Vec<&Problem> = server.errors.iter().filter(|p| p.is_forbidden()).collect();
+        let metrics_failing = blinding.is_some() || server.levels.is_empty();
         if !metrics_failing && forbidden.is_empty() {
             return;
         }
         let summary = if metrics_failing {
             format!(
-                "{name}: /metrics cannot be scraped{}",
-                metrics_errors.first().map_or(
-                    " (no priority level in the last scrape)".to_string(),
-                    |e| format!(" ({})", e.trim_start_matches("metrics:").trim())
-                )
+                "{name}: /metrics cannot be scraped ({})",
+                blinding.map_or("no priority level in the last scrape".to_string(), |p| p
+                    .detail())
             )
         } else {
-            let endpoints: Vec<&str> = forbidden.iter().map(|(e, _)| *e).collect();
+            let endpoints: Vec<&str> = forbidden.iter().map(|p| p.endpoint().label()).collect();
             format!("{name}: HTTP 403 on {}", endpoints.join(", "))
         };
-        let remediation = if let Some((endpoint, _)) = forbidden.first() {
+        let remediation = if let Some(p) = forbidden.first() {
             format!(
                 "Grant apf-monitor's ClusterRole the rule {} and bind it with a ClusterRoleBinding (non-resource URLs \
                  cannot be granted by a namespaced Role).",
-                missing_rbac(endpoint)
+                p.endpoint().rbac_hint()
             )
         } else {
             "Check that apf-monitor reaches this replica directly (not through the load balancer), its CA and \
@@ -501,7 +685,12 @@ impl Rule {
             if server.errors.is_empty() {
                 "no error reported; no level seen".into()
             } else {
-                server.errors.join("\n")
+                server
+                    .errors
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
             },
         );
         a.insert("remediation".into(), remediation);
@@ -514,6 +703,7 @@ mod tests {
     use super::*;
     use crate::analyze::FlowReport;
     use crate::config::DurationValue;
+    use crate::scrape::{Endpoint, ScrapeError};
 
     fn rules() -> Rules {
         Rules::new(&BTreeMap::new(), "https://example.com/runbooks.md").unwrap()
@@ -649,8 +839,20 @@ mod tests {
         assert_eq!(c[2].for_, Duration::from_secs(15));
         assert!(c[2].annotations["summary"]
             .contains("the fullest queue holds 40 of queueLengthLimit 50 (80%)"));
-        // 1-seat requests fit into 8 free seats: not exhausted.
+        assert!(
+            c[1].annotations["summary"]
+                .contains("30 requests wait for 300 seats (10 seats each); 8 of 100 seats free"),
+            "{}",
+            c[1].annotations["summary"]
+        );
+        // Requests wait only when no seat fits them: 1-seat requests waiting with 8 seats free by the gauge are
+        // still out of seats (the gauges are sampled apart).
         l.inqueue_seats = Some(30.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert!(names(&c).contains(&"APFHeadroomExhausted/workload-low".to_string()));
+        // Nothing waiting: not exhausted, however little is free.
+        l.inqueue_requests = Some(0.0);
+        l.inqueue_seats = Some(0.0);
         // 37 of 50 = 74%: below 80% to fire, above 70% to clear.
         l.fullest_queue_requests = Some(37.0);
         l.seconds_to_exhaustion = Some(330.0);
@@ -712,11 +914,25 @@ mod tests {
         assert!(c[0].annotations["summary"].contains("the rate is not known yet"));
     }
 
+    fn scrape(endpoint: Endpoint, error: ScrapeError) -> Problem {
+        Problem::Scrape { endpoint, error }
+    }
+
+    fn http(status: u16, detail: &str) -> ScrapeError {
+        ScrapeError::Http {
+            status,
+            detail: detail.into(),
+        }
+    }
+
     #[test]
     fn scrape_failing_metrics_and_403() {
         let r = rules();
         let mut rep = report(vec![]);
-        rep.apiservers[0].errors = vec!["metrics: cannot connect: connection refused".into()];
+        rep.apiservers[0].errors = vec![scrape(
+            Endpoint::Metrics,
+            ScrapeError::Connect("connection refused".into()),
+        )];
         let c = r.evaluate(&rep, |_| false);
         assert_eq!(names(&c), ["APFScrapeFailing/-"]);
         assert_eq!(c[0].for_, Duration::from_secs(120));
@@ -725,18 +941,18 @@ mod tests {
             "10.0.0.5:6443: /metrics cannot be scraped (cannot connect: connection refused)"
         );
         let mut rep = report(vec![level("workload-low", 100.0, 10.0, 0.0)]);
-        rep.apiservers[0].errors = vec!["dump_queues: HTTP 403: forbidden".into()];
+        rep.apiservers[0].errors = vec![scrape(Endpoint::DumpQueues, http(403, "forbidden"))];
         let c = r.evaluate(&rep, |_| false);
         assert_eq!(names(&c), ["APFScrapeFailing/-"]);
         assert!(c[0].annotations["remediation"].contains("/debug/api_priority_and_fairness/*"));
         assert!(c[0].annotations["summary"].contains("HTTP 403 on dump_queues"));
         // /metrics itself forbidden: the rule for /metrics is the one missing.
-        rep.apiservers[0].errors = vec!["metrics: HTTP 403: forbidden".into()];
+        rep.apiservers[0].errors = vec![scrape(Endpoint::Metrics, http(403, "forbidden"))];
         let c = r.evaluate(&rep, |_| false);
         assert!(c[0].annotations["summary"]
-            .contains("/metrics cannot be scraped (HTTP 403: forbidden)"));
+            .contains("/metrics cannot be scraped (HTTP 403: forbidden: RBAC does not allow it"));
         assert!(c[0].annotations["remediation"].contains("nonResourceURLs: [\"/metrics\"]"));
-        rep.apiservers[0].errors = vec!["dump_requests: HTTP 500: oops".into()];
+        rep.apiservers[0].errors = vec![scrape(Endpoint::DumpRequests, http(500, "oops"))];
         assert!(
             r.evaluate(&rep, |_| false).is_empty(),
             "other dump errors are not alerts"
@@ -786,7 +1002,11 @@ mod tests {
         assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
         assert_eq!(r.evaluate(&report(vec![l]), |_| true).len(), 1);
 
-        let bad = |name, c: RuleConfig| Rules::new(&[(name, c)].into(), "x").unwrap_err();
+        let bad = |name, c: RuleConfig| {
+            Rules::new(&[(name, c)].into(), "x")
+                .unwrap_err()
+                .to_string()
+        };
         let e = bad(
             RuleName::APFHeadroomLow,
             RuleConfig {
@@ -843,5 +1063,46 @@ mod tests {
             },
         );
         assert!(e.contains("must be >= 0"), "{e}");
+        // APFHeadroomExhausted fires above its threshold (requests waiting), so it clears at or below it.
+        let ok = RuleConfig {
+            threshold: Some(5.0),
+            clear_threshold: Some(2.0),
+            ..Default::default()
+        };
+        let r = Rules::new(&[(RuleName::APFHeadroomExhausted, ok)].into(), "x").unwrap();
+        let waiting = |n: f64| report(vec![level("workload-low", 100.0, 0.0, n)]);
+        assert!(
+            r.evaluate(&waiting(5.0), |_| false).is_empty(),
+            "5 is not above 5"
+        );
+        assert_eq!(r.evaluate(&waiting(6.0), |_| false).len(), 1);
+        assert_eq!(
+            r.evaluate(&waiting(3.0), |_| true).len(),
+            1,
+            "active: holds above 2"
+        );
+        assert!(
+            r.evaluate(&waiting(2.0), |_| true).is_empty(),
+            "clears at 2"
+        );
+        let e = bad(
+            RuleName::APFHeadroomExhausted,
+            RuleConfig {
+                clear_threshold: Some(3.0),
+                ..Default::default()
+            },
+        );
+        assert!(
+            e.starts_with("rules.APFHeadroomExhausted.clear_threshold: 3 must be <= threshold 0"),
+            "{e}"
+        );
+        let e = bad(
+            RuleName::APFScrapeFailing,
+            RuleConfig {
+                threshold: Some(1.0),
+                ..Default::default()
+            },
+        );
+        assert!(e.contains("has no threshold"), "{e}");
     }
 }

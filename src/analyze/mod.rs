@@ -2,11 +2,13 @@
 //! sliding window. Nothing here does I/O or reads a clock: times come in as seconds.
 mod history;
 mod math;
+mod problem;
 mod status;
 
 pub use history::{Point, ReplicaHistory};
 pub use math::{counter_increase, histogram_quantile, theil_sen_slope};
-pub use status::{is_exhausted, waiting_width, LevelStatus, Thresholds};
+pub use problem::Problem;
+pub use status::{waiting_width, LevelStatus};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +42,7 @@ pub struct ApiserverReport {
     /// RFC 3339 time of the last successful `/metrics` scrape.
     pub scraped_at: Option<String>,
     /// Problems of the last round, each naming what failed and what to do.
-    pub errors: Vec<String>,
+    pub errors: Vec<Problem>,
     pub levels: Vec<LevelReport>,
     /// Rejections per second by (priority level, flow schema, reason) over the window.
     #[serde(skip)]
@@ -64,8 +66,12 @@ pub struct LevelReport {
     pub fullest_queue_requests: Option<f64>,
     /// By reason; null until two scrapes span a window.
     pub rejected_per_second: Option<BTreeMap<String, f64>>,
+    /// Rejections on record by reason, counted since the replica started (the counters of the last scrape): what a
+    /// single scrape can tell when it has no rate.
+    pub rejected_total: BTreeMap<String, f64>,
     pub wait_p99_seconds: Option<f64>,
     pub seconds_to_exhaustion: Option<f64>,
+    /// The worst alert rule holding on the level (filled in by the rules; `ok` until then).
     pub status: LevelStatus,
     pub top_flows: Vec<FlowReport>,
 }
@@ -89,7 +95,6 @@ pub struct Analysis {
     /// Seconds covered by rates, percentiles, trends and flow means.
     pub window_seconds: f64,
     pub top_flows: usize,
-    pub thresholds: Thresholds,
 }
 
 impl Default for Analysis {
@@ -97,7 +102,6 @@ impl Default for Analysis {
         Self {
             window_seconds: 60.0,
             top_flows: 10,
-            thresholds: Thresholds::default(),
         }
     }
 }
@@ -142,7 +146,6 @@ impl Analysis {
             };
             if name != EXEMPT {
                 lr.top_flows = flows.get(name.as_str()).cloned().unwrap_or_default();
-                lr.status = self.thresholds.classify(&lr);
             }
             report.levels.push(lr);
         }
@@ -243,6 +246,7 @@ impl Analysis {
                 .as_ref()
                 .map(|q| q.fullest_queue_requests as f64),
             rejected_per_second,
+            rejected_total: level.rejected_total.clone(),
             wait_p99_seconds,
             seconds_to_exhaustion,
             status: LevelStatus::Ok,
@@ -387,7 +391,6 @@ mod tests {
         let rate = l.rejected_per_second.as_ref().unwrap()["queue-full"];
         assert!((rate - (30.0 + 30.0 + 12.0) / 30.0).abs() < 1e-9, "{rate}");
         assert_eq!(l.headroom_seats, Some(0.0));
-        assert_eq!(l.status, LevelStatus::Critical);
         assert_eq!(l.seconds_to_exhaustion, Some(0.0));
     }
 
@@ -402,7 +405,6 @@ mod tests {
             &Analysis::default(),
         );
         assert_eq!(r.levels[0].rejected_per_second, None);
-        assert_eq!(r.levels[0].status, LevelStatus::Ok);
         assert_eq!(r.levels[0].headroom_ratio, Some(0.9));
     }
 
@@ -428,7 +430,6 @@ mod tests {
             "{:?}",
             l.seconds_to_exhaustion
         );
-        assert_eq!(l.status, LevelStatus::Warning);
         // A limit lent away while seats in use stay flat predicts nothing (borrowing, not demand).
         let points = (0..=10)
             .map(|i| {
@@ -465,7 +466,6 @@ mod tests {
             (l.limit_seats, l.headroom_seats, l.headroom_ratio),
             (None, None, None)
         );
-        assert_eq!(l.status, LevelStatus::Ok);
     }
 
     #[test]
@@ -492,7 +492,6 @@ mod tests {
         let l = &r.levels[0];
         assert_eq!(l.queue_capacity_requests, Some(6400.0));
         assert_eq!(l.fullest_queue_requests, Some(45.0));
-        assert_eq!(l.status, LevelStatus::Critical);
     }
 
     #[test]

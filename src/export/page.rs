@@ -61,7 +61,7 @@ pub fn render(report: &StatusReport) -> String {
             esc(a.kubernetes_version.as_deref().unwrap_or(""))
         );
         for e in &a.errors {
-            let _ = write!(h, "<p class=\"err\">{}</p>", esc(e));
+            let _ = write!(h, "<p class=\"err\">{}</p>", esc(&e.to_string()));
         }
         h.push_str(
             "<table><tr><th>priority level</th><th>limit</th><th>in use</th><th>headroom</th><th>queued</th>\

@@ -1,5 +1,6 @@
 //! From `/metrics` samples to a [`ReplicaSnapshot`], whatever the metric generation (apf.md §1).
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 
 use super::{Histogram, MetricGeneration, ReplicaSnapshot};
 use crate::parse::exposition::{Sample, SampleSink};
@@ -55,8 +56,12 @@ pub struct SnapshotBuilder {
     seen_levels: std::collections::BTreeSet<String>,
     rejected: BTreeMap<(String, String, String), f64>,
     wait: BTreeMap<String, Histogram>,
+    /// What each series (name and label set) last added, so that a series served twice counts once.
+    series: HashMap<u64, f64>,
     /// Samples of a wanted family that lacked the labels it must have.
     pub unlabelled_samples: u64,
+    /// Series that appeared more than once (a paste holding the same line twice): the last value is kept.
+    pub duplicate_series: u64,
 }
 
 impl SnapshotBuilder {
@@ -72,6 +77,29 @@ impl SnapshotBuilder {
         let pl = s.label("priorityLevel")?;
         self.camel_case = true;
         Some(pl)
+    }
+
+    /// What this sample adds to its sums: its value, or for a series seen before the change from what that one
+    /// added (the last one wins, as a later line would overwrite an earlier one in any store). Values that are not
+    /// finite add nothing: NaN would poison every sum downstream, and a replica never serves it for these families.
+    fn contribution(&mut self, s: &Sample<'_>) -> f64 {
+        let value = if s.value.is_finite() { s.value } else { 0.0 };
+        let mut labels: Vec<(&str, &str)> = s
+            .labels
+            .iter()
+            .map(|l| (l.name, l.value.as_ref()))
+            .collect();
+        labels.sort_unstable();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        s.name.hash(&mut h);
+        labels.hash(&mut h);
+        match self.series.insert(h.finish(), value) {
+            Some(earlier) => {
+                self.duplicate_series += 1;
+                value - earlier
+            }
+            None => value,
+        }
     }
 
     fn flow_schema<'s>(s: &'s Sample<'_>) -> Option<&'s str> {
@@ -97,6 +125,7 @@ impl SnapshotBuilder {
         let mut snap = ReplicaSnapshot {
             generation: Some(self.generation()),
             kubernetes_version: self.git_version.clone(),
+            duplicate_series: self.duplicate_series,
             ..Default::default()
         };
         // A family served for some levels but not this one means 0 for this one (gauge vectors only get a series
@@ -158,7 +187,8 @@ impl SampleSink for SnapshotBuilder {
         if !self.seen_levels.contains(pl) {
             self.seen_levels.insert(pl.to_string());
         }
-        let value = s.value;
+        let pl = pl.to_string();
+        let value = self.contribution(s);
         let family_map = match family {
             "current_limit_seats" => &mut self.current_limit,
             "nominal_limit_seats" => &mut self.nominal_limit,
@@ -178,12 +208,12 @@ impl SampleSink for SnapshotBuilder {
                 };
                 *self
                     .rejected
-                    .entry((pl.to_string(), fs.to_string(), reason.to_string()))
+                    .entry((pl, fs.to_string(), reason.to_string()))
                     .or_insert(0.0) += value;
                 return;
             }
             wait if wait.starts_with("request_wait_duration_seconds_") => {
-                let hist = self.wait.entry(pl.to_string()).or_default();
+                let hist = self.wait.entry(pl).or_default();
                 match &wait["request_wait_duration_seconds_".len()..] {
                     "bucket" => match s.label("le").and_then(parse_le) {
                         Some(le) => hist.add_bucket(le, value),
@@ -196,10 +226,7 @@ impl SampleSink for SnapshotBuilder {
             }
             _ => return,
         };
-        // NaN would poison every sum downstream; a replica never serves it for these gauges.
-        if value.is_finite() {
-            *family_map.entry(pl.to_string()).or_insert(0.0) += value;
-        }
+        *family_map.entry(pl).or_insert(0.0) += value;
     }
 }
 
@@ -207,5 +234,49 @@ fn parse_le(le: &str) -> Option<f64> {
     match le {
         "+Inf" | "Inf" => Some(f64::INFINITY),
         other => other.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::exposition::parse_all;
+
+    fn snapshot(text: &str) -> (ReplicaSnapshot, u64) {
+        let mut b = SnapshotBuilder::new();
+        parse_all(text.as_bytes(), is_wanted_sample, &mut b);
+        let snap = b.finish();
+        let duplicates = snap.duplicate_series;
+        (snap, duplicates)
+    }
+
+    #[test]
+    fn a_series_served_twice_is_one_series_and_the_last_value_wins() {
+        let (snap, duplicates) = snapshot(
+            "apiserver_flowcontrol_request_concurrency_limit{priority_level=\"workload-low\"} 245\n\
+             apiserver_flowcontrol_request_concurrency_in_use{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 140\n\
+             apiserver_flowcontrol_request_concurrency_in_use{flow_schema=\"other\",priority_level=\"workload-low\"} 5\n\
+             apiserver_flowcontrol_request_concurrency_limit{priority_level=\"workload-low\"} 245\n\
+             apiserver_flowcontrol_request_concurrency_in_use{priority_level=\"workload-low\",flow_schema=\"service-accounts\"} 145\n",
+        );
+        let l = &snap.levels["workload-low"];
+        assert_eq!(l.limit_seats, Some(245.0));
+        // 145 (the later line of service-accounts, labels in another order) + 5: flow schemas still sum.
+        assert_eq!(l.executing_seats, Some(150.0));
+        assert_eq!(duplicates, 2);
+    }
+
+    #[test]
+    fn duplicated_counters_and_buckets_are_not_doubled() {
+        let line = "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\",reason=\"time-out\"} 100\n";
+        let bucket = "apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute=\"true\",flow_schema=\"a\",le=\"1\",priority_level=\"workload-low\"} 7\n";
+        let (snap, duplicates) = snapshot(&[line, bucket, line, bucket].concat());
+        let l = &snap.levels["workload-low"];
+        assert_eq!(l.rejected_total.get("time-out"), Some(&100.0));
+        assert_eq!(
+            l.wait_seconds.as_ref().map(|h| h.buckets.clone()),
+            Some(vec![(1.0, 7.0)])
+        );
+        assert_eq!(duplicates, 2);
     }
 }

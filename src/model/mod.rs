@@ -123,6 +123,8 @@ pub struct ReplicaSnapshot {
     pub flow_schema_rejected_total: BTreeMap<(String, String, String), f64>,
     /// Flows from `dump_requests`, when that dump was read this scrape.
     pub flows: Option<Vec<FlowSample>>,
+    /// Series of `/metrics` that appeared more than once; each counted once, with its last value.
+    pub duplicate_series: u64,
 }
 
 impl ReplicaSnapshot {

@@ -66,7 +66,7 @@ impl Endpoint {
 }
 
 /// Why a request failed; [`ScrapeError::reason`] is the metric label.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScrapeError {
     #[error("no response within {0:?}: the apiserver is slow or unreachable; raise scrape.timeout or check the network")]
     Timeout(Duration),

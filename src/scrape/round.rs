@@ -80,7 +80,8 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
     if let Some((started, outcome)) = metrics {
         let (outcome, invalid) = match outcome {
             Ok((snap, stats)) => {
-                let invalid = stats.invalid_lines + stats.oversized_lines;
+                // A duplicated series is kept once: the line dropped is counted like an unreadable one.
+                let invalid = stats.invalid_lines + stats.oversized_lines + snap.duplicate_series;
                 metrics_stats = Some(stats);
                 snapshot = Some(snap);
                 (Ok(()), invalid)

@@ -76,6 +76,14 @@ async fn a_silence_mutes_an_alert_until_it_is_expired() {
     let r = client.post(format!("{monitor}/api/v1/silences")).body(r#"{"matchers": [], "startsAt": "2020-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z"}"#).send().await.unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("matcher"));
+    // So is a regex that does not compile, naming the matcher and the regex error.
+    let r = client.post(format!("{monitor}/api/v1/silences")).body(r#"{"matchers": [{"name": "priority_level", "value": "workload-(low", "isRegex": true}], "startsAt": "2020-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z"}"#).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains(r#"priority_level=~\"workload-(low\""#) && text.contains("unclosed group"),
+        "{text}"
+    );
 
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let later =

@@ -1,11 +1,12 @@
 //! Silences as Alertmanager's API v2 shapes them: matchers with a start, an end, an author and a comment.
 //!
-//! Regex matchers are matched without a regex engine: `.*`, `.` (any one character), `\` escapes, literals and
-//! top-level alternatives `a|b|c`, anchored at both ends like Alertmanager's. Anything else is refused with a message
-//! saying what is supported, so a silence never silently matches something else than what its author meant.
+//! Regex matchers are RE2-style regexes (the `regex` crate) anchored at both ends, as Alertmanager compiles them:
+//! `^(?:value)$`. One that does not compile is refused when the silence is added. Silences keep the source text (the
+//! state file's form); the compiled regexes live beside them and are rebuilt on add and on load.
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::humantime_serde_compat;
@@ -13,6 +14,10 @@ use super::LabelSet;
 
 /// Expired silences stay listed this long (Alertmanager keeps them for its retention), then are dropped.
 pub const EXPIRED_RETENTION: Duration = Duration::from_secs(3600);
+
+/// A silence's regex is a few alternatives; 1 MiB of compiled program is plenty and keeps the unauthenticated API
+/// from building big automata (the crate's default is 10 MiB).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SilenceError {
@@ -99,16 +104,35 @@ impl Silence {
             SilenceState::Active
         }
     }
+}
 
+/// A silence with its matchers' compiled regexes.
+#[derive(Debug, Clone)]
+struct Entry {
+    silence: Silence,
+    /// One per matcher, `None` for an equality matcher. `None` as a whole when a stored regex no longer compiles
+    /// (see `Silences::from_vec`): the silence then mutes nothing.
+    regexes: Option<Vec<Option<Regex>>>,
+}
+
+/// The regexes derive from the silence's text, so the silence alone decides equality.
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.silence == other.silence
+    }
+}
+
+impl Entry {
     /// Whether every matcher matches; an absent label matches as the empty string (Prometheus semantics).
     fn matches_labels(&self, labels: &LabelSet) -> bool {
-        self.matchers.iter().all(|m| {
+        let Some(regexes) = &self.regexes else {
+            return false;
+        };
+        self.silence.matchers.iter().zip(regexes).all(|(m, re)| {
             let value = labels.get(&m.name).map(String::as_str).unwrap_or("");
-            let hit = if m.is_regex {
-                // Validated on add; a pattern that no longer parses (hand-edited state) matches nothing.
-                Pattern::parse(&m.value).is_ok_and(|p| p.matches(value))
-            } else {
-                m.value == value
+            let hit = match re {
+                Some(re) => re.is_match(value),
+                None => m.value == value,
             };
             hit == m.is_equal
         })
@@ -117,23 +141,39 @@ impl Silence {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Silences {
-    silences: BTreeMap<String, Silence>,
+    silences: BTreeMap<String, Entry>,
 }
 
 impl Silences {
+    /// Silences read back from the state file. One whose regex no longer compiles (a hand-edited file, or a pattern
+    /// an older apf-monitor accepted) is kept so it can still be listed and expired, but mutes nothing: a restart
+    /// must not fail over it, and muting on its other matchers alone could hide alerts its author never meant to.
     pub fn from_vec(silences: Vec<Silence>) -> Self {
-        Self {
-            silences: silences.into_iter().map(|s| (s.id.clone(), s)).collect(),
-        }
+        let silences = silences
+            .into_iter()
+            .map(|silence| {
+                let regexes = compile_matchers(&silence.matchers)
+                    .inspect_err(|e| {
+                        tracing::warn!(
+                            silence = %silence.id,
+                            error = %e,
+                            "stored silence has a regex that does not compile; it mutes nothing until replaced"
+                        )
+                    })
+                    .ok();
+                (silence.id.clone(), Entry { silence, regexes })
+            })
+            .collect();
+        Self { silences }
     }
 
     pub fn to_vec(&self) -> Vec<Silence> {
-        self.silences.values().cloned().collect()
+        self.silences.values().map(|e| e.silence.clone()).collect()
     }
 
     /// Validates and stores a silence; returns its id (a new one unless `input.id` names an existing silence).
     pub fn add(&mut self, input: SilenceInput, now: SystemTime) -> Result<String, SilenceError> {
-        validate(&input, now)?;
+        let regexes = validate(&input, now)?;
         let id = match input.id {
             Some(id) if !id.is_empty() => {
                 if !self.silences.contains_key(&id) {
@@ -143,15 +183,19 @@ impl Silences {
             }
             _ => new_id(),
         };
+        let silence = Silence {
+            id: id.clone(),
+            matchers: input.matchers,
+            starts_at: input.starts_at,
+            ends_at: input.ends_at,
+            created_by: input.created_by,
+            comment: input.comment,
+        };
         self.silences.insert(
             id.clone(),
-            Silence {
-                id: id.clone(),
-                matchers: input.matchers,
-                starts_at: input.starts_at,
-                ends_at: input.ends_at,
-                created_by: input.created_by,
-                comment: input.comment,
+            Entry {
+                silence,
+                regexes: Some(regexes),
             },
         );
         self.gc(now);
@@ -159,20 +203,24 @@ impl Silences {
     }
 
     pub fn get(&self, id: &str, now: SystemTime) -> Option<SilenceView> {
-        self.silences.get(id).map(|s| view(s, now))
+        self.silences.get(id).map(|e| view(&e.silence, now))
     }
 
     /// Every silence still kept, expired ones included (for an hour), in id order.
     pub fn list(&self, now: SystemTime) -> Vec<SilenceView> {
-        self.silences.values().map(|s| view(s, now)).collect()
+        self.silences
+            .values()
+            .map(|e| view(&e.silence, now))
+            .collect()
     }
 
     /// Ends a silence now (a pending one never starts).
     pub fn expire(&mut self, id: &str, now: SystemTime) -> Result<(), SilenceError> {
-        let s = self
+        let s = &mut self
             .silences
             .get_mut(id)
-            .ok_or_else(|| SilenceError::NotFound(id.to_string()))?;
+            .ok_or_else(|| SilenceError::NotFound(id.to_string()))?
+            .silence;
         match s.state(now) {
             SilenceState::Expired => return Err(SilenceError::AlreadyExpired(id.to_string())),
             SilenceState::Pending => {
@@ -188,8 +236,8 @@ impl Silences {
     pub fn matching(&self, labels: &LabelSet, now: SystemTime) -> Option<&str> {
         self.silences
             .values()
-            .find(|s| s.state(now) == SilenceState::Active && s.matches_labels(labels))
-            .map(|s| s.id.as_str())
+            .find(|e| e.silence.state(now) == SilenceState::Active && e.matches_labels(labels))
+            .map(|e| e.silence.id.as_str())
     }
 
     pub fn matches(&self, labels: &LabelSet, now: SystemTime) -> bool {
@@ -198,8 +246,8 @@ impl Silences {
 
     /// Drops silences expired for more than an hour.
     pub fn gc(&mut self, now: SystemTime) {
-        self.silences.retain(|_, s| {
-            now.duration_since(s.ends_at)
+        self.silences.retain(|_, e| {
+            now.duration_since(e.silence.ends_at)
                 .map_or(true, |past| past <= EXPIRED_RETENTION)
         });
     }
@@ -222,7 +270,8 @@ fn view(s: &Silence, now: SystemTime) -> SilenceView {
     }
 }
 
-fn validate(input: &SilenceInput, now: SystemTime) -> Result<(), SilenceError> {
+/// Checks a silence and compiles its regexes (one per matcher, `None` for an equality matcher).
+fn validate(input: &SilenceInput, now: SystemTime) -> Result<Vec<Option<Regex>>, SilenceError> {
     let invalid = |m: String| Err(SilenceError::Invalid(m));
     if input.matchers.is_empty() {
         return invalid("at least one matcher is required".into());
@@ -233,25 +282,65 @@ fn validate(input: &SilenceInput, now: SystemTime) -> Result<(), SilenceError> {
     if input.ends_at <= now {
         return invalid("endsAt is in the past".into());
     }
-    let mut matches_everything = true;
-    for m in &input.matchers {
-        if m.name.is_empty() {
-            return invalid("a matcher has an empty label name".into());
-        }
-        if m.is_regex {
-            let p = Pattern::parse(&m.value).map_err(|e| {
-                SilenceError::Invalid(format!("matcher {}=~{:?}: {e}", m.name, m.value))
-            })?;
-            matches_everything &= m.is_equal && p.matches("");
-        } else {
-            matches_everything &= m.is_equal && m.value.is_empty();
-        }
+    if input.matchers.iter().any(|m| m.name.is_empty()) {
+        return invalid("a matcher has an empty label name".into());
     }
+    let regexes = compile_matchers(&input.matchers).map_err(SilenceError::Invalid)?;
+    let matches_everything = input.matchers.iter().zip(&regexes).all(|(m, re)| {
+        m.is_equal
+            && match re {
+                Some(re) => re.is_match(""),
+                None => m.value.is_empty(),
+            }
+    });
     if matches_everything {
         // Alertmanager refuses these too: a silence that mutes every alert is a mistake.
         return invalid("the matchers match every alert; at least one must require a value".into());
     }
-    Ok(())
+    Ok(regexes)
+}
+
+/// The regex of each regex matcher, in matcher order; an error names the matcher.
+fn compile_matchers(matchers: &[Matcher]) -> Result<Vec<Option<Regex>>, String> {
+    matchers
+        .iter()
+        .map(|m| {
+            if !m.is_regex {
+                return Ok(None);
+            }
+            let op = if m.is_equal { "=~" } else { "!~" };
+            compile(&m.value)
+                .map(Some)
+                .map_err(|e| format!("matcher {}{op}{:?}: invalid regex: {e}", m.name, m.value))
+        })
+        .collect()
+}
+
+/// Alertmanager's anchoring, `^(?:value)$`. The value is compiled alone first so that one like `a)|(b` cannot close
+/// the group and slip out of the anchors, and so that an error is about the text its author wrote.
+fn compile(value: &str) -> Result<Regex, String> {
+    build(value)?;
+    build(&format!("^(?:{value})$"))
+}
+
+fn build(pattern: &str) -> Result<Regex, String> {
+    RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| match e {
+            // The crate draws the pattern with a caret over several lines; an API error reads better on one.
+            regex::Error::Syntax(text) => text
+                .lines()
+                .find_map(|l| l.strip_prefix("error: "))
+                .map_or_else(
+                    || text.split_whitespace().collect::<Vec<_>>().join(" "),
+                    str::to_string,
+                ),
+            regex::Error::CompiledTooBig(limit) => {
+                format!("the compiled regex would exceed {limit} bytes")
+            }
+            e => e.to_string(),
+        })
 }
 
 /// 128 random bits written like a UUID.
@@ -266,71 +355,6 @@ fn new_id() -> String {
         &hex[16..20],
         &hex[20..32]
     )
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Token {
-    Char(char),
-    AnyChar,
-    AnyString,
-}
-
-/// A regex restricted to alternatives of literals, `.` and `.*`, anchored at both ends.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pattern {
-    alternatives: Vec<Vec<Token>>,
-}
-
-impl Pattern {
-    pub fn parse(text: &str) -> Result<Pattern, String> {
-        let mut alternatives = vec![Vec::new()];
-        let mut chars = text.chars().peekable();
-        while let Some(c) = chars.next() {
-            let current = alternatives.last_mut().ok_or("empty pattern")?;
-            match c {
-                '|' => alternatives.push(Vec::new()),
-                '\\' => match chars.next() {
-                    Some(e) if !e.is_alphanumeric() => current.push(Token::Char(e)),
-                    Some(e) => {
-                        return Err(format!(
-                        "the escape \\{e} is not supported; only escaped punctuation like \\. is"
-                    ))
-                    }
-                    None => return Err("a trailing \\ escapes nothing".into()),
-                },
-                '.' if chars.peek() == Some(&'*') => {
-                    chars.next();
-                    current.push(Token::AnyString);
-                }
-                '.' => current.push(Token::AnyChar),
-                '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '^' | '$' => {
-                    return Err(format!(
-                        "{c:?} is not supported: use literals, `.`, `.*` and alternatives a|b|c \
-                         (matchers are anchored at both ends already)"
-                    ))
-                }
-                c => current.push(Token::Char(c)),
-            }
-        }
-        Ok(Pattern { alternatives })
-    }
-
-    pub fn matches(&self, value: &str) -> bool {
-        let chars: Vec<char> = value.chars().collect();
-        self.alternatives.iter().any(|a| match_tokens(a, &chars))
-    }
-}
-
-/// Backtracking over `.*`; patterns are short and typed by people, so this stays cheap.
-fn match_tokens(tokens: &[Token], value: &[char]) -> bool {
-    match tokens.split_first() {
-        None => value.is_empty(),
-        Some((Token::AnyString, rest)) => {
-            (0..=value.len()).any(|i| match_tokens(rest, &value[i..]))
-        }
-        Some((Token::AnyChar, rest)) => !value.is_empty() && match_tokens(rest, &value[1..]),
-        Some((Token::Char(c), rest)) => value.first() == Some(c) && match_tokens(rest, &value[1..]),
-    }
 }
 
 #[cfg(test)]
@@ -368,25 +392,141 @@ mod tests {
         }
     }
 
+    /// Whether a silence with this one regex matcher on `priority_level` mutes an alert with this level.
+    fn mutes(regex: &str, is_equal: bool, level: &str) -> bool {
+        let mut s = Silences::default();
+        s.add(
+            input(
+                vec![
+                    m("alertname", "A", false, true),
+                    m("priority_level", regex, true, is_equal),
+                ],
+                0,
+                60,
+            ),
+            t(0),
+        )
+        .unwrap();
+        s.matches(
+            &labels(&[("alertname", "A"), ("priority_level", level)]),
+            t(1),
+        )
+    }
+
     #[test]
-    fn patterns() {
-        let p = Pattern::parse("workload-low|global-default").unwrap();
-        assert!(p.matches("workload-low"));
-        assert!(p.matches("global-default"));
-        assert!(!p.matches("workload-lowx"), "anchored at the end");
-        assert!(!p.matches("xworkload-low"), "anchored at the start");
-        let any = Pattern::parse(".*").unwrap();
-        assert!(any.matches("") && any.matches("anything"));
-        let prefix = Pattern::parse("10\\.0\\.0\\..*:6443").unwrap();
-        assert!(prefix.matches("10.0.0.5:6443"));
-        assert!(!prefix.matches("10.0.1.5:6443"));
-        assert!(Pattern::parse("a.c").unwrap().matches("abc"));
-        assert!(!Pattern::parse("a.c").unwrap().matches("ac"));
-        for bad in ["a+", "(a|b)", "[ab]", "^a", "a$", "a*", "\\d", "x\\"] {
-            let err = Pattern::parse(bad).unwrap_err();
-            assert!(!err.is_empty(), "{bad}");
+    fn regexes_are_re2_style_and_anchored() {
+        // Character classes.
+        assert!(mutes("workload-[a-z]+", true, "workload-low"));
+        assert!(!mutes("workload-[a-z]+", true, "workload-2"));
+        assert!(mutes(r"level-\d{2}", true, "level-42"));
+        assert!(!mutes(r"level-\d{2}", true, "level-4"));
+        assert!(mutes("[^x]+", true, "abc") && !mutes("[^x]+", true, "axc"));
+        // Alternation, each alternative anchored.
+        for level in ["workload-low", "global-default"] {
+            assert!(mutes("workload-low|global-default", true, level), "{level}");
         }
-        assert!(Pattern::parse("a+").unwrap_err().contains("a|b|c"));
+        assert!(!mutes("workload-low|global-default", true, "workload-lowx"));
+        assert!(!mutes(
+            "workload-low|global-default",
+            true,
+            "xglobal-default"
+        ));
+        // Anchored at both ends, as Alertmanager's ^(?:...)$.
+        assert!(mutes("work.*", true, "workload"));
+        assert!(!mutes("work.*", true, "xworkload"));
+        assert!(!mutes("load", true, "workload"));
+        assert!(mutes(r"10\.0\.0\..*:6443", true, "10.0.0.5:6443"));
+        assert!(!mutes(r"10\.0\.0\..*:6443", true, "10.0.0.5:64430"));
+        // Case-sensitive unless the regex says otherwise.
+        assert!(!mutes("workload-low", true, "Workload-Low"));
+        assert!(mutes("(?i)workload-low", true, "Workload-Low"));
+        // isEqual false negates the regex (`!~`).
+        assert!(!mutes("workload-.*", false, "workload-low"));
+        assert!(mutes("workload-.*", false, "global-default"));
+        assert!(mutes("workload-.*", false, "xworkload-low"), "anchored too");
+        // An absent label is the empty string.
+        let mut s = Silences::default();
+        s.add(
+            input(
+                vec![
+                    m("flow_schema", "x|", true, true),
+                    m("alertname", "A", false, true),
+                ],
+                0,
+                60,
+            ),
+            t(0),
+        )
+        .unwrap();
+        assert!(s.matches(&labels(&[("alertname", "A")]), t(1)));
+    }
+
+    #[test]
+    fn invalid_regexes_are_refused_with_the_reason() {
+        let refused = |regex: &str, is_equal: bool| {
+            let mut s = Silences::default();
+            let e = s
+                .add(
+                    input(vec![m("priority_level", regex, true, is_equal)], 0, 60),
+                    t(0),
+                )
+                .unwrap_err();
+            assert!(s.is_empty());
+            match e {
+                SilenceError::Invalid(text) => text,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            refused("(workload", true),
+            "matcher priority_level=~\"(workload\": invalid regex: unclosed group"
+        );
+        assert_eq!(
+            refused("[a-", false),
+            "matcher priority_level!~\"[a-\": invalid regex: unclosed character class"
+        );
+        // Closing the wrapping group would escape the anchors; the value alone does not compile.
+        assert!(refused("a)|(b", true).contains("unopened group"));
+        for bad in [
+            "*",
+            "a{2,1}",
+            "\\",
+            "(?P<>a)",
+            "a{1000}{1000}",
+            r"\p{NoSuchClass}",
+        ] {
+            let e = refused(bad, true);
+            assert!(
+                e.starts_with("matcher priority_level=~") && e.contains("invalid regex: "),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn stored_silences_keep_their_form_and_never_fail_a_restart() {
+        let mut s = Silences::default();
+        s.add(input(vec![m("alertname", "A|B", true, true)], 0, 60), t(0))
+            .unwrap();
+        let stored = serde_json::to_value(s.to_vec()).unwrap();
+        assert_eq!(
+            stored[0]["matchers"],
+            serde_json::json!([{"name": "alertname", "value": "A|B", "isRegex": true, "isEqual": true}])
+        );
+        let back = Silences::from_vec(serde_json::from_value(stored).unwrap());
+        assert_eq!(back, s);
+        assert!(back.matches(&labels(&[("alertname", "B")]), t(1)));
+
+        // A regex that no longer compiles: the silence stays listed and expirable, but mutes nothing, negated or not.
+        let mut broken = s.to_vec();
+        broken[0].matchers = vec![m("alertname", "(A", true, true), m("x", "(", true, false)];
+        let mut back = Silences::from_vec(broken);
+        assert_eq!(back.len(), 1);
+        assert!(!back.matches(&labels(&[("alertname", "(A")]), t(1)));
+        assert!(!back.matches(&labels(&[("alertname", "B")]), t(1)));
+        let id = back.list(t(1))[0].silence.id.clone();
+        back.expire(&id, t(2)).unwrap();
     }
 
     #[test]
@@ -406,9 +546,9 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("past"));
         let e = s
-            .add(input(vec![m("alertname", "(A)", true, true)], 0, 60), t(0))
+            .add(input(vec![m("alertname", "(A", true, true)], 0, 60), t(0))
             .unwrap_err();
-        assert!(e.to_string().contains("alertname=~\"(A)\""), "{e}");
+        assert!(e.to_string().contains("alertname=~\"(A\""), "{e}");
         let e = s
             .add(input(vec![m("alertname", ".*", true, true)], 0, 60), t(0))
             .unwrap_err();

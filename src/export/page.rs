@@ -1,14 +1,10 @@
 //! The status page: per replica and level, headroom, queues and top flows, readable without Grafana.
 use std::fmt::Write;
 
-use crate::analyze::{LevelStatus, StatusReport};
+// Every value lands in element text (the attributes are fixed strings), so text escaping is the one needed.
+use html_escape::encode_text;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::analyze::{LevelStatus, StatusReport};
 
 fn num(v: Option<f64>) -> String {
     match v {
@@ -29,8 +25,8 @@ pub fn render(report: &StatusReport) -> String {
     if !report.alerts.is_empty() {
         h.push_str("<h2>Alerts</h2><table><tr><th>state</th><th>alert</th><th>replica</th><th>priority level</th><th>summary</th><th>remediation</th></tr>");
         for a in &report.alerts {
-            let get = |k: &str| esc(a.labels.get(k).map(String::as_str).unwrap_or(""));
-            let ann = |k: &str| esc(a.annotations.get(k).map(String::as_str).unwrap_or(""));
+            let get = |k: &str| encode_text(a.labels.get(k).map(String::as_str).unwrap_or(""));
+            let ann = |k: &str| encode_text(a.annotations.get(k).map(String::as_str).unwrap_or(""));
             let class = match a.labels.get("severity").map(String::as_str) {
                 Some("critical") if a.state == "firing" => "critical",
                 _ if a.state == "firing" => "warning",
@@ -39,7 +35,7 @@ pub fn render(report: &StatusReport) -> String {
             let _ = write!(
                 h,
                 "<tr class=\"{class}\"><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td></tr>",
-                esc(&a.state),
+                encode_text(&a.state),
                 get("alertname"),
                 get("severity"),
                 get("apiserver"),
@@ -57,11 +53,11 @@ pub fn render(report: &StatusReport) -> String {
         let _ = write!(
             h,
             "<h2>{} <small>{}</small></h2>",
-            esc(&a.apiserver),
-            esc(a.kubernetes_version.as_deref().unwrap_or(""))
+            encode_text(&a.apiserver),
+            encode_text(a.kubernetes_version.as_deref().unwrap_or(""))
         );
         for e in &a.errors {
-            let _ = write!(h, "<p class=\"err\">{}</p>", esc(&e.to_string()));
+            let _ = write!(h, "<p class=\"err\">{}</p>", encode_text(&e.to_string()));
         }
         h.push_str(
             "<table><tr><th>priority level</th><th>limit</th><th>in use</th><th>headroom</th><th>queued</th>\
@@ -85,8 +81,8 @@ pub fn render(report: &StatusReport) -> String {
                 .map(|f| {
                     format!(
                         "{}/{} ({:.1} waiting, {:.1} seats)",
-                        esc(&f.flow_schema),
-                        esc(&f.flow),
+                        encode_text(&f.flow_schema),
+                        encode_text(&f.flow),
                         f.waiting_requests,
                         f.executing_seats
                     )
@@ -95,7 +91,7 @@ pub fn render(report: &StatusReport) -> String {
             let _ = write!(
                 h,
                 "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:?}</td><td style=\"text-align:left\">{}</td></tr>",
-                esc(&l.priority_level),
+                encode_text(&l.priority_level),
                 num(l.limit_seats),
                 num(l.executing_seats),
                 num(l.headroom_seats),
@@ -111,4 +107,43 @@ pub fn render(report: &StatusReport) -> String {
     }
     h.push_str("</body></html>");
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{AlertReport, ApiserverReport, LevelReport};
+
+    #[test]
+    fn values_are_escaped() {
+        let report = StatusReport {
+            alerts: vec![AlertReport {
+                labels: [("alertname".to_string(), "<script>x</script>".to_string())].into(),
+                annotations: [("summary".to_string(), "a & b".to_string())].into(),
+                state: "firing".into(),
+                ..Default::default()
+            }],
+            apiservers: vec![ApiserverReport {
+                apiserver: "10.0.0.5:6443".into(),
+                errors: vec![crate::analyze::Problem::Scrape {
+                    endpoint: crate::scrape::Endpoint::Metrics,
+                    error: crate::scrape::ScrapeError::Http {
+                        status: 500,
+                        detail: "<html>".into(),
+                    },
+                }],
+                levels: vec![LevelReport {
+                    priority_level: "level<1>".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let h = render(&report);
+        assert!(h.contains("&lt;script&gt;x&lt;/script&gt;"), "{h}");
+        assert!(!h.contains("<script>"));
+        assert!(h.contains("a &amp; b"));
+        assert!(h.contains("metrics: HTTP 500: &lt;html&gt;"), "{h}");
+        assert!(h.contains("level&lt;1&gt;"));
+    }
 }

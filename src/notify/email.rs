@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use html_escape::{encode_double_quoted_attribute, encode_text};
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
@@ -297,7 +298,7 @@ pub fn html_body(n: &Notification) -> String {
     let mut out = String::from(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"></head><body style=\"font-family: sans-serif\">\n",
     );
-    out.push_str(&format!("<h2>{}</h2>\n", escape_html(&title(n))));
+    out.push_str(&format!("<h2>{}</h2>\n", encode_text(&title(n))));
     for a in &n.alerts {
         let colour = match (a.is_resolved(), severity(a)) {
             (true, _) => "#2eb886",
@@ -306,28 +307,28 @@ pub fn html_body(n: &Notification) -> String {
         };
         out.push_str(&format!(
             "<div style=\"border-left: 4px solid {colour}; padding-left: 8px; margin-bottom: 16px\">\n<h3>{}</h3>\n",
-            escape_html(&headline(a))
+            encode_text(&headline(a))
         ));
         if let Some(s) = annotation(a, "summary") {
-            out.push_str(&format!("<p><b>{}</b></p>\n", escape_html(s)));
+            out.push_str(&format!("<p><b>{}</b></p>\n", encode_text(s)));
         }
         if let Some(d) = annotation(a, "description") {
             out.push_str(&format!(
                 "<p style=\"white-space: pre-wrap\">{}</p>\n",
-                escape_html(d)
+                encode_text(d)
             ));
         }
         if let Some(f) = annotation(a, "top_flows") {
             out.push_str(&format!(
                 "<p>Top flows:</p>\n<pre>{}</pre>\n",
-                escape_html(f)
+                encode_text(f)
             ));
         }
         if let Some(r) = annotation(a, "remediation") {
-            out.push_str(&format!("<p>Remediation: {}</p>\n", escape_html(r)));
+            out.push_str(&format!("<p>Remediation: {}</p>\n", encode_text(r)));
         }
         if let Some(m) = annotation(a, "remediation_manifest") {
-            out.push_str(&format!("<pre>{}</pre>\n", escape_html(m.trim_end())));
+            out.push_str(&format!("<pre>{}</pre>\n", encode_text(m.trim_end())));
         }
         if let Some(u) = annotation(a, "runbook_url") {
             out.push_str(&format!("<p>{}</p>\n", link(u, "Runbook")));
@@ -351,25 +352,14 @@ pub fn html_body(n: &Notification) -> String {
 /// A link only to http(s) (no `javascript:` from a label value); anything else is shown as text.
 fn link(url: &str, text: &str) -> String {
     if url.starts_with("https://") || url.starts_with("http://") {
-        format!("<a href=\"{}\">{}</a>", escape_html(url), escape_html(text))
+        format!(
+            "<a href=\"{}\">{}</a>",
+            encode_double_quoted_attribute(url),
+            encode_text(text)
+        )
     } else {
-        format!("{}: {}", escape_html(text), escape_html(url))
+        format!("{}: {}", encode_text(text), encode_text(url))
     }
-}
-
-pub fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -401,7 +391,7 @@ mod tests {
                 ends_at: None,
                 generator_url: String::new(),
             }],
-            external_url: "http://apf\"monitor".into(),
+            external_url: "http://apf\"monitor/?a=1&b=<2>".into(),
         }
     }
 
@@ -411,7 +401,12 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"));
         assert!(!html.contains("<script>"));
         assert!(!html.contains("href=\"javascript:"));
-        assert!(html.contains("href=\"http://apf&quot;monitor\""));
+        // A link's URL is an attribute value: the double quote is escaped too.
+        assert!(html.contains(
+            "href=\"http://apf&quot;monitor/?a=1&amp;b=&lt;2&gt;\">Open apf-monitor</a>"
+        ));
+        // A URL that is not http(s) is shown as text.
+        assert!(html.contains("<p>Runbook: javascript:alert(1)</p>"));
     }
 
     #[test]

@@ -11,6 +11,9 @@
 //! The webhook URL is a secret: errors and logs name only its scheme and host.
 use std::time::Duration;
 
+// Slack's mrkdwn control characters are exactly `&`, `<` and `>`, which `encode_text` escapes (and nothing else);
+// everything user-visible goes through it.
+use html_escape::encode_text;
 use serde_json::{json, Value};
 
 use super::format::{annotation, identity_labels, rfc3339, severity, title, truncate_chars};
@@ -71,44 +74,9 @@ impl Receiver for Slack {
     }
 }
 
-/// Slack's mrkdwn control characters; everything user-visible goes through this.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Escapes and cuts to `max` characters of escaped text without splitting an entity; a cut ends with "…".
 pub fn escape_truncated(text: &str, max: usize) -> String {
-    let escaped = escape(text);
-    if escaped.chars().count() <= max {
-        return escaped;
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let piece = match c {
-            '&' => "&amp;".to_string(),
-            '<' => "&lt;".to_string(),
-            '>' => "&gt;".to_string(),
-            c => c.to_string(),
-        };
-        let len = piece.chars().count();
-        if used + len > max.saturating_sub(1) {
-            break;
-        }
-        out.push_str(&piece);
-        used += len;
-    }
-    out.push('…');
-    out
+    cut_mrkdwn(&encode_text(text), max)
 }
 
 /// danger: a critical fires; warning: only warnings fire; good: all resolved.
@@ -147,7 +115,7 @@ pub fn payload(n: &Notification) -> Value {
             if hidden == 1 { "" } else { "s" }
         );
         if !n.external_url.is_empty() {
-            more.push_str(&format!(": <{}|apf-monitor>", escape(&n.external_url)));
+            more.push_str(&format!(": <{}|apf-monitor>", encode_text(&n.external_url)));
         }
         blocks.push(json!({
             "type": "context",
@@ -155,10 +123,10 @@ pub fn payload(n: &Notification) -> Value {
         }));
     }
     json!({
-        "text": escape(&title),
+        "text": encode_text(&title),
         "attachments": [{
             "color": color(n),
-            "fallback": escape(&title),
+            "fallback": encode_text(&title),
             "blocks": blocks,
         }],
     })
@@ -172,19 +140,19 @@ fn alert_blocks(a: &Alert) -> Vec<Value> {
     };
     let mut text = format!(
         "*{status}* {} `{}`",
-        escape(severity(a)),
-        escape(&identity_labels(a))
+        encode_text(severity(a)),
+        encode_text(&identity_labels(a))
     );
     let summary = annotation(a, "summary").unwrap_or_else(|| a.alertname());
-    text.push_str(&format!("\n*{}*", escape(summary)));
+    text.push_str(&format!("\n*{}*", encode_text(summary)));
     if let Some(d) = annotation(a, "description") {
-        text.push_str(&format!("\n{}", escape(d)));
+        text.push_str(&format!("\n{}", encode_text(d)));
     }
     if let Some(f) = annotation(a, "top_flows") {
-        text.push_str(&format!("\n*Top flows*\n{}", escape(f)));
+        text.push_str(&format!("\n*Top flows*\n{}", encode_text(f)));
     }
     if let Some(r) = annotation(a, "remediation") {
-        text.push_str(&format!("\n*Remediation*\n{}", escape(r)));
+        text.push_str(&format!("\n*Remediation*\n{}", encode_text(r)));
     }
     let mut blocks = vec![section(&cut_mrkdwn(&text, MAX_SECTION_CHARS))];
     if let Some(m) = annotation(a, "remediation_manifest") {
@@ -194,7 +162,7 @@ fn alert_blocks(a: &Alert) -> Vec<Value> {
     }
     let mut context = Vec::new();
     if let Some(url) = annotation(a, "runbook_url") {
-        context.push(format!("<{}|Runbook>", escape(url)));
+        context.push(format!("<{}|Runbook>", encode_text(url)));
     }
     context.push(format!("since {}", rfc3339(a.starts_at)));
     if let Some(end) = a.ends_at {
@@ -270,8 +238,13 @@ mod tests {
 
     #[test]
     fn escaping() {
-        assert_eq!(escape("a<b>&c"), "a&lt;b&gt;&amp;c");
+        assert_eq!(encode_text("a<b>&c"), "a&lt;b&gt;&amp;c");
+        // Quotes mean nothing to mrkdwn and stay as typed.
+        assert_eq!(encode_text(r#"say "hi" it's"#), r#"say "hi" it's"#);
         assert_eq!(escape_truncated("<<<<", 9), "&lt;&lt;…");
+        assert_eq!(escape_truncated("a<b", 6), "a&lt;b", "fits: not cut");
+        assert_eq!(escape_truncated("ab<cd", 5), "ab…", "never half an entity");
+        assert_eq!(escape_truncated("é&é&", 8), "é&amp;é…", "counts characters");
         assert_eq!(cut_mrkdwn("ab&amp;cd", 5), "ab…");
         assert_eq!(cut_mrkdwn("ab&amp;cd", 8), "ab&amp;…");
     }

@@ -6,6 +6,7 @@
 
 use super::objects::{self, Distinguisher, FlowSchemaDef, PriorityLevelDef};
 use super::{KubeVersion, Scenario, SimError};
+use crate::apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, VecDeque};
@@ -605,7 +606,7 @@ impl State {
         let fs = self.flows[flow].fs;
         let l = &mut self.levels[li];
         *l.rejected_by_reason.entry(reason.to_string()).or_insert(0) += 1;
-        if reason == "time-out" {
+        if reason == TIME_OUT {
             l.timed_out += 1;
         } else {
             l.rejected += 1;
@@ -614,7 +615,7 @@ impl State {
         let st = self.stats(li, fs);
         *st.rejected.entry(reason).or_insert(0) += 1;
         // A request that timed out in its queue is still observed with execute="true" (apf.md §1a).
-        let h = if reason == "time-out" {
+        let h = if reason == TIME_OUT {
             &mut st.wait_executed
         } else {
             &mut st.wait_rejected
@@ -649,7 +650,7 @@ impl State {
                 let st = self.stats(li, fs);
                 st.inqueue_requests -= 1;
                 st.inqueue_seats -= r.seats;
-                self.reject(li, r.flow, "time-out", now - r.arrive_ns);
+                self.reject(li, r.flow, TIME_OUT, now - r.arrive_ns);
             }
         }
     }
@@ -706,7 +707,7 @@ impl State {
             if l.fits(req.seats) {
                 return self.execute(li, req, at);
             }
-            return self.reject(li, fi, "concurrency-limit", 0);
+            return self.reject(li, fi, CONCURRENCY_LIMIT, 0);
         }
         // Shuffle sharding: the queue of the hand with the least waiting work (seats), then fewest in use.
         let q = hand
@@ -730,7 +731,7 @@ impl State {
             return self.execute(li, req, at);
         }
         if l.queues[q].waiting.len() as u32 >= l.def.queue_length_limit {
-            return self.reject(li, fi, "queue-full", 0);
+            return self.reject(li, fi, QUEUE_FULL, 0);
         }
         let len = (l.queues[q].waiting.len() + 1) as f64;
         self.stats(li, fs)

@@ -124,28 +124,6 @@ pub fn default_flow_schemas(v: KubeVersion) -> Vec<FlowSchemaDef> {
     out
 }
 
-/// The `flowcontrol.apiserver.k8s.io` API versions a Kubernetes version serves (apf.md §3g).
-pub fn served_api_versions(v: KubeVersion) -> Vec<&'static str> {
-    let m = v.minor;
-    let mut out = Vec::new();
-    if (18..=20).contains(&m) {
-        out.push("v1alpha1");
-    }
-    if (20..=25).contains(&m) {
-        out.push("v1beta1");
-    }
-    if (23..=28).contains(&m) {
-        out.push("v1beta2");
-    }
-    if (26..=31).contains(&m) {
-        out.push("v1beta3");
-    }
-    if m >= 29 {
-        out.push("v1");
-    }
-    out
-}
-
 /// NominalCL = ceil(ServerCL × shares / Σ shares); the sum includes exempt's 0.
 pub fn nominal_limit(server_cl: u32, shares: u32, sum_shares: u32) -> u32 {
     if sum_shares == 0 {
@@ -210,19 +188,6 @@ mod tests {
         assert!(names(33).contains(&"workload-leader-election"));
         assert!(!names(34).contains(&"workload-leader-election"));
         assert!(!names(34).contains(&"endpoint-controller"));
-    }
-
-    #[test]
-    fn api_versions() {
-        assert_eq!(
-            served_api_versions(KubeVersion::new(20, 0)),
-            vec!["v1alpha1", "v1beta1"]
-        );
-        assert_eq!(
-            served_api_versions(KubeVersion::new(29, 0)),
-            vec!["v1beta3", "v1"]
-        );
-        assert_eq!(served_api_versions(KubeVersion::new(35, 0)), vec!["v1"]);
     }
 
     #[test]

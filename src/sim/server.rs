@@ -3,6 +3,7 @@
 use super::objects::{self, Distinguisher};
 use super::render::{git_commit, go_version};
 use super::Simulator;
+use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,26 +17,17 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// Routes: `/metrics`, the three APF dumps, `/version`, the flowcontrol API lists, `/healthz`.
 pub fn router(sim: Simulator) -> Router {
     Router::new()
-        .route("/metrics", get(metrics))
-        .route(
-            "/debug/api_priority_and_fairness/dump_priority_levels",
-            get(dump_priority_levels),
-        )
-        .route(
-            "/debug/api_priority_and_fairness/dump_queues",
-            get(dump_queues),
-        )
-        .route(
-            "/debug/api_priority_and_fairness/dump_requests",
-            get(dump_requests),
-        )
+        .route(endpoints::METRICS_PATH, get(metrics))
+        .route(Dump::PriorityLevels.path(), get(dump_priority_levels))
+        .route(Dump::Queues.path(), get(dump_queues))
+        .route(Dump::Requests.path(), get(dump_requests))
         .route("/version", get(version))
         .route(
             "/healthz",
             get(|| async { ([(header::CONTENT_TYPE, TEXT)], "ok") }),
         )
         .route(
-            "/apis/flowcontrol.apiserver.k8s.io/{version}/{resource}",
+            &endpoints::flowcontrol_path("{version}", "{resource}"),
             get(flowcontrol_list),
         )
         .fallback(|| async { not_found() })
@@ -75,9 +67,7 @@ async fn dump_requests(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     // Any non-empty value enables details, as in D.
-    let details = q
-        .get("includeRequestDetails")
-        .is_some_and(|v| !v.is_empty());
+    let details = q.get(REQUEST_DETAILS_PARAM).is_some_and(|v| !v.is_empty());
     (
         [(header::CONTENT_TYPE, TEXT)],
         sim.render_dump_requests(details),
@@ -216,13 +206,13 @@ async fn flowcontrol_list(
     Path((api, resource)): Path<(String, String)>,
 ) -> Response {
     let v = sim.lock().version;
-    if !objects::served_api_versions(v).contains(&api.as_str()) {
+    if !endpoints::served_api_versions(v).contains(&api.as_str()) {
         return not_found();
     }
     let new_names = api == "v1" || api == "v1beta3";
-    let api_version = format!("flowcontrol.apiserver.k8s.io/{api}");
+    let api_version = endpoints::flowcontrol_api_version(&api);
     let (kind, items): (&str, Vec<Value>) = match resource.as_str() {
-        "prioritylevelconfigurations" => {
+        endpoints::PRIORITY_LEVEL_CONFIGURATIONS => {
             let items = objects::default_priority_levels(v)
                 .iter()
                 .map(|p| {
@@ -257,7 +247,7 @@ async fn flowcontrol_list(
                 .collect();
             ("PriorityLevelConfigurationList", items)
         }
-        "flowschemas" => {
+        endpoints::FLOW_SCHEMAS => {
             let items = objects::default_flow_schemas(v)
                 .iter()
                 .map(|f| {

@@ -1,11 +1,15 @@
 //! API Priority and Fairness (APF) itself: its facts, as kube-apiserver has them.
 //!
-//! This module owns what APF is, independent of how we watch it: the Kubernetes versions and what changes with them
-//! ([`KubeVersion`]), the rejection reasons, and where kube-apiserver serves APF's debug dumps and objects with the
-//! RBAC rule each needs ([`endpoints`]). Nothing else may know these facts.
+//! This module owns what APF is, independent of how we watch it: the default PriorityLevelConfigurations and
+//! FlowSchemas of each Kubernetes version ([`defaults`]), the spec of a PriorityLevelConfiguration
+//! ([`PriorityLevelConfig`]), the rejection reasons, and where kube-apiserver serves APF's debug dumps and objects
+//! with the RBAC rule each needs ([`endpoints`]). Nothing else may know these facts.
+pub mod defaults;
 pub mod endpoints;
+mod objects;
 mod version;
 
+pub use objects::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
 pub use version::{KubeVersion, VersionError};
 
 /// The priority level that is never limited: it gets executing seats only (product.md).

@@ -39,10 +39,6 @@ mod tabwriter;
 
 pub use crate::apf::KubeVersion;
 pub use apf::{LevelTruth, SimOptions, Simulator};
-pub use objects::{
-    default_flow_schemas, default_priority_levels, nominal_limit, Distinguisher, FlowSchemaDef,
-    PriorityLevelDef,
-};
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
 pub use server::{router, serve};
 pub use tabwriter::tabwrite;

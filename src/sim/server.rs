@@ -1,8 +1,8 @@
 //! The HTTP surface of the simulated apiserver (axum).
 
-use super::objects::{self, Distinguisher};
 use super::render::{git_commit, go_version};
 use super::Simulator;
+use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
 use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -213,24 +213,25 @@ async fn flowcontrol_list(
     let api_version = endpoints::flowcontrol_api_version(&api);
     let (kind, items): (&str, Vec<Value>) = match resource.as_str() {
         endpoints::PRIORITY_LEVEL_CONFIGURATIONS => {
-            let items = objects::default_priority_levels(v)
+            let items = default_priority_levels(v)
                 .iter()
                 .map(|p| {
                     let mut spec = serde_json::Map::new();
                     if p.exempt {
                         spec.insert("type".into(), json!("Exempt"));
-                        if v.at_least(28) {
-                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": 0, "lendablePercent": 0}));
+                        // The exempt spec has fields from 1.28 (the table leaves them out before).
+                        if let (Some(shares), Some(lendable)) = (p.shares, p.lendable_percent) {
+                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": shares, "lendablePercent": lendable}));
                         }
                     } else {
                         spec.insert("type".into(), json!("Limited"));
                         let mut limited = serde_json::Map::new();
                         let key = if new_names { "nominalConcurrencyShares" } else { "assuredConcurrencyShares" };
                         limited.insert(key.into(), json!(p.shares));
-                        if v.at_least(26) {
-                            limited.insert("lendablePercent".into(), json!(p.lendable_percent));
+                        if let Some(lendable) = p.lendable_percent {
+                            limited.insert("lendablePercent".into(), json!(lendable));
                         }
-                        let lr = if p.reject {
+                        let lr = if p.rejects() {
                             json!({"type": "Reject"})
                         } else {
                             json!({"type": "Queue", "queuing": {"queues": p.queues, "handSize": p.hand_size, "queueLengthLimit": p.queue_length_limit}})
@@ -239,7 +240,7 @@ async fn flowcontrol_list(
                         spec.insert("limited".into(), Value::Object(limited));
                     }
                     json!({
-                        "metadata": metadata("PriorityLevelConfiguration", p.name),
+                        "metadata": metadata("PriorityLevelConfiguration", &p.name),
                         "spec": spec,
                         "status": {"conditions": []},
                     })
@@ -248,7 +249,7 @@ async fn flowcontrol_list(
             ("PriorityLevelConfigurationList", items)
         }
         endpoints::FLOW_SCHEMAS => {
-            let items = objects::default_flow_schemas(v)
+            let items = default_flow_schemas(v)
                 .iter()
                 .map(|f| {
                     let mut spec = json!({
@@ -256,12 +257,7 @@ async fn flowcontrol_list(
                         "matchingPrecedence": f.precedence,
                         "rules": flow_schema_rules(f.name),
                     });
-                    let d = match f.distinguisher {
-                        Distinguisher::None => None,
-                        Distinguisher::ByUser => Some("ByUser"),
-                        Distinguisher::ByNamespace => Some("ByNamespace"),
-                    };
-                    if let (Some(d), Some(obj)) = (d, spec.as_object_mut()) {
+                    if let (Some(d), Some(obj)) = (f.distinguisher.method_type(), spec.as_object_mut()) {
                         obj.insert("distinguisherMethod".into(), json!({"type": d}));
                     }
                     json!({

@@ -6,7 +6,7 @@ use serde_json::json;
 use crate::analyze::{FlowReport, LevelReport};
 use crate::apf::defaults::{default_precedence, default_shares};
 use crate::apf::endpoints::flowcontrol_api_version;
-use crate::apf::EXEMPT;
+use crate::apf::{limits, EXEMPT};
 
 /// A sentence, and a manifest when the change is one.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,22 +194,14 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
     format!("{header}{}---\n{}", doc(&plc), doc(&fs))
 }
 
-/// Seats one share is worth on this replica, from the default levels whose shares are known: NominalCL =
-/// ceil(ServerCL × NCS / Σ NCS) (apf.md §3a). `None` unless the default levels agree (shares were changed).
+/// Seats one share is worth on this replica, from the default levels whose shares are known; `None` unless they
+/// agree (shares were changed).
 fn seats_per_share(replica_levels: &[LevelReport]) -> Option<f64> {
-    let known: Vec<(f64, f64)> = replica_levels
+    let known: Vec<(u32, f64)> = replica_levels
         .iter()
         .filter_map(|l| Some((default_shares(&l.priority_level)?, l.nominal_limit_seats?)))
-        .map(|(shares, nominal)| (f64::from(shares), nominal))
-        .filter(|(shares, nominal)| *shares > 0.0 && *nominal > 0.0)
         .collect();
-    // The level with the most shares gives the estimate least bent by the ceil.
-    let &(shares, nominal) = known.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let per_share = nominal / shares;
-    known
-        .iter()
-        .all(|(s, n)| ((s * per_share).ceil() - n).abs() <= 1.0)
-        .then_some(per_share)
+    limits::seats_per_share(&known)
 }
 
 fn move_shares(level: &LevelReport, replica_levels: &[LevelReport]) -> Remediation {

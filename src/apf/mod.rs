@@ -1,11 +1,13 @@
-//! API Priority and Fairness (APF) itself: its facts, as kube-apiserver has them.
+//! API Priority and Fairness (APF) itself: its arithmetic and its facts, as kube-apiserver has them.
 //!
-//! This module owns what APF is, independent of how we watch it: the default PriorityLevelConfigurations and
-//! FlowSchemas of each Kubernetes version ([`defaults`]), the spec of a PriorityLevelConfiguration
-//! ([`PriorityLevelConfig`]), the rejection reasons, and where kube-apiserver serves APF's debug dumps and objects
-//! with the RBAC rule each needs ([`endpoints`]). Nothing else may know these facts.
+//! This module owns what APF is, independent of how we watch it: the seat limits a priority level gets from its
+//! shares ([`limits`]), the default PriorityLevelConfigurations and FlowSchemas of each Kubernetes version
+//! ([`defaults`]), the spec of a PriorityLevelConfiguration ([`PriorityLevelConfig`]), the rejection reasons, and
+//! where kube-apiserver serves APF's debug dumps and objects with the RBAC rule each needs ([`endpoints`]). The
+//! simulator, remediation, `plan` and `match` all use it; nothing else may know these facts or redo this arithmetic.
 pub mod defaults;
 pub mod endpoints;
+pub mod limits;
 mod objects;
 mod version;
 

@@ -4,9 +4,9 @@
 //! free their seats first, then queued requests past the 15 s wait limit are rejected with `time-out`, then the
 //! tick's arrivals are admitted in arrival order, then queued requests are dispatched while seats are free.
 
-use super::objects;
 use super::{KubeVersion, Scenario, SimError};
 use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
+use crate::apf::limits::{max_seats, seat_limits};
 use crate::apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
 use crate::apf::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
 use rand::rngs::StdRng;
@@ -252,26 +252,20 @@ impl Simulator {
         }
         let server_cl = opts.server_concurrency;
         let defs = default_priority_levels(v);
-        let sum_shares: u32 = defs.iter().map(|d| d.shares_or_default()).sum();
+        let limits = seat_limits(&defs, server_cl);
         let levels: Vec<Level> = defs
             .into_iter()
-            .map(|def| {
-                let nominal =
-                    objects::nominal_limit(server_cl, def.shares_or_default(), sum_shares);
-                let lendable = (nominal as f64 * def.lendable_percent_or_default() as f64 / 100.0)
-                    .round() as u32;
-                let current_cl = if v.at_least(26) {
-                    nominal - lendable / 2
-                } else {
-                    nominal
-                };
-                let max_seats = objects::max_seats(v, &def, nominal);
+            .zip(limits)
+            .map(|(def, limits)| {
+                let nominal = limits.nominal;
+                let max_seats = max_seats(v, &def, nominal);
                 Level {
                     queues: vec![Queue::default(); def.queues.unwrap_or(0) as usize],
                     nominal,
-                    lower: nominal - lendable,
-                    upper: nominal + server_cl,
-                    current_cl,
+                    lower: limits.lower,
+                    upper: limits.upper,
+                    // Before 1.26 there is no lendablePercent: the limit stays at NominalCL.
+                    current_cl: limits.initial_current(),
                     max_seats,
                     def,
                     executing: Vec::new(),

@@ -31,7 +31,6 @@
 //! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
 mod apf;
-mod objects;
 mod render;
 mod scenario;
 mod server;

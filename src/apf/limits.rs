@@ -84,12 +84,14 @@ pub fn seat_limits(levels: &[PriorityLevelConfig], server_cl: u32) -> Vec<SeatLi
 
 /// The per-level cap on the seats of one request: 1 before 1.23 (no width), 10 globally from 1.23, and from 1.26
 /// (the 1.28 rule, backported to late 1.26/1.27 patches) `max(1, min(ceil(0.15·Nominal), Nominal/handSize))`, at
-/// most 10 (finishQueueSetReconfigsLocked, as above; the work estimator caps at 10).
+/// most 10 (finishQueueSetReconfigsLocked, as above; the work estimator caps at 10). Only levels with queues get a
+/// cap of their own: for a Reject level the estimator finds none and uses its global 10 (`maxSeats == 0` in
+/// staging/src/k8s.io/apiserver/pkg/util/flowcontrol/request/list_work_estimator.go).
 pub fn max_seats(v: KubeVersion, pl: &PriorityLevelConfig, nominal: u32) -> u32 {
     if !v.at_least(23) {
         return 1;
     }
-    if !v.at_least(26) {
+    if !v.at_least(26) || pl.rejects() {
         return 10;
     }
     let fifteen = (u64::from(nominal) * 15).div_ceil(100);
@@ -302,6 +304,9 @@ mod tests {
         assert_eq!(max_seats(v, gd, 49), 8);
         assert_eq!(max_seats(KubeVersion::new(22, 0), gd, 59), 1);
         assert_eq!(max_seats(KubeVersion::new(25, 0), gd, 59), 10);
+        // catch-all rejects: it has no cap of its own, so the global 10 applies, not ceil(0.15 × 13) = 2.
+        let ca = pls.iter().find(|p| p.name == "catch-all").unwrap();
+        assert_eq!(max_seats(v, ca, 13), 10);
     }
 
     #[test]

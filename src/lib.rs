@@ -1,8 +1,10 @@
 //! apf-monitor: watches Kubernetes API Priority and Fairness on every kube-apiserver replica.
 //!
-//! Data flows one way: targets -> scrape -> parse -> model -> analyze -> export.
+//! Data flows one way: targets -> scrape -> parse -> model -> analyze -> export. `apf` holds what API Priority and
+//! Fairness itself is (its arithmetic, defaults and endpoints), which the others share.
 pub mod alert;
 pub mod analyze;
+pub mod apf;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -4,46 +4,15 @@
 use serde_json::json;
 
 use crate::analyze::{FlowReport, LevelReport};
-use crate::model::EXEMPT;
+use crate::apf::defaults::{default_precedence, default_shares};
+use crate::apf::endpoints::flowcontrol_api_version;
+use crate::apf::{limits, EXEMPT};
 
 /// A sentence, and a manifest when the change is one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Remediation {
     pub sentence: String,
     pub manifest: Option<String>,
-}
-
-/// Default matchingPrecedence of the suggested FlowSchemas (apf.md §4b, 1.34+, plus the two removed in 1.34).
-pub fn default_precedence(flow_schema: &str) -> Option<u32> {
-    Some(match flow_schema {
-        "exempt" => 1,
-        "probes" => 2,
-        "system-leader-election" => 100,
-        "endpoint-controller" => 150,
-        "workload-leader-election" => 200,
-        "system-node-high" => 400,
-        "system-nodes" => 500,
-        "kube-controller-manager" | "kube-scheduler" => 800,
-        "kube-system-service-accounts" => 900,
-        "service-accounts" => 9000,
-        "global-default" => 9900,
-        "catch-all" => 10000,
-        _ => return None,
-    })
-}
-
-/// Default nominalConcurrencyShares of the suggested priority levels (apf.md §4a, 1.26+).
-fn default_shares(level: &str) -> Option<f64> {
-    Some(match level {
-        "catch-all" => 5.0,
-        "system" => 30.0,
-        "node-high" => 40.0,
-        "leader-election" => 10.0,
-        "workload-high" => 40.0,
-        "workload-low" => 100.0,
-        "global-default" => 20.0,
-        _ => return None,
-    })
 }
 
 /// Pressure a flow puts on its level: what it waits for plus what it holds (as the analysis ranks flows).
@@ -180,8 +149,9 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
             rule["nonResourceRules"] = json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]);
         }
     }
+    let api_version = flowcontrol_api_version("v1");
     let plc = json!({
-        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "apiVersion": api_version,
         "kind": "PriorityLevelConfiguration",
         "metadata": {"name": name},
         "spec": {
@@ -197,7 +167,7 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
         },
     });
     let fs = json!({
-        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "apiVersion": api_version,
         "kind": "FlowSchema",
         "metadata": {"name": name},
         "spec": {
@@ -224,21 +194,14 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
     format!("{header}{}---\n{}", doc(&plc), doc(&fs))
 }
 
-/// Seats one share is worth on this replica, from the default levels whose shares are known: NominalCL =
-/// ceil(ServerCL × NCS / Σ NCS) (apf.md §3a). `None` unless the default levels agree (shares were changed).
+/// Seats one share is worth on this replica, from the default levels whose shares are known; `None` unless they
+/// agree (shares were changed).
 fn seats_per_share(replica_levels: &[LevelReport]) -> Option<f64> {
-    let known: Vec<(f64, f64)> = replica_levels
+    let known: Vec<(u32, f64)> = replica_levels
         .iter()
         .filter_map(|l| Some((default_shares(&l.priority_level)?, l.nominal_limit_seats?)))
-        .filter(|(_, nominal)| *nominal > 0.0)
         .collect();
-    // The level with the most shares gives the estimate least bent by the ceil.
-    let &(shares, nominal) = known.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let per_share = nominal / shares;
-    known
-        .iter()
-        .all(|(s, n)| ((s * per_share).ceil() - n).abs() <= 1.0)
-        .then_some(per_share)
+    limits::seats_per_share(&known)
 }
 
 fn move_shares(level: &LevelReport, replica_levels: &[LevelReport]) -> Remediation {

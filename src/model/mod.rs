@@ -7,14 +7,12 @@ mod dumps;
 mod metrics;
 mod objects;
 
+pub use crate::apf::{PriorityLevelConfig, EXEMPT};
 pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump};
 pub use metrics::{is_wanted_sample, SnapshotBuilder};
-pub use objects::{parse_priority_level_configurations, PriorityLevelConfig};
+pub use objects::parse_priority_level_configurations;
 
 use std::collections::BTreeMap;
-
-/// The priority level that is never limited: it gets executing seats only (product.md).
-pub const EXEMPT: &str = "exempt";
 
 /// Which generation of metric names the replica serves; tells a reader of `check` why a number is what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

@@ -1,28 +1,8 @@
-//! PriorityLevelConfiguration objects (`flowcontrol.apiserver.k8s.io`, any served version): queue settings.
+//! PriorityLevelConfiguration objects (`flowcontrol.apiserver.k8s.io`, any served version), read into APF's own
+//! [`PriorityLevelConfig`].
 use serde::Deserialize;
 
-/// What the analysis needs of one PriorityLevelConfiguration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PriorityLevelConfig {
-    pub name: String,
-    /// `Exempt`, `Limited` with queuing, or `Limited` with reject.
-    pub queuing: bool,
-    pub exempt: bool,
-    pub queues: Option<u32>,
-    pub hand_size: Option<u32>,
-    pub queue_length_limit: Option<u32>,
-    /// `nominalConcurrencyShares` (v1beta3, v1) or `assuredConcurrencyShares` (older).
-    pub shares: Option<u32>,
-    pub lendable_percent: Option<u32>,
-    pub borrowing_limit_percent: Option<u32>,
-}
-
-impl PriorityLevelConfig {
-    /// queues x queueLengthLimit: the most requests the level can hold waiting on one replica.
-    pub fn queue_capacity(&self) -> Option<u64> {
-        Some(u64::from(self.queues?) * u64::from(self.queue_length_limit?))
-    }
-}
+use crate::apf::PriorityLevelConfig;
 
 #[derive(Deserialize)]
 struct List {
@@ -48,6 +28,15 @@ struct Spec {
     #[serde(default, rename = "type")]
     kind: String,
     limited: Option<Limited>,
+    /// From 1.28: exempt's shares count in the sum every level's NominalCL divides by.
+    exempt: Option<Exempt>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Exempt {
+    nominal_concurrency_shares: Option<u32>,
+    lendable_percent: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +74,7 @@ pub fn parse_priority_level_configurations(
         .into_iter()
         .map(|item| {
             let limited = item.spec.limited;
+            let exempt = item.spec.exempt;
             let response = limited.as_ref().and_then(|l| l.limit_response.as_ref());
             let queuing = response
                 .filter(|r| r.kind == "Queue")
@@ -96,13 +86,49 @@ pub fn parse_priority_level_configurations(
                 queues: queuing.and_then(|q| q.queues),
                 hand_size: queuing.and_then(|q| q.hand_size),
                 queue_length_limit: queuing.and_then(|q| q.queue_length_limit),
-                shares: limited.as_ref().and_then(|l| {
-                    l.nominal_concurrency_shares
-                        .or(l.assured_concurrency_shares)
-                }),
-                lendable_percent: limited.as_ref().and_then(|l| l.lendable_percent),
+                shares: match (&limited, &exempt) {
+                    (Some(l), _) => l
+                        .nominal_concurrency_shares
+                        .or(l.assured_concurrency_shares),
+                    (None, Some(e)) => e.nominal_concurrency_shares,
+                    (None, None) => None,
+                },
+                lendable_percent: match (&limited, &exempt) {
+                    (Some(l), _) => l.lendable_percent,
+                    (None, Some(e)) => e.lendable_percent,
+                    (None, None) => None,
+                },
                 borrowing_limit_percent: limited.as_ref().and_then(|l| l.borrowing_limit_percent),
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_spelling_of_the_spec() {
+        let json = br#"{"items": [
+            {"metadata": {"name": "exempt"}, "spec": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 10, "lendablePercent": 5}}},
+            {"metadata": {"name": "catch-all"}, "spec": {"type": "Limited", "limited": {"assuredConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}}},
+            {"metadata": {"name": "workload-low"}, "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 100, "lendablePercent": 90, "borrowingLimitPercent": 20,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}}
+        ]}"#;
+        let pls = parse_priority_level_configurations(json).unwrap();
+        assert_eq!(
+            (pls[0].exempt, pls[0].shares, pls[0].lendable_percent),
+            (true, Some(10), Some(5))
+        );
+        assert!(pls[1].rejects());
+        assert_eq!((pls[1].shares, pls[1].queue_capacity()), (Some(5), None));
+        let wl = &pls[2];
+        assert!(wl.queuing && !wl.rejects());
+        assert_eq!(
+            (wl.shares, wl.lendable_percent, wl.borrowing_limit_percent),
+            (Some(100), Some(90), Some(20))
+        );
+        assert_eq!(wl.queue_capacity(), Some(6400));
+    }
 }

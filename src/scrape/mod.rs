@@ -8,6 +8,7 @@ pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
 
 use std::time::Duration;
 
+use crate::apf::endpoints::{self, Dump};
 use crate::targets::Target;
 
 /// What is fetched from each replica.
@@ -47,20 +48,27 @@ impl Endpoint {
     }
 
     pub fn is_dump(self) -> bool {
-        matches!(
-            self,
-            Endpoint::DumpPriorityLevels | Endpoint::DumpQueues | Endpoint::DumpRequests
-        )
+        self.dump().is_some()
     }
 
     /// The RBAC rule a 403 on this endpoint says is missing.
     pub fn rbac_hint(self) -> &'static str {
         match self {
-            Endpoint::Metrics => "nonResourceURLs: [\"/metrics\"], verbs: [\"get\"]",
-            Endpoint::PriorityLevelConfigurations => {
-                "apiGroups: [\"flowcontrol.apiserver.k8s.io\"], resources: [\"flowschemas\", \"prioritylevelconfigurations\"], verbs: [\"get\", \"list\", \"watch\"]"
+            Endpoint::Metrics => endpoints::METRICS_RBAC_RULE,
+            Endpoint::PriorityLevelConfigurations => endpoints::FLOWCONTROL_RBAC_RULE,
+            Endpoint::DumpPriorityLevels | Endpoint::DumpQueues | Endpoint::DumpRequests => {
+                endpoints::DUMPS_RBAC_RULE
             }
-            _ => "nonResourceURLs: [\"/debug/api_priority_and_fairness/*\"], verbs: [\"get\"]",
+        }
+    }
+
+    /// The debug dump this endpoint reads, if it is one.
+    pub fn dump(self) -> Option<Dump> {
+        match self {
+            Endpoint::DumpPriorityLevels => Some(Dump::PriorityLevels),
+            Endpoint::DumpQueues => Some(Dump::Queues),
+            Endpoint::DumpRequests => Some(Dump::Requests),
+            Endpoint::Metrics | Endpoint::PriorityLevelConfigurations => None,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{fetch, Endpoint, ScrapeError};
+use crate::apf::endpoints::{self, Dump};
 use crate::model::{self, PriorityLevelConfig, ReplicaSnapshot, SnapshotBuilder};
 use crate::parse::dump;
 use crate::parse::exposition::{ExpositionParser, ParseStats};
@@ -40,29 +41,16 @@ pub struct ReplicaScrape {
 
 pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape {
     let wants = |e: Endpoint| plan.endpoints.contains(&e);
-    let details = if plan.request_details {
-        "?includeRequestDetails=1"
-    } else {
-        ""
-    };
-    let requests_path = format!("/debug/api_priority_and_fairness/dump_requests{details}");
+    let requests_path = endpoints::dump_requests_path(plan.request_details);
     let (metrics, levels, queues, requests, objects) = tokio::join!(
         maybe(wants(Endpoint::Metrics), scrape_metrics(target, plan)),
         maybe(
             wants(Endpoint::DumpPriorityLevels),
-            fetch_text(
-                target,
-                "/debug/api_priority_and_fairness/dump_priority_levels",
-                plan.max_body_bytes
-            )
+            fetch_text(target, Dump::PriorityLevels.path(), plan.max_body_bytes)
         ),
         maybe(
             wants(Endpoint::DumpQueues),
-            fetch_text(
-                target,
-                "/debug/api_priority_and_fairness/dump_queues",
-                plan.max_body_bytes
-            )
+            fetch_text(target, Dump::Queues.path(), plan.max_body_bytes)
         ),
         maybe(
             wants(Endpoint::DumpRequests),
@@ -178,9 +166,12 @@ async fn scrape_metrics(
 ) -> Result<(ReplicaSnapshot, ParseStats), ScrapeError> {
     let mut parser = ExpositionParser::new(model::is_wanted_sample, plan.max_line_bytes);
     let mut builder = SnapshotBuilder::new();
-    fetch(target, "/metrics", plan.max_body_bytes, |chunk| {
-        parser.feed(chunk, &mut builder)
-    })
+    fetch(
+        target,
+        endpoints::METRICS_PATH,
+        plan.max_body_bytes,
+        |chunk| parser.feed(chunk, &mut builder),
+    )
     .await?;
     let stats = parser.finish(&mut builder);
     let snapshot = builder.finish();
@@ -217,9 +208,8 @@ async fn fetch_objects(
     max_body: u64,
 ) -> Result<Vec<PriorityLevelConfig>, ScrapeError> {
     let mut last = None;
-    for version in ["v1", "v1beta3", "v1beta2", "v1beta1"] {
-        let path =
-            format!("/apis/flowcontrol.apiserver.k8s.io/{version}/prioritylevelconfigurations");
+    for version in endpoints::FLOWCONTROL_READ_VERSIONS {
+        let path = endpoints::flowcontrol_path(version, endpoints::PRIORITY_LEVEL_CONFIGURATIONS);
         let mut body = Vec::new();
         match fetch(target, &path, max_body, |chunk| {
             body.extend_from_slice(chunk)

@@ -4,8 +4,11 @@
 //! free their seats first, then queued requests past the 15 s wait limit are rejected with `time-out`, then the
 //! tick's arrivals are admitted in arrival order, then queued requests are dispatched while seats are free.
 
-use super::objects::{self, Distinguisher, FlowSchemaDef, PriorityLevelDef};
 use super::{KubeVersion, Scenario, SimError};
+use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
+use crate::apf::limits::{max_seats, seat_limits};
+use crate::apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
+use crate::apf::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, VecDeque};
@@ -123,7 +126,7 @@ pub(super) struct FsStats {
 
 #[derive(Debug, Clone)]
 pub(super) struct Level {
-    pub def: PriorityLevelDef,
+    pub def: PriorityLevelConfig,
     pub nominal: u32,
     pub lower: u32,
     pub upper: u32,
@@ -165,6 +168,10 @@ impl Level {
     }
     fn has_queues(&self) -> bool {
         !self.queues.is_empty()
+    }
+    /// queueLengthLimit; 0 on levels without queues.
+    pub fn queue_length_limit(&self) -> u32 {
+        self.def.queue_length_limit.unwrap_or(0)
     }
 }
 
@@ -244,26 +251,21 @@ impl Simulator {
             opts.scenario.validate_for(v)?;
         }
         let server_cl = opts.server_concurrency;
-        let defs = objects::default_priority_levels(v);
-        let sum_shares: u32 = defs.iter().map(|d| d.shares).sum();
+        let defs = default_priority_levels(v);
+        let limits = seat_limits(&defs, server_cl);
         let levels: Vec<Level> = defs
             .into_iter()
-            .map(|def| {
-                let nominal = objects::nominal_limit(server_cl, def.shares, sum_shares);
-                let lendable =
-                    (nominal as f64 * def.lendable_percent as f64 / 100.0).round() as u32;
-                let current_cl = if v.at_least(26) {
-                    nominal - lendable / 2
-                } else {
-                    nominal
-                };
-                let max_seats = objects::max_seats(v, &def, nominal);
+            .zip(limits)
+            .map(|(def, limits)| {
+                let nominal = limits.nominal;
+                let max_seats = max_seats(v, &def, nominal);
                 Level {
-                    queues: vec![Queue::default(); def.queues as usize],
+                    queues: vec![Queue::default(); def.queues.unwrap_or(0) as usize],
                     nominal,
-                    lower: nominal - lendable,
-                    upper: nominal + server_cl,
-                    current_cl,
+                    lower: limits.lower,
+                    upper: limits.upper,
+                    // Before 1.26 there is no lendablePercent: the limit stays at NominalCL.
+                    current_cl: limits.initial_current(),
                     max_seats,
                     def,
                     executing: Vec::new(),
@@ -289,7 +291,7 @@ impl Simulator {
                 }
             })
             .collect();
-        let flow_schemas = objects::default_flow_schemas(v);
+        let flow_schemas = default_flow_schemas(v);
         let mut flows = Vec::new();
         for spec in &opts.scenario.flows {
             let Some(fs) = flow_schemas.iter().position(|f| f.name == spec.flow_schema) else {
@@ -320,8 +322,8 @@ impl Simulator {
                     opts.seed,
                     &format!("{}/{}", flow_schemas[fs].name, distinguisher),
                 ),
-                l.def.queues as usize,
-                l.def.hand_size as usize,
+                l.queues.len(),
+                l.def.hand_size.unwrap_or(0) as usize,
             );
             flows.push(Flow {
                 name: spec.name.clone(),
@@ -440,8 +442,8 @@ impl Simulator {
                 executing_seats: l.seats_in_use,
                 executing_requests: l.executing.len() as u32,
                 inqueue_requests: l.waiting,
-                queues: l.def.queues,
-                queue_length_limit: l.def.queue_length_limit,
+                queues: l.queues.len() as u32,
+                queue_length_limit: l.queue_length_limit(),
                 fullest_queue_requests: l
                     .queues
                     .iter()
@@ -605,7 +607,7 @@ impl State {
         let fs = self.flows[flow].fs;
         let l = &mut self.levels[li];
         *l.rejected_by_reason.entry(reason.to_string()).or_insert(0) += 1;
-        if reason == "time-out" {
+        if reason == TIME_OUT {
             l.timed_out += 1;
         } else {
             l.rejected += 1;
@@ -614,7 +616,7 @@ impl State {
         let st = self.stats(li, fs);
         *st.rejected.entry(reason).or_insert(0) += 1;
         // A request that timed out in its queue is still observed with execute="true" (apf.md §1a).
-        let h = if reason == "time-out" {
+        let h = if reason == TIME_OUT {
             &mut st.wait_executed
         } else {
             &mut st.wait_rejected
@@ -649,7 +651,7 @@ impl State {
                 let st = self.stats(li, fs);
                 st.inqueue_requests -= 1;
                 st.inqueue_seats -= r.seats;
-                self.reject(li, r.flow, "time-out", now - r.arrive_ns);
+                self.reject(li, r.flow, TIME_OUT, now - r.arrive_ns);
             }
         }
     }
@@ -706,7 +708,7 @@ impl State {
             if l.fits(req.seats) {
                 return self.execute(li, req, at);
             }
-            return self.reject(li, fi, "concurrency-limit", 0);
+            return self.reject(li, fi, CONCURRENCY_LIMIT, 0);
         }
         // Shuffle sharding: the queue of the hand with the least waiting work (seats), then fewest in use.
         let q = hand
@@ -729,8 +731,8 @@ impl State {
                 .observe(&QUEUE_LENGTH_BUCKETS, 1.0);
             return self.execute(li, req, at);
         }
-        if l.queues[q].waiting.len() as u32 >= l.def.queue_length_limit {
-            return self.reject(li, fi, "queue-full", 0);
+        if l.queues[q].waiting.len() as u32 >= l.queue_length_limit() {
+            return self.reject(li, fi, QUEUE_FULL, 0);
         }
         let len = (l.queues[q].waiting.len() + 1) as f64;
         self.stats(li, fs)
@@ -889,7 +891,7 @@ pub(super) mod tests {
                     if let Some(h) = q.waiting.front() {
                         assert!(!l.fits(h.seats), "{} queues with free seats", l.def.name);
                     }
-                    assert!(q.waiting.len() as u32 <= l.def.queue_length_limit);
+                    assert!(q.waiting.len() as u32 <= l.queue_length_limit());
                 }
             }
             drop(st);
@@ -953,7 +955,7 @@ pub(super) mod tests {
             .unwrap();
         let f = st.flows.iter().find(|f| f.name == "agents").unwrap();
         for &q in &f.hand {
-            assert!(l.queues[q].waiting.len() as u32 <= l.def.queue_length_limit);
+            assert!(l.queues[q].waiting.len() as u32 <= l.queue_length_limit());
         }
         assert!(f.hand.iter().any(|&q| l.queues[q].waiting.len() >= 45));
     }

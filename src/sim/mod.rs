@@ -31,28 +31,22 @@
 //! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
 mod apf;
-mod objects;
 mod render;
 mod scenario;
 mod server;
 mod tabwriter;
-mod version;
 
+pub use crate::apf::KubeVersion;
 pub use apf::{LevelTruth, SimOptions, Simulator};
-pub use objects::{
-    default_flow_schemas, default_priority_levels, nominal_limit, served_api_versions,
-    Distinguisher, FlowSchemaDef, PriorityLevelDef,
-};
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
 pub use server::{router, serve};
 pub use tabwriter::tabwrite;
-pub use version::KubeVersion;
 
 /// Everything that can go wrong when setting up a simulation.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("invalid Kubernetes version {input:?}: {reason}")]
-    Version { input: String, reason: String },
+    #[error(transparent)]
+    Version(#[from] crate::apf::VersionError),
     #[error("cannot read scenario file {path}: {source}")]
     Io {
         path: std::path::PathBuf,

@@ -335,7 +335,7 @@ impl State {
                 .iter()
                 .filter(|l| self.has_queueset_metrics(l))
                 .collect();
-            v.sort_by_key(|l| l.def.name);
+            v.sort_by(|a, b| a.def.name.cmp(&b.def.name));
             v
         };
         if m >= 22 {
@@ -601,7 +601,7 @@ impl State {
     fn dump_order(&self) -> Vec<&Level> {
         let mut v: Vec<&Level> = self.levels.iter().collect();
         if self.version.at_least(27) {
-            v.sort_by_key(|l| l.def.name);
+            v.sort_by(|a, b| a.def.name.cmp(&b.def.name));
         }
         v
     }

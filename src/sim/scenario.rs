@@ -101,23 +101,6 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
 }
 
-/// Flow schemas that exist in some supported version; per-version checks happen when the simulator starts.
-const KNOWN_FLOW_SCHEMAS: &[&str] = &[
-    "exempt",
-    "probes",
-    "system-leader-election",
-    "endpoint-controller",
-    "workload-leader-election",
-    "system-node-high",
-    "system-nodes",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kube-system-service-accounts",
-    "service-accounts",
-    "global-default",
-    "catch-all",
-];
-
 /// Normal background traffic on several priority levels, shared by the built-ins.
 const BACKGROUND: &str = r#"
   - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", verb: get, resource: nodes, seats: 1, duration: 20ms, rate: [{at: 0s, rps: 8}]}
@@ -176,7 +159,7 @@ impl Scenario {
 
     /// Checks that every flow's flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
     pub fn validate_for(&self, version: super::KubeVersion) -> Result<(), SimError> {
-        let known = super::objects::default_flow_schemas(version);
+        let known = crate::apf::defaults::default_flow_schemas(version);
         for f in &self.flows {
             if !known.iter().any(|k| k.name == f.flow_schema) {
                 return Err(SimError::Scenario(format!(
@@ -194,6 +177,8 @@ impl Scenario {
             return bad("duration must be greater than 0".into());
         }
         let mut names = std::collections::BTreeSet::new();
+        // Flow schemas of any supported version; per-version checks happen when the simulator starts.
+        let known = crate::apf::defaults::known_flow_schemas();
         for f in &self.flows {
             let who = format!("flow {:?}", f.name);
             if f.name.is_empty() {
@@ -202,11 +187,11 @@ impl Scenario {
             if !names.insert(f.name.as_str()) {
                 return bad(format!("{who}: duplicate flow name"));
             }
-            if !KNOWN_FLOW_SCHEMAS.contains(&f.flow_schema.as_str()) {
+            if !known.contains(&f.flow_schema.as_str()) {
                 return bad(format!(
                     "{who}: unknown flow_schema {:?}; expected one of {}",
                     f.flow_schema,
-                    KNOWN_FLOW_SCHEMAS.join(", ")
+                    known.join(", ")
                 ));
             }
             if f.seats == 0 {

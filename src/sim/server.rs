@@ -1,8 +1,9 @@
 //! The HTTP surface of the simulated apiserver (axum).
 
-use super::objects::{self, Distinguisher};
 use super::render::{git_commit, go_version};
 use super::Simulator;
+use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
+use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,26 +17,17 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// Routes: `/metrics`, the three APF dumps, `/version`, the flowcontrol API lists, `/healthz`.
 pub fn router(sim: Simulator) -> Router {
     Router::new()
-        .route("/metrics", get(metrics))
-        .route(
-            "/debug/api_priority_and_fairness/dump_priority_levels",
-            get(dump_priority_levels),
-        )
-        .route(
-            "/debug/api_priority_and_fairness/dump_queues",
-            get(dump_queues),
-        )
-        .route(
-            "/debug/api_priority_and_fairness/dump_requests",
-            get(dump_requests),
-        )
+        .route(endpoints::METRICS_PATH, get(metrics))
+        .route(Dump::PriorityLevels.path(), get(dump_priority_levels))
+        .route(Dump::Queues.path(), get(dump_queues))
+        .route(Dump::Requests.path(), get(dump_requests))
         .route("/version", get(version))
         .route(
             "/healthz",
             get(|| async { ([(header::CONTENT_TYPE, TEXT)], "ok") }),
         )
         .route(
-            "/apis/flowcontrol.apiserver.k8s.io/{version}/{resource}",
+            &endpoints::flowcontrol_path("{version}", "{resource}"),
             get(flowcontrol_list),
         )
         .fallback(|| async { not_found() })
@@ -75,9 +67,7 @@ async fn dump_requests(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     // Any non-empty value enables details, as in D.
-    let details = q
-        .get("includeRequestDetails")
-        .is_some_and(|v| !v.is_empty());
+    let details = q.get(REQUEST_DETAILS_PARAM).is_some_and(|v| !v.is_empty());
     (
         [(header::CONTENT_TYPE, TEXT)],
         sim.render_dump_requests(details),
@@ -216,31 +206,32 @@ async fn flowcontrol_list(
     Path((api, resource)): Path<(String, String)>,
 ) -> Response {
     let v = sim.lock().version;
-    if !objects::served_api_versions(v).contains(&api.as_str()) {
+    if !endpoints::served_api_versions(v).contains(&api.as_str()) {
         return not_found();
     }
     let new_names = api == "v1" || api == "v1beta3";
-    let api_version = format!("flowcontrol.apiserver.k8s.io/{api}");
+    let api_version = endpoints::flowcontrol_api_version(&api);
     let (kind, items): (&str, Vec<Value>) = match resource.as_str() {
-        "prioritylevelconfigurations" => {
-            let items = objects::default_priority_levels(v)
+        endpoints::PRIORITY_LEVEL_CONFIGURATIONS => {
+            let items = default_priority_levels(v)
                 .iter()
                 .map(|p| {
                     let mut spec = serde_json::Map::new();
                     if p.exempt {
                         spec.insert("type".into(), json!("Exempt"));
-                        if v.at_least(28) {
-                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": 0, "lendablePercent": 0}));
+                        // The exempt spec has fields from 1.28 (the table leaves them out before).
+                        if let (Some(shares), Some(lendable)) = (p.shares, p.lendable_percent) {
+                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": shares, "lendablePercent": lendable}));
                         }
                     } else {
                         spec.insert("type".into(), json!("Limited"));
                         let mut limited = serde_json::Map::new();
                         let key = if new_names { "nominalConcurrencyShares" } else { "assuredConcurrencyShares" };
                         limited.insert(key.into(), json!(p.shares));
-                        if v.at_least(26) {
-                            limited.insert("lendablePercent".into(), json!(p.lendable_percent));
+                        if let Some(lendable) = p.lendable_percent {
+                            limited.insert("lendablePercent".into(), json!(lendable));
                         }
-                        let lr = if p.reject {
+                        let lr = if p.rejects() {
                             json!({"type": "Reject"})
                         } else {
                             json!({"type": "Queue", "queuing": {"queues": p.queues, "handSize": p.hand_size, "queueLengthLimit": p.queue_length_limit}})
@@ -249,7 +240,7 @@ async fn flowcontrol_list(
                         spec.insert("limited".into(), Value::Object(limited));
                     }
                     json!({
-                        "metadata": metadata("PriorityLevelConfiguration", p.name),
+                        "metadata": metadata("PriorityLevelConfiguration", &p.name),
                         "spec": spec,
                         "status": {"conditions": []},
                     })
@@ -257,8 +248,8 @@ async fn flowcontrol_list(
                 .collect();
             ("PriorityLevelConfigurationList", items)
         }
-        "flowschemas" => {
-            let items = objects::default_flow_schemas(v)
+        endpoints::FLOW_SCHEMAS => {
+            let items = default_flow_schemas(v)
                 .iter()
                 .map(|f| {
                     let mut spec = json!({
@@ -266,12 +257,7 @@ async fn flowcontrol_list(
                         "matchingPrecedence": f.precedence,
                         "rules": flow_schema_rules(f.name),
                     });
-                    let d = match f.distinguisher {
-                        Distinguisher::None => None,
-                        Distinguisher::ByUser => Some("ByUser"),
-                        Distinguisher::ByNamespace => Some("ByNamespace"),
-                    };
-                    if let (Some(d), Some(obj)) = (d, spec.as_object_mut()) {
+                    if let (Some(d), Some(obj)) = (f.distinguisher.method_type(), spec.as_object_mut()) {
                         obj.insert("distinguisherMethod".into(), json!({"type": d}));
                     }
                     json!({

@@ -1,8 +1,15 @@
-//! The Kubernetes version being simulated.
+//! A Kubernetes version, as far as APF's defaults and spellings depend on it.
 
-use super::SimError;
 use std::fmt;
 use std::str::FromStr;
+
+/// A version string that is not one of the Kubernetes versions this module knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid Kubernetes version {input:?}: {reason}")]
+pub struct VersionError {
+    pub input: String,
+    pub reason: String,
+}
 
 /// A Kubernetes version 1.`minor`.`patch` (major is always 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -12,6 +19,7 @@ pub struct KubeVersion {
 }
 
 impl KubeVersion {
+    /// The oldest and newest versions whose default objects [`super::defaults`] knows (and the simulator runs).
     pub const MIN_MINOR: u32 = 20;
     pub const MAX_MINOR: u32 = 36;
 
@@ -43,11 +51,12 @@ impl fmt::Display for KubeVersion {
 }
 
 impl FromStr for KubeVersion {
-    type Err = SimError;
+    type Err = VersionError;
 
-    /// Accepts `1.33`, `1.33.4` and `v1.33.4`.
+    /// Accepts `1.33`, `1.33.4` and `v1.33.4`, within [`KubeVersion::MIN_MINOR`]..=[`KubeVersion::MAX_MINOR`]: a
+    /// version is chosen to get its defaults, and outside that range they are not known.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |reason: &str| SimError::Version {
+        let err = |reason: &str| VersionError {
             input: s.to_string(),
             reason: reason.to_string(),
         };
@@ -74,7 +83,7 @@ impl FromStr for KubeVersion {
         }
         if !(Self::MIN_MINOR..=Self::MAX_MINOR).contains(&minor) {
             return Err(err(&format!(
-                "the simulator supports Kubernetes 1.{}..=1.{}",
+                "supported versions are 1.{}..=1.{}",
                 Self::MIN_MINOR,
                 Self::MAX_MINOR
             )));

@@ -1,0 +1,74 @@
+//! The spec of a PriorityLevelConfiguration and of a default FlowSchema, in APF's terms.
+
+/// One PriorityLevelConfiguration: as the flowcontrol API (any version) serves it, or as a default table defines it.
+/// `None` is a field the object leaves out; the `*_or_default` methods apply the API's defaulting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorityLevelConfig {
+    pub name: String,
+    /// `Exempt`, `Limited` with queuing, or `Limited` with reject.
+    pub queuing: bool,
+    pub exempt: bool,
+    pub queues: Option<u32>,
+    pub hand_size: Option<u32>,
+    pub queue_length_limit: Option<u32>,
+    /// `nominalConcurrencyShares` (v1beta3, v1; also under `exempt` from 1.28) or `assuredConcurrencyShares`
+    /// (older).
+    pub shares: Option<u32>,
+    /// Absent before 1.26 (no borrowing).
+    pub lendable_percent: Option<u32>,
+    /// Absent means no limit on borrowing (BorrowingCL = ServerCL).
+    pub borrowing_limit_percent: Option<u32>,
+}
+
+impl PriorityLevelConfig {
+    /// queues x queueLengthLimit: the most requests the level can hold waiting on one replica.
+    pub fn queue_capacity(&self) -> Option<u64> {
+        Some(u64::from(self.queues?) * u64::from(self.queue_length_limit?))
+    }
+
+    /// `Limited` with limitResponse `Reject`: no queues, a request without a free seat is rejected at once.
+    pub fn rejects(&self) -> bool {
+        !self.exempt && !self.queuing
+    }
+
+    /// The shares the API defaults to when the object leaves them out: 30 for a limited level, 0 for exempt
+    /// (`SetDefaults_LimitedPriorityLevelConfiguration`, `SetDefaults_ExemptPriorityLevelConfiguration` in
+    /// kubernetes/kubernetes pkg/apis/flowcontrol/v1/defaults.go).
+    pub fn shares_or_default(&self) -> u32 {
+        self.shares.unwrap_or(if self.exempt { 0 } else { 30 })
+    }
+
+    /// lendablePercent, 0 when left out (defaulted so from 1.26; no lending before).
+    pub fn lendable_percent_or_default(&self) -> u32 {
+        self.lendable_percent.unwrap_or(0)
+    }
+}
+
+/// How a FlowSchema splits its requests into flows (`distinguisherMethod`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distinguisher {
+    None,
+    ByUser,
+    ByNamespace,
+}
+
+impl Distinguisher {
+    /// `distinguisherMethod.type`; a schema without one leaves the field out.
+    pub fn method_type(self) -> Option<&'static str> {
+        match self {
+            Distinguisher::None => None,
+            Distinguisher::ByUser => Some("ByUser"),
+            Distinguisher::ByNamespace => Some("ByNamespace"),
+        }
+    }
+}
+
+/// One default FlowSchema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSchemaDef {
+    pub name: &'static str,
+    pub priority_level: &'static str,
+    /// matchingPrecedence: lower numbers match first.
+    pub precedence: u32,
+    pub distinguisher: Distinguisher,
+}

@@ -21,7 +21,7 @@ pub enum ConfigError {
 }
 
 /// The whole file. Command-line flags override it (see `cli.rs`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default = "default_listen")]
@@ -46,6 +46,17 @@ pub struct Config {
     /// Alert state, silences, the link back, and high availability.
     #[serde(default)]
     pub alerting: AlertingConfig,
+    /// At SIGTERM, queued notifications (retries included) are delivered for at most this long before the exit:
+    /// inside Kubernetes' default 30 s grace period.
+    #[serde(default = "default_shutdown_timeout")]
+    pub shutdown_timeout: Interval,
+    /// The YAML the config was read from, to say on which line a key is.
+    #[serde(skip)]
+    text: Option<std::sync::Arc<str>>,
+}
+
+fn default_shutdown_timeout() -> Interval {
+    Interval(Duration::from_secs(20))
 }
 
 impl Default for Config {
@@ -60,6 +71,8 @@ impl Default for Config {
             receivers: Vec::new(),
             route: RouteConfig::default(),
             alerting: AlertingConfig::default(),
+            shutdown_timeout: default_shutdown_timeout(),
+            text: None,
         }
     }
 }
@@ -68,7 +81,7 @@ fn default_listen() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 9864))
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScrapeConfig {
     /// One scrape of every endpoint of every target per interval.
@@ -111,7 +124,7 @@ impl Default for ScrapeConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AnalysisConfig {
     /// Rates, percentiles, trends and flow means cover this sliding window.
@@ -129,7 +142,7 @@ impl Default for AnalysisConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetsConfig {
     #[serde(default, rename = "static")]
@@ -137,7 +150,7 @@ pub struct TargetsConfig {
 }
 
 /// One kube-apiserver replica (or `kubectl proxy`) scraped directly.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StaticTarget {
     /// `https://10.0.0.5:6443` or `http://127.0.0.1:8001`.
@@ -176,7 +189,7 @@ impl StaticTarget {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     pub format: LogFormat,
@@ -252,7 +265,7 @@ impl Severity {
 }
 
 /// Tuning of one built-in rule; every field is optional and defaults to product.md's value for that rule.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     /// Turn the rule off.
@@ -278,7 +291,7 @@ pub struct RuleConfig {
 }
 
 /// One receiver: a name and exactly one kind.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverConfig {
     pub name: String,
@@ -292,7 +305,7 @@ pub struct ReceiverConfig {
     pub delivery: DeliveryConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeliveryConfig {
     /// One attempt's timeout.
@@ -314,7 +327,7 @@ impl Default for DeliveryConfig {
 }
 
 /// A Slack incoming webhook.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
     /// The webhook URL inline (quick start); prefer `webhook_url_file`.
@@ -336,7 +349,7 @@ pub enum EmailTls {
     None,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmailConfig {
     /// `host:port` of the SMTP server.
@@ -353,7 +366,7 @@ pub struct EmailConfig {
 }
 
 /// Alertmanager's webhook payload (version 4) POSTed to a URL.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     pub url: Option<String>,
@@ -366,7 +379,7 @@ pub struct WebhookConfig {
 }
 
 /// Alertmanager API v2: every replica listed gets every alert (they de-duplicate among themselves).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlertmanagerConfig {
     pub urls: Vec<TargetUrl>,
@@ -380,11 +393,11 @@ fn default_am_resend() -> Interval {
 }
 
 /// A log line per notification (standard error, in the configured log format).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleConfig {}
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouteConfig {
     /// Receivers (by name) that get the notifications; default: every receiver configured.
@@ -409,7 +422,7 @@ impl Default for RouteConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertingConfig {
     /// Where alert state and silences are kept across restarts (written atomically). Unset: in memory only.
@@ -436,7 +449,7 @@ impl Default for AlertingConfig {
 
 /// With two replicas of apf-monitor, one (holding a Kubernetes Lease) sends Slack, email and webhook
 /// notifications; Alertmanager receivers are sent from every replica.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaderElectionConfig {
     /// Unset: on when running in a cluster (a service-account token is mounted); `true`/`false` force it.
@@ -592,9 +605,30 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        let config: Config = serde_yaml::from_str(text).map_err(|e| complete_key_path(&e, text))?;
+        let mut config: Config =
+            serde_yaml::from_str(text).map_err(|e| complete_key_path(&e, text))?;
         config.validate(text)?;
+        config.text = Some(text.into());
         Ok(config)
+    }
+
+    /// ` at line N` for a key given by its dotted path (`rules.APFHeadroomLow.threshold`), when the config came
+    /// from YAML that holds it; empty otherwise.
+    pub fn at_line(&self, key_path: &str) -> String {
+        let key = key_path
+            .split('.')
+            .map(|k| k.split('[').next().unwrap_or(k))
+            .collect::<Vec<_>>()
+            .join(".");
+        match self.text.as_deref().and_then(|t| line_of(t, &key)) {
+            Some(line) => format!(" at line {line}"),
+            None => String::new(),
+        }
+    }
+
+    /// The checks that span several keys again, on a config changed after it was read (command-line flags).
+    pub fn check(&self) -> Result<(), String> {
+        self.validate(self.text.as_deref().unwrap_or(""))
     }
 
     /// Checks that span several keys, after deserialization: the line is found by the last key's name.

@@ -1,7 +1,11 @@
 //! Which replica of apf-monitor sends the direct notifications (Slack, email, webhook): the one holding a
 //! Kubernetes Lease. Alertmanager receivers are sent from every replica; Alertmanager de-duplicates.
+use std::sync::Arc;
+use std::time::Duration;
+
 use anyhow::{Context, Result};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
 
 use crate::config::LeaderElectionConfig;
 
@@ -11,22 +15,47 @@ const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount
 #[derive(Clone)]
 pub struct Leadership {
     state: watch::Receiver<bool>,
+    lease: Option<Arc<tokio::sync::Mutex<Option<LeaseTask>>>>,
+}
+
+/// The task that keeps the Lease: told to stop, it gives the Lease up.
+struct LeaseTask {
+    release: oneshot::Sender<()>,
+    task: JoinHandle<()>,
 }
 
 impl Leadership {
     /// A single replica, or election turned off: always the notifier.
     pub fn always() -> Self {
         let (_tx, rx) = watch::channel(true);
-        Self { state: rx }
+        Self {
+            state: rx,
+            lease: None,
+        }
     }
 
     /// For tests and callers that drive leadership themselves.
     pub fn from_channel(state: watch::Receiver<bool>) -> Self {
-        Self { state }
+        Self { state, lease: None }
     }
 
     pub fn is_leader(&self) -> bool {
         *self.state.borrow()
+    }
+
+    /// Gives the Lease up, so that another replica of apf-monitor takes over at once instead of waiting for the
+    /// Lease to expire; waits at most `timeout`. Direct notifications stop here.
+    pub async fn release(&self, timeout: Duration) {
+        let Some(lease) = &self.lease else {
+            return;
+        };
+        let Some(LeaseTask { release, task }) = lease.lock().await.take() else {
+            return;
+        };
+        let _ = release.send(());
+        if tokio::time::timeout(timeout, task).await.is_err() {
+            tracing::warn!("the Lease was not released within {timeout:?}: another replica takes over when it expires");
+        }
     }
 
     /// `enabled` unset: elect when running in a cluster (a service-account token is mounted), else always lead.
@@ -71,26 +100,40 @@ impl Leadership {
             })?;
         let (mut lease_state, lease_task) = manager.watch().await;
         let (tx, rx) = watch::channel(false);
+        let (release, mut released) = oneshot::channel::<()>();
         let lease_name = cfg.lease_name.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             loop {
                 let leading = *lease_state.borrow_and_update();
-                if tx.send(leading).is_err() {
-                    break;
-                }
+                let _ = tx.send(leading);
                 tracing::info!(lease = %lease_name, %identity, leading, "leader election: this replica {} direct notifications", if leading { "now sends" } else { "no longer sends" });
-                if lease_state.changed().await.is_err() {
-                    // The lease task ended (its errors are logged by it): stop notifying rather than risk doubles.
-                    let _ = tx.send(false);
-                    tracing::warn!(lease = %lease_name, "leader election stopped; direct notifications are off");
-                    break;
+                tokio::select! {
+                    _ = &mut released => break,
+                    changed = lease_state.changed() => if changed.is_err() {
+                        // The lease task ended (its errors are logged by it): stop notifying rather than risk doubles.
+                        tracing::warn!(lease = %lease_name, "leader election stopped; direct notifications are off");
+                        break;
+                    },
                 }
             }
-            drop(lease_task);
-            // Keep the sender alive so readers see the last value.
-            std::future::pending::<()>().await;
+            let _ = tx.send(false);
+            // Closing the state channel makes the manager's task release the Lease and end (kube-lease-manager).
+            drop(lease_state);
+            match lease_task.await {
+                Ok(Ok(_)) => tracing::info!(lease = %lease_name, "Lease released"),
+                Ok(Err(e)) => {
+                    tracing::warn!(lease = %lease_name, error = %e, "the Lease could not be released; it expires on its own")
+                }
+                Err(_) => {}
+            }
         });
-        Ok(Self { state: rx })
+        Ok(Self {
+            state: rx,
+            lease: Some(Arc::new(tokio::sync::Mutex::new(Some(LeaseTask {
+                release,
+                task,
+            })))),
+        })
     }
 }
 

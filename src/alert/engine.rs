@@ -183,15 +183,36 @@ impl Engine {
         firing
     }
 
-    /// Alerts whose condition holds but not yet for `for`, with the time it started holding.
-    pub fn pending(&self) -> Vec<(&LabelSet, SystemTime)> {
+    /// Alerts whose condition holds but not yet for `for` (with what they would say), and when it started holding.
+    pub fn pending(&self) -> Vec<(&Tracked, SystemTime)> {
         self.alerts
             .values()
             .filter_map(|t| match t.phase {
-                Phase::Pending { since } => Some((&t.labels, since)),
+                Phase::Pending { since } => Some((t, since)),
                 _ => None,
             })
             .collect()
+    }
+
+    /// Ends the alerts whose labels match at once: firing ones resolve now (whatever `keep_firing_for` says),
+    /// pending ones are dropped. For a replica that is no longer watched.
+    pub fn resolve_where(&mut self, now: SystemTime, matches: impl Fn(&LabelSet) -> bool) {
+        self.alerts.retain(|_, t| {
+            if !matches(&t.labels) {
+                return true;
+            }
+            match t.phase {
+                Phase::Pending { .. } => false,
+                Phase::Firing { since, .. } => {
+                    t.phase = Phase::Resolved {
+                        since,
+                        ends_at: now,
+                    };
+                    true
+                }
+                Phase::Resolved { .. } => true,
+            }
+        });
     }
 
     /// Pending or firing: the rules then apply the clear threshold (hysteresis).
@@ -257,6 +278,30 @@ mod tests {
         assert!(!e.is_active(&c().labels));
         assert_eq!(e.update(t(80 + 899), vec![]).len(), 1, "kept 15 minutes");
         assert!(e.update(t(80 + 900), vec![]).is_empty(), "then forgotten");
+    }
+
+    #[test]
+    fn resolve_where_ends_firing_now_and_drops_pending() {
+        let mut e = Engine::new("");
+        let mut other = cand("APFHeadroomLow", 0, 600, "");
+        other.labels.insert("apiserver".into(), "b".into());
+        let mut gone = cand("APFHeadroomLow", 0, 600, "");
+        gone.labels.insert("apiserver".into(), "a".into());
+        let mut pending = cand("APFQueueNearFull", 60, 0, "");
+        pending.labels.insert("apiserver".into(), "a".into());
+        e.update(t(0), vec![other.clone(), gone.clone(), pending]);
+        e.resolve_where(t(10), |l| l.get("apiserver").is_some_and(|a| a == "a"));
+        assert!(e.pending().is_empty());
+        let a = e.alerts();
+        let ended: Vec<_> = a
+            .iter()
+            .map(|a| (a.labels["apiserver"].as_str(), a.ends_at))
+            .collect();
+        assert_eq!(
+            ended,
+            [("b", None), ("a", Some(t(10)))],
+            "keep_firing_for does not hold a gone replica"
+        );
     }
 
     #[test]

@@ -1,21 +1,22 @@
 //! Alerts before 429s: the built-in rules evaluated on every report, their life cycle (pending, firing, resolved),
 //! grouping, inhibition, silences, and the state that survives a restart.
 //!
-//! The types here are the contract between the alerting stage and the receivers (`notify/`).
-pub mod driver;
+//! The types here ([`Alert`], [`Notification`]) are the contract between the alerting stage and the receivers
+//! (`notify/`), which import them; nothing here imports `notify/`.
 pub mod engine;
 pub mod remediation;
 pub mod route;
 pub mod rules;
 pub mod silence;
+pub mod stage;
 pub mod state;
 
-pub use driver::{Alerting, TokioClock};
 pub use engine::Engine;
 pub use remediation::Remediation;
 pub use route::Router;
 pub use rules::{Candidate, Fires, RuleError, RuleSpec, Rules};
 pub use silence::{Matcher, Silence, SilenceError, SilenceInput, SilenceView, Silences};
+pub use stage::{AlertView, Alerting, TokioClock};
 pub use state::{AlertState, StateError};
 
 use std::collections::BTreeMap;
@@ -58,6 +59,42 @@ impl Alert {
     /// the same identity here and in Alertmanager.
     pub fn fingerprint(&self) -> u64 {
         fingerprint(&self.labels)
+    }
+}
+
+/// One message to one receiver: a group of alerts (Alertmanager's notification model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    pub receiver: String,
+    /// Identifies the group across notifications (`{}:{alertname="APFHeadroomLow", priority_level="workload-low"}`).
+    pub group_key: String,
+    /// The values of the `group_by` labels.
+    pub group_labels: LabelSet,
+    /// Labels every alert of the group shares.
+    pub common_labels: LabelSet,
+    pub common_annotations: BTreeMap<String, String>,
+    /// Firing alerts first, then resolved ones (with `ends_at`).
+    pub alerts: Vec<Alert>,
+    /// apf-monitor's own URL, for links back.
+    pub external_url: String,
+}
+
+impl Notification {
+    /// `firing` while any alert of the group fires, else `resolved`.
+    pub fn status(&self) -> &'static str {
+        if self.alerts.iter().any(|a| !a.is_resolved()) {
+            "firing"
+        } else {
+            "resolved"
+        }
+    }
+
+    pub fn firing(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts.iter().filter(|a| !a.is_resolved())
+    }
+
+    pub fn resolved(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts.iter().filter(|a| a.is_resolved())
     }
 }
 

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::humantime_serde_compat as rfc3339;
 use super::silence::Silences;
 use super::{Alert, LabelSet};
+use crate::alert::Notification;
 use crate::config::RouteConfig;
-use crate::notify::Notification;
 
 /// What one receiver was told about one group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -144,6 +144,53 @@ impl Router {
         alerts: &[Alert],
         silences: &Silences,
     ) -> Vec<Notification> {
+        self.dispatch(now, alerts, silences, false)
+    }
+
+    /// Every group's notification now, whatever `group_wait` and `group_interval` say: at shutdown, what a group
+    /// owes (a first notification, a resolution) goes out before the process exits.
+    pub fn flush_all(
+        &mut self,
+        now: SystemTime,
+        alerts: &[Alert],
+        silences: &Silences,
+    ) -> Vec<Notification> {
+        self.dispatch(now, alerts, silences, true)
+    }
+
+    /// A notification that was never delivered (still queued at the shutdown deadline): its receiver is owed it
+    /// again. Its firing alerts count as not notified, so they are sent again as new; its resolved ones count as
+    /// still notified firing, so their resolution is sent again. Saved in the state file, this survives the
+    /// restart: a duplicate is acceptable, a lost notification is not.
+    pub fn undo(&mut self, n: &Notification, now: SystemTime) {
+        let group = self
+            .groups
+            .entry(n.group_key.clone())
+            .or_insert_with(|| Group {
+                labels: n.group_labels.clone(),
+                next_flush: now,
+                receivers: BTreeMap::new(),
+            });
+        group.next_flush = group.next_flush.min(now);
+        let log = group.receivers.entry(n.receiver.clone()).or_default();
+        for a in &n.alerts {
+            if a.is_resolved() {
+                let mut firing = a.clone();
+                firing.ends_at = None;
+                log.firing.insert(a.fingerprint(), firing);
+            } else {
+                log.firing.remove(&a.fingerprint());
+            }
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        now: SystemTime,
+        alerts: &[Alert],
+        silences: &Silences,
+        force: bool,
+    ) -> Vec<Notification> {
         self.muted = alerts
             .iter()
             .filter(|a| !a.is_resolved())
@@ -187,7 +234,7 @@ impl Router {
             let Some(group) = self.groups.get(&key) else {
                 continue;
             };
-            if now >= group.next_flush {
+            if force || now >= group.next_flush {
                 out.extend(self.flush(&key, members, now));
             }
             let Some(group) = self.groups.get(&key) else {
@@ -531,6 +578,43 @@ mod tests {
         let n = r.tick(t(330), &[], &s);
         assert_eq!(n.len(), 1);
         assert_eq!(n[0].alerts[0].ends_at, Some(t(330)));
+    }
+
+    #[test]
+    fn flush_all_sends_what_groups_owe_now_and_undo_owes_it_again() {
+        let s = Silences::default();
+        let mut r = router(&["slack"]);
+        let low = alert("APFHeadroomLow", "warning", "workload-low", 0, None);
+        assert!(
+            r.tick(t(0), std::slice::from_ref(&low), &s).is_empty(),
+            "group_wait"
+        );
+        // Shutdown at 10 s: the new group goes out now instead of at 30 s.
+        let n = r.flush_all(t(10), std::slice::from_ref(&low), &s);
+        assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-low"]);
+        // Resolved at 20 s; its notice would wait for group_interval: a flush sends it now.
+        let done = alert("APFHeadroomLow", "warning", "workload-low", 0, Some(20));
+        assert!(r.tick(t(20), std::slice::from_ref(&done), &s).is_empty());
+        let resolved = r.flush_all(t(21), std::slice::from_ref(&done), &s);
+        assert_eq!(
+            summary(&resolved),
+            ["slack APFHeadroomLow/workload-low:resolved"]
+        );
+        assert!(r.groups().is_empty());
+        // That notice was never delivered: undone, the resolution is owed again (after a restart, too).
+        r.undo(&resolved[0], t(22));
+        let again = r.tick(t(23), &[], &s);
+        assert_eq!(
+            summary(&again),
+            ["slack APFHeadroomLow/workload-low:resolved"]
+        );
+        // An undelivered firing notification makes the alert new again for its receiver.
+        let mut r = router(&["slack"]);
+        r.tick(t(0), std::slice::from_ref(&low), &s);
+        let first = r.flush_all(t(1), std::slice::from_ref(&low), &s);
+        r.undo(&first[0], t(2));
+        let n = r.tick(t(3), std::slice::from_ref(&low), &s);
+        assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-low"]);
     }
 
     #[test]

@@ -32,9 +32,6 @@ pub struct RuleError {
     pub message: String,
 }
 
-/// The `reason` values of `apiserver_flowcontrol_rejected_requests_total` (apf.md §3d).
-const REASONS: [&str; 4] = ["queue-full", "concurrency-limit", "time-out", "cancelled"];
-
 /// Labels the rules set themselves; extra labels from the config may not replace them.
 const OWN_LABELS: [&str; 5] = [
     "alertname",
@@ -589,7 +586,7 @@ impl Rule {
                 let Some(rates) = &l.rejected_per_second else {
                     // No rate before two scrapes span a window (just after a restart): unknown is not "no
                     // rejections", so an active alert holds instead of resolving and firing again a scrape later.
-                    for reason in REASONS {
+                    for reason in crate::apf::REJECTION_REASONS {
                         let mut labels = self.labels(name, Some(&l.priority_level));
                         labels.insert("reason".into(), reason.into());
                         if is_active(&labels) {

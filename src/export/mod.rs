@@ -1,75 +1,106 @@
-//! What apf-monitor serves: `/metrics`, `/healthz`, `/readyz`, `/api/v1/status` and the status page `/`.
+//! What apf-monitor serves over HTTP: `/metrics`, `/healthz`, `/readyz`, `/api/v1/status`, the status page `/`,
+//! `/api/v1/silences` and `POST /-/reload`.
+//!
+//! Export owns no state: it serves what the daemon hands it ([`Surfaces`]): the analysis' latest report and the
+//! alerting stage's view (watch channels), the metric registry, and two request channels. Silences belong to the
+//! alerting stage and the config to the daemon, so their endpoints send a request and wait for the answer.
 mod page;
 mod prometheus;
 
-pub use prometheus::{render as render_metrics, SelfMetrics};
+pub use prometheus::DerivedMetrics;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
+use prometheus_client::registry::Registry;
+use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::alert::{AlertView, SilenceError, SilenceInput, SilenceView};
 use crate::analyze::StatusReport;
 
-/// What the scrape loop writes and the HTTP handlers read.
-#[derive(Default)]
-pub struct ExportState {
-    pub report: RwLock<StatusReport>,
-    pub self_metrics: Mutex<SelfMetrics>,
-    /// Set once any target's `/metrics` was scraped successfully.
-    pub ready: AtomicBool,
-    /// `apf_monitor_notifications_total`, kept by the receivers' deliveries.
-    pub notifications: crate::notify::NotifyMetrics,
-    /// The alerting stage, once built: silences are read and written through it.
-    pub alerting: std::sync::OnceLock<Arc<Mutex<crate::alert::Alerting>>>,
+/// `POST /-/reload` and SIGHUP: re-read the config file. The answer says whether the new config runs now.
+pub struct ReloadRequest {
+    pub reply: Option<oneshot::Sender<Result<(), String>>>,
 }
 
-impl ExportState {
-    pub fn report(&self) -> StatusReport {
-        self.report
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+/// The silences API, answered by the alerting stage that owns the silences.
+pub enum SilenceRequest {
+    List(oneshot::Sender<Vec<SilenceView>>),
+    Get(String, oneshot::Sender<Option<SilenceView>>),
+    Add(SilenceInput, oneshot::Sender<Result<String, SilenceError>>),
+    Expire(String, oneshot::Sender<Result<(), SilenceError>>),
+}
+
+/// Everything the HTTP surfaces read or ask; cloned into each handler.
+#[derive(Clone)]
+pub struct Surfaces {
+    /// The analysis' latest report (without alerts: those come from `alerts`).
+    pub report: watch::Receiver<Arc<StatusReport>>,
+    /// True once any replica's `/metrics` was scraped successfully.
+    pub ready: watch::Receiver<bool>,
+    pub alerts: watch::Receiver<Arc<AlertView>>,
+    /// Derived metrics (a collector over the report) and every self-metric family.
+    pub registry: Arc<Registry>,
+    pub reload: mpsc::Sender<ReloadRequest>,
+    pub silences: mpsc::Sender<SilenceRequest>,
+}
+
+impl Surfaces {
+    /// The report with the alerts and each level's status from the rules: what `/api/v1/status` serves.
+    pub fn status(&self) -> StatusReport {
+        status_of(&self.report.borrow(), &self.alerts.borrow())
     }
 }
 
-pub fn router(state: Arc<ExportState>) -> Router {
+/// A report of the analysis with the alerting stage's view put in.
+pub fn status_of(report: &StatusReport, alerts: &AlertView) -> StatusReport {
+    let mut status = report.clone();
+    alerts.apply(&mut status);
+    status
+}
+
+pub fn router(surfaces: Surfaces) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/status", get(status))
         .route("/", get(page_handler))
+        .route("/-/reload", post(reload))
         .route("/api/v1/silences", get(list_silences).post(add_silence))
         .route(
             "/api/v1/silences/{id}",
             get(get_silence).delete(expire_silence),
         )
-        .with_state(state)
+        .with_state(surfaces)
 }
 
-async fn metrics(State(state): State<Arc<ExportState>>) -> Response {
-    let text = {
-        let report = state.report.read().unwrap_or_else(|p| p.into_inner());
-        let self_metrics = state.self_metrics.lock().unwrap_or_else(|p| p.into_inner());
-        render_metrics(&report, &self_metrics, &state.notifications.snapshot())
-    };
+async fn metrics(State(s): State<Surfaces>) -> Response {
+    let mut text = String::with_capacity(16 * 1024);
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &s.registry) {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot encode metrics: {e}\n"),
+        )
+            .into_response();
+    }
     (
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         text,
     )
         .into_response()
 }
 
-async fn readyz(State(state): State<Arc<ExportState>>) -> Response {
-    if state.ready.load(Ordering::Relaxed) {
+async fn readyz(State(s): State<Surfaces>) -> Response {
+    if *s.ready.borrow() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
         (
@@ -80,20 +111,12 @@ async fn readyz(State(state): State<Arc<ExportState>>) -> Response {
     }
 }
 
-async fn status(State(state): State<Arc<ExportState>>) -> Response {
-    axum::Json(state.report()).into_response()
+async fn status(State(s): State<Surfaces>) -> Response {
+    axum::Json(s.status()).into_response()
 }
 
-async fn page_handler(State(state): State<Arc<ExportState>>) -> Html<String> {
-    Html(page::render(&state.report()))
-}
-
-fn no_alerting() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        axum::Json(serde_json::json!({"error": "alerting is not running in this process"})),
-    )
-        .into_response()
+async fn page_handler(State(s): State<Surfaces>) -> Html<String> {
+    Html(page::render(&s.status()))
 }
 
 fn json_error(status: StatusCode, message: impl std::fmt::Display) -> Response {
@@ -104,62 +127,90 @@ fn json_error(status: StatusCode, message: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-async fn list_silences(State(state): State<Arc<ExportState>>) -> Response {
-    let Some(alerting) = state.alerting.get() else {
-        return no_alerting();
-    };
-    let a = alerting.lock().unwrap_or_else(|p| p.into_inner());
-    axum::Json(a.silences.list(std::time::SystemTime::now())).into_response()
+/// How long an HTTP request waits for a stage's answer before saying it is busy.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Sends a request to a stage and waits for its answer; `None` when the stage is gone (shutting down) or busy.
+async fn ask<T, R>(tx: &mpsc::Sender<R>, make: impl FnOnce(oneshot::Sender<T>) -> R) -> Option<T> {
+    let (reply, answer) = oneshot::channel();
+    tx.send(make(reply)).await.ok()?;
+    tokio::time::timeout(ANSWER_TIMEOUT, answer)
+        .await
+        .ok()?
+        .ok()
+}
+
+fn unavailable(what: &str) -> Response {
+    json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("{what} is not answering (apf-monitor is shutting down or overloaded); try again"),
+    )
+}
+
+/// Prometheus' convention: 200 when the new config runs, 500 with the error (key, line, fix) when it was refused
+/// and the running config goes on.
+async fn reload(State(s): State<Surfaces>) -> Response {
+    match ask(&s.reload, |reply| ReloadRequest { reply: Some(reply) }).await {
+        Some(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        Some(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("config not reloaded, the running config goes on: {e}\n"),
+        )
+            .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "config reload is not answering (apf-monitor is shutting down); try again\n",
+        )
+            .into_response(),
+    }
+}
+
+async fn list_silences(State(s): State<Surfaces>) -> Response {
+    match ask(&s.silences, SilenceRequest::List).await {
+        Some(list) => axum::Json(list).into_response(),
+        None => unavailable("the alerting stage"),
+    }
 }
 
 async fn get_silence(
-    State(state): State<Arc<ExportState>>,
+    State(s): State<Surfaces>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let Some(alerting) = state.alerting.get() else {
-        return no_alerting();
-    };
-    let a = alerting.lock().unwrap_or_else(|p| p.into_inner());
-    match a.silences.get(&id, std::time::SystemTime::now()) {
-        Some(s) => axum::Json(s).into_response(),
-        None => json_error(StatusCode::NOT_FOUND, format!("no silence {id}")),
+    match ask(&s.silences, |r| SilenceRequest::Get(id.clone(), r)).await {
+        Some(Some(silence)) => axum::Json(silence).into_response(),
+        Some(None) => json_error(StatusCode::NOT_FOUND, format!("no silence {id}")),
+        None => unavailable("the alerting stage"),
     }
 }
 
 /// Alertmanager's shape: `{"matchers": [{"name", "value", "isRegex", "isEqual"}], "startsAt", "endsAt", "createdBy",
 /// "comment"}`; answers `{"silenceID": "..."}`.
-async fn add_silence(State(state): State<Arc<ExportState>>, body: axum::body::Bytes) -> Response {
-    let Some(alerting) = state.alerting.get() else {
-        return no_alerting();
-    };
-    let input: crate::alert::SilenceInput = match serde_json::from_slice(&body) {
+async fn add_silence(State(s): State<Surfaces>, body: axum::body::Bytes) -> Response {
+    let input: SilenceInput = match serde_json::from_slice(&body) {
         Ok(i) => i,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, format!("invalid silence: {e}")),
     };
-    let mut a = alerting.lock().unwrap_or_else(|p| p.into_inner());
-    match a.silences.add(input, std::time::SystemTime::now()) {
-        Ok(id) => {
+    match ask(&s.silences, |r| SilenceRequest::Add(input, r)).await {
+        Some(Ok(id)) => {
             tracing::info!(silence = %id, "silence added");
             axum::Json(serde_json::json!({"silenceID": id})).into_response()
         }
-        Err(e) => json_error(StatusCode::BAD_REQUEST, e),
+        Some(Err(e)) => json_error(StatusCode::BAD_REQUEST, e),
+        None => unavailable("the alerting stage"),
     }
 }
 
 async fn expire_silence(
-    State(state): State<Arc<ExportState>>,
+    State(s): State<Surfaces>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let Some(alerting) = state.alerting.get() else {
-        return no_alerting();
-    };
-    let mut a = alerting.lock().unwrap_or_else(|p| p.into_inner());
-    match a.silences.expire(&id, std::time::SystemTime::now()) {
-        Ok(()) => (
+    match ask(&s.silences, |r| SilenceRequest::Expire(id.clone(), r)).await {
+        Some(Ok(())) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({"expired": id})),
         )
             .into_response(),
-        Err(e) => json_error(StatusCode::NOT_FOUND, e),
+        Some(Err(e)) => json_error(StatusCode::NOT_FOUND, e),
+        None => unavailable("the alerting stage"),
     }
 }

@@ -1,14 +1,15 @@
 //! One worker task and one bounded queue per receiver: enqueueing never blocks, a full queue drops (counted), and
-//! a slow or dead receiver only ever delays its own notifications.
+//! a slow or dead receiver only ever delays its own notifications. At shutdown, [`Delivery::drain`] delivers what
+//! is queued (retries included) until a deadline and hands back what it could not.
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{Notification, NotifyError, NotifyMetrics, Receiver};
+use super::{Notification, NotifyError, NotifyMetrics, Outcome, Receiver};
 use crate::config::DeliveryConfig;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -18,7 +19,9 @@ pub struct Delivery {
     name: String,
     tx: mpsc::Sender<Notification>,
     metrics: NotifyMetrics,
-    worker: JoinHandle<()>,
+    /// When set, the worker stops at this instant, whatever it is doing.
+    deadline: watch::Sender<Option<Instant>>,
+    worker: JoinHandle<Vec<Notification>>,
 }
 
 impl Delivery {
@@ -29,20 +32,23 @@ impl Delivery {
         metrics: NotifyMetrics,
     ) -> Delivery {
         let name = receiver.name().to_string();
-        metrics.register(&name);
+        metrics.register_receiver(&name);
         // A capacity of 0 is not a queue tokio accepts; one slot is the smallest meaningful one.
         let (tx, rx) = mpsc::channel(cfg.queue_capacity.max(1));
+        let (deadline, deadline_rx) = watch::channel(None);
         let worker = tokio::spawn(work(
             receiver,
             rx,
             cfg.timeout.0,
             cfg.max_retry_duration.0,
             metrics.clone(),
+            deadline_rx,
         ));
         Delivery {
             name,
             tx,
             metrics,
+            deadline,
             worker,
         }
     }
@@ -58,7 +64,7 @@ impl Delivery {
                 mpsc::error::TrySendError::Full(n) => ("queue full", n),
                 mpsc::error::TrySendError::Closed(n) => ("worker stopped", n),
             };
-            self.metrics.inc(&self.name, "dropped");
+            self.metrics.inc(&self.name, Outcome::Dropped);
             tracing::warn!(
                 receiver = %self.name,
                 group = %n.group_key,
@@ -75,13 +81,58 @@ impl Delivery {
         self.tx.max_capacity() - self.tx.capacity()
     }
 
-    /// Stops taking notifications, lets the worker drain the queue for up to `grace`, then stops it.
-    pub async fn shutdown(self, grace: Duration) {
-        let Delivery { tx, worker, .. } = self;
+    /// Stops taking notifications and delivers what is queued, retries included, until `deadline`; returns what
+    /// was not delivered by then (each counted `dropped` and logged).
+    pub async fn drain(self, deadline: Instant) -> Vec<Notification> {
+        let Delivery {
+            name,
+            tx,
+            metrics,
+            deadline: stop,
+            worker,
+        } = self;
+        let _ = stop.send(Some(deadline));
         drop(tx);
         let abort = worker.abort_handle();
-        if tokio::time::timeout(grace, worker).await.is_err() {
-            abort.abort();
+        // The worker stops itself at the deadline; the grace only covers a receiver that ignores cancellation.
+        let undelivered =
+            match tokio::time::timeout_at(deadline + Duration::from_secs(1), worker).await {
+                Ok(Ok(undelivered)) => undelivered,
+                _ => {
+                    abort.abort();
+                    Vec::new()
+                }
+            };
+        if !undelivered.is_empty() {
+            metrics.inc_by(&name, Outcome::Dropped, undelivered.len() as u64);
+            let groups: Vec<&str> = undelivered.iter().map(|n| n.group_key.as_str()).collect();
+            tracing::warn!(
+                receiver = %name,
+                undelivered = undelivered.len(),
+                groups = ?groups,
+                "shutdown deadline reached: notifications not delivered"
+            );
+        }
+        undelivered
+    }
+
+    /// Stops taking notifications and lets the worker deliver what is queued on its own (a receiver a reload
+    /// removed or changed); returns the worker, which ends when its queue is empty.
+    pub fn close(self) -> (String, JoinHandle<Vec<Notification>>) {
+        (self.name, self.worker)
+    }
+}
+
+/// Resolves once the deadline is set and reached; never while none is set.
+async fn deadline_passed(deadline: &mut watch::Receiver<Option<Instant>>) {
+    loop {
+        let set = *deadline.borrow_and_update();
+        if let Some(at) = set {
+            tokio::time::sleep_until(at).await;
+            return;
+        }
+        if deadline.changed().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -92,18 +143,31 @@ async fn work(
     timeout: Duration,
     max_retry: Duration,
     metrics: NotifyMetrics,
-) {
+    mut deadline: watch::Receiver<Option<Instant>>,
+) -> Vec<Notification> {
     let name = receiver.name().to_string();
+    let mut undelivered = Vec::new();
     while let Some(n) = rx.recv().await {
-        let outcome = deliver(receiver.as_ref(), &n, timeout, max_retry, &metrics).await;
+        let outcome = tokio::select! {
+            outcome = deliver(receiver.as_ref(), &n, timeout, max_retry, &metrics) => outcome,
+            _ = deadline_passed(&mut deadline) => {
+                undelivered.push(n);
+                break;
+            }
+        };
         match outcome {
-            Ok(()) => metrics.inc(&name, "sent"),
+            Ok(()) => metrics.inc(&name, Outcome::Sent),
             Err(e) => {
-                metrics.inc(&name, "failed");
+                metrics.inc(&name, Outcome::Failed);
                 tracing::error!(receiver = %name, group = %n.group_key, error = %e, "notification failed");
             }
         }
     }
+    rx.close();
+    while let Ok(n) = rx.try_recv() {
+        undelivered.push(n);
+    }
+    undelivered
 }
 
 /// Attempts until success, a permanent error, or `max_retry` since the first attempt; counts each retry.
@@ -142,7 +206,7 @@ async fn deliver(
                 retry_after: None,
             });
         }
-        metrics.inc(receiver.name(), "retried");
+        metrics.inc(receiver.name(), Outcome::Retried);
         tracing::warn!(receiver = %receiver.name(), error = %message, wait = %humantime::format_duration(round(wait)), "notification will be retried");
         tokio::time::sleep(wait).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -7,17 +7,22 @@
 //! let receiver = notify::build(&receiver_config)?;            // Arc<dyn Receiver>, clear config errors
 //! let delivery = Delivery::spawn(receiver, &receiver_config.delivery, metrics.clone());
 //! delivery.enqueue(notification);                              // never blocks; a full queue counts `dropped`
-//! delivery.shutdown(Duration::from_secs(5)).await;             // at exit: drain for a while, then stop
+//! let undelivered = delivery.drain(deadline).await;            // at exit: deliver what is queued until the deadline
 //! ```
+//! The notification type is the alerting stage's (`alert::Notification`): notify imports alert, never the reverse.
 //! Slack, email and webhook receivers get the router's grouped notifications; an Alertmanager receiver gets every
 //! current alert (firing and recently resolved) every `resend_interval` and on each change.
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::alert::{Alert, LabelSet};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+use crate::alert::Notification;
 use crate::config::ReceiverConfig;
 
 pub mod alertmanager;
@@ -30,42 +35,6 @@ pub mod slack;
 pub mod webhook;
 
 pub use delivery::Delivery;
-
-/// One message to one receiver: a group of alerts (Alertmanager's notification model).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Notification {
-    pub receiver: String,
-    /// Identifies the group across notifications (`{}:{alertname="APFHeadroomLow", priority_level="workload-low"}`).
-    pub group_key: String,
-    /// The values of the `group_by` labels.
-    pub group_labels: LabelSet,
-    /// Labels every alert of the group shares.
-    pub common_labels: LabelSet,
-    pub common_annotations: BTreeMap<String, String>,
-    /// Firing alerts first, then resolved ones (with `ends_at`).
-    pub alerts: Vec<Alert>,
-    /// apf-monitor's own URL, for links back.
-    pub external_url: String,
-}
-
-impl Notification {
-    /// `firing` while any alert of the group fires, else `resolved`.
-    pub fn status(&self) -> &'static str {
-        if self.alerts.iter().any(|a| !a.is_resolved()) {
-            "firing"
-        } else {
-            "resolved"
-        }
-    }
-
-    pub fn firing(&self) -> impl Iterator<Item = &Alert> {
-        self.alerts.iter().filter(|a| !a.is_resolved())
-    }
-
-    pub fn resolved(&self) -> impl Iterator<Item = &Alert> {
-        self.alerts.iter().filter(|a| a.is_resolved())
-    }
-}
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NotifyError {
@@ -90,36 +59,89 @@ pub trait Receiver: Send + Sync {
     fn send<'a>(&'a self, notification: &'a Notification) -> SendFuture<'a>;
 }
 
-/// `apf_monitor_notifications_total{receiver, outcome}`: `sent`, `retried`, `failed`, `dropped`.
+/// What became of a notification: the `outcome` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Sent,
+    /// One retry (a notification may count several).
+    Retried,
+    /// Gave up: a permanent error, or retries ran out.
+    Failed,
+    /// Never attempted to the end: a full queue, or still queued at the shutdown deadline.
+    Dropped,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Sent,
+        Outcome::Retried,
+        Outcome::Failed,
+        Outcome::Dropped,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Sent => "sent",
+            Outcome::Retried => "retried",
+            Outcome::Failed => "failed",
+            Outcome::Dropped => "dropped",
+        }
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.label(), encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NotifyLabels {
+    receiver: String,
+    outcome: Outcome,
+}
+
+/// `apf_monitor_notifications_total{receiver, outcome}`; cloning shares the family.
 #[derive(Debug, Clone, Default)]
 pub struct NotifyMetrics {
-    counts: Arc<Mutex<BTreeMap<(String, &'static str), u64>>>,
+    notifications: Family<NotifyLabels, Counter>,
 }
 
 impl NotifyMetrics {
-    pub const OUTCOMES: [&'static str; 4] = ["sent", "retried", "failed", "dropped"];
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "apf_monitor_notifications",
+            "Notifications by receiver and outcome (sent, retried, failed, dropped)",
+            self.notifications.clone(),
+        );
+    }
 
-    /// Every outcome exists at 0 from start-up.
-    pub fn register(&self, receiver: &str) {
-        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        for o in Self::OUTCOMES {
-            c.entry((receiver.to_string(), o)).or_insert(0);
+    /// Every outcome of a receiver exists at 0 from start-up.
+    pub fn register_receiver(&self, receiver: &str) {
+        for outcome in Outcome::ALL {
+            self.counter(receiver, outcome);
         }
     }
 
-    pub fn inc(&self, receiver: &str, outcome: &'static str) {
-        *self
-            .counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry((receiver.to_string(), outcome))
-            .or_insert(0) += 1;
+    pub fn inc(&self, receiver: &str, outcome: Outcome) {
+        self.counter(receiver, outcome).inc();
     }
 
-    pub fn snapshot(&self) -> BTreeMap<(String, &'static str), u64> {
-        self.counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+    pub fn inc_by(&self, receiver: &str, outcome: Outcome, n: u64) {
+        self.counter(receiver, outcome).inc_by(n);
+    }
+
+    /// The count so far (tests and logs).
+    pub fn count(&self, receiver: &str, outcome: Outcome) -> u64 {
+        self.counter(receiver, outcome).get()
+    }
+
+    fn counter(&self, receiver: &str, outcome: Outcome) -> Counter {
+        self.notifications
+            .get_or_create(&NotifyLabels {
+                receiver: receiver.to_string(),
+                outcome,
+            })
             .clone()
     }
 }

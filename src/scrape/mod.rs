@@ -1,9 +1,11 @@
 //! HTTP against one replica: bounded, streaming bodies; errors classified into the `reason` label of
 //! `apf_monitor_scrape_errors_total`.
 mod backoff;
+mod metrics;
 mod round;
 
 pub use backoff::{EndpointState, Verdict, UNAVAILABLE_RETRY};
+pub use metrics::ScrapeMetrics;
 pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
 
 use std::time::Duration;
@@ -94,33 +96,66 @@ pub enum ScrapeError {
     Token(String),
 }
 
-impl ScrapeError {
-    /// Every value `reason` can take, so error counters exist at 0 from start-up.
-    pub const REASONS: [&'static str; 10] = [
-        "timeout",
-        "connect",
-        "http_4xx",
-        "http_5xx",
-        "throttled",
-        "too_large",
-        "body",
-        "parse",
-        "token",
-        "http_other",
+/// The `reason` label of `apf_monitor_scrape_errors_total`: one per kind of [`ScrapeError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorReason {
+    Timeout,
+    Connect,
+    Http4xx,
+    Http5xx,
+    HttpOther,
+    Throttled,
+    TooLarge,
+    Body,
+    Parse,
+    Token,
+}
+
+impl ErrorReason {
+    /// Every value, so that error counters exist at 0 from start-up.
+    pub const ALL: [ErrorReason; 10] = [
+        ErrorReason::Timeout,
+        ErrorReason::Connect,
+        ErrorReason::Http4xx,
+        ErrorReason::Http5xx,
+        ErrorReason::Throttled,
+        ErrorReason::TooLarge,
+        ErrorReason::Body,
+        ErrorReason::Parse,
+        ErrorReason::Token,
+        ErrorReason::HttpOther,
     ];
 
-    pub fn reason(&self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
-            ScrapeError::Timeout(_) => "timeout",
-            ScrapeError::Connect(_) => "connect",
-            ScrapeError::Http { status, .. } if (400..500).contains(status) => "http_4xx",
-            ScrapeError::Http { status, .. } if *status >= 500 => "http_5xx",
-            ScrapeError::Http { .. } => "http_other",
-            ScrapeError::Throttled { .. } => "throttled",
-            ScrapeError::TooLarge { .. } => "too_large",
-            ScrapeError::Body(_) => "body",
-            ScrapeError::Parse(_) => "parse",
-            ScrapeError::Token(_) => "token",
+            ErrorReason::Timeout => "timeout",
+            ErrorReason::Connect => "connect",
+            ErrorReason::Http4xx => "http_4xx",
+            ErrorReason::Http5xx => "http_5xx",
+            ErrorReason::HttpOther => "http_other",
+            ErrorReason::Throttled => "throttled",
+            ErrorReason::TooLarge => "too_large",
+            ErrorReason::Body => "body",
+            ErrorReason::Parse => "parse",
+            ErrorReason::Token => "token",
+        }
+    }
+}
+
+impl ScrapeError {
+    /// The error's kind: its `reason` label.
+    pub fn reason(&self) -> ErrorReason {
+        match self {
+            ScrapeError::Timeout(_) => ErrorReason::Timeout,
+            ScrapeError::Connect(_) => ErrorReason::Connect,
+            ScrapeError::Http { status, .. } if (400..500).contains(status) => ErrorReason::Http4xx,
+            ScrapeError::Http { status, .. } if *status >= 500 => ErrorReason::Http5xx,
+            ScrapeError::Http { .. } => ErrorReason::HttpOther,
+            ScrapeError::Throttled { .. } => ErrorReason::Throttled,
+            ScrapeError::TooLarge { .. } => ErrorReason::TooLarge,
+            ScrapeError::Body(_) => ErrorReason::Body,
+            ScrapeError::Parse(_) => ErrorReason::Parse,
+            ScrapeError::Token(_) => ErrorReason::Token,
         }
     }
 

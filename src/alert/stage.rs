@@ -1,20 +1,18 @@
-//! One alerting round per report (rules → life cycle → routing), and a loop that runs rounds on tokio's clock.
+//! One alerting round per report: rules → life cycle → routing, pure and on a clock given to it. The task that runs
+//! rounds, owns the receivers and answers the silences API is `daemon/alerting.rs`.
 //!
-//! Everything below the loop takes `now` as an argument, so tests drive it with a fake clock; the loop maps tokio's
+//! Everything here takes `now` as an argument, so tests drive it with a fake clock; [`TokioClock`] maps tokio's
 //! `Instant` onto wall time from a fixed base, so paused tokio time (`tokio::time::advance`) moves alert times too.
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
-
-use tokio::sync::mpsc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
 
 use super::engine::Engine;
 use super::route::Router;
-use super::rules::Rules;
+use super::rules::{self, Candidate, Rules};
 use super::silence::Silences;
-use super::state::{AlertState, StateError};
-use super::Alert;
-use crate::analyze::StatusReport;
-use crate::notify::Notification;
+use super::state::AlertState;
+use super::{Alert, Notification};
+use crate::analyze::{AlertReport, LevelStatus, StatusReport};
 
 /// The whole alerting stage of one apf-monitor.
 #[derive(Debug, Clone)]
@@ -24,7 +22,34 @@ pub struct Alerting {
     pub router: Router,
     pub silences: Silences,
     /// The conditions that held in the last round (pending and firing alike): the levels' status.
-    pub last_candidates: Vec<super::rules::Candidate>,
+    last_candidates: Vec<Candidate>,
+    /// The replicas of the last report: the alerts of one that is gone are resolved at once.
+    apiservers: BTreeSet<String>,
+}
+
+/// What the alerting stage publishes for the status page, `/api/v1/status` and `apf_alert_firing`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertView {
+    /// Pending, firing (or muted) and recently resolved alerts.
+    pub alerts: Vec<AlertReport>,
+    /// Each level's status by (`apiserver`, `priority_level`): the worst severity among the rules holding on it.
+    pub statuses: BTreeMap<(String, String), LevelStatus>,
+}
+
+impl AlertView {
+    /// Puts the alerts and the levels' statuses into a report of the analysis.
+    pub fn apply(&self, report: &mut StatusReport) {
+        report.alerts = self.alerts.clone();
+        for a in &mut report.apiservers {
+            for l in &mut a.levels {
+                l.status = self
+                    .statuses
+                    .get(&(a.apiserver.clone(), l.priority_level.clone()))
+                    .copied()
+                    .unwrap_or_default();
+            }
+        }
+    }
 }
 
 impl Alerting {
@@ -35,6 +60,7 @@ impl Alerting {
             router,
             silences,
             last_candidates: Vec::new(),
+            apiservers: BTreeSet::new(),
         }
     }
 
@@ -44,8 +70,27 @@ impl Alerting {
         Self::new(rules, engine, router, silences)
     }
 
+    /// New rules and route (a reload): alert states, what each receiver was told and silences are kept.
+    pub fn reconfigure(&mut self, rules: Rules, router: Router) {
+        self.rules = rules;
+        let groups = self.router.groups().clone();
+        self.router = router.with_groups(groups);
+    }
+
     /// Evaluates the rules on the report, advances every alert's life cycle, and returns the notifications due.
     pub fn round(&mut self, now: SystemTime, report: &StatusReport) -> Vec<Notification> {
+        let present: BTreeSet<String> = report
+            .apiservers
+            .iter()
+            .map(|a| a.apiserver.clone())
+            .collect();
+        // A replica that left (a reload, discovery) has nothing left to alert about: resolved now, not after
+        // keep_firing_for, and its resolution goes out like any other.
+        for gone in self.apiservers.difference(&present) {
+            self.engine
+                .resolve_where(now, |labels| labels.get("apiserver") == Some(gone));
+        }
+        self.apiservers = present;
         let engine = &self.engine;
         let candidates = self
             .rules
@@ -54,6 +99,17 @@ impl Alerting {
         let alerts = self.engine.update(now, candidates);
         self.silences.gc(now);
         self.router.tick(now, &alerts, &self.silences)
+    }
+
+    /// Every group's notification now, whatever its timers say (shutdown: what is owed goes out before the exit).
+    pub fn flush(&mut self, now: SystemTime) -> Vec<Notification> {
+        let alerts = self.engine.alerts();
+        self.router.flush_all(now, &alerts, &self.silences)
+    }
+
+    /// A notification that was never delivered: its receiver is owed it again (see [`Router::undo`]).
+    pub fn undo(&mut self, n: &Notification, now: SystemTime) {
+        self.router.undo(n, now);
     }
 
     /// Firing and recently resolved alerts, with why each is muted (`inhibited`, `silenced`), for status pages.
@@ -70,6 +126,39 @@ impl Alerting {
                 (a, muted)
             })
             .collect()
+    }
+
+    /// What the status page and `/api/v1/status` show of alerting now.
+    pub fn view(&self) -> AlertView {
+        let rfc = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+        let mut alerts: Vec<AlertReport> = self
+            .engine
+            .pending()
+            .into_iter()
+            .map(|(t, since)| AlertReport {
+                labels: t.labels.clone(),
+                annotations: t.annotations.clone(),
+                state: "pending".into(),
+                active_since: Some(rfc(since)),
+            })
+            .collect();
+        for (a, muted) in self.alerts() {
+            let state = match (a.is_resolved(), muted) {
+                (true, _) => "resolved",
+                (false, Some(why)) => why,
+                (false, None) => "firing",
+            };
+            alerts.push(AlertReport {
+                labels: a.labels,
+                annotations: a.annotations,
+                state: state.into(),
+                active_since: Some(rfc(a.starts_at)),
+            });
+        }
+        AlertView {
+            alerts,
+            statuses: rules::level_statuses(&self.last_candidates),
+        }
     }
 
     pub fn state(&self) -> AlertState {
@@ -108,42 +197,6 @@ impl Default for TokioClock {
     }
 }
 
-/// Runs a round every `every` on the latest report from `next_report` (`None` ends the loop), sends the
-/// notifications to `tx`, and saves the state after every round (when `state_file` is set): a pending or firing
-/// alert not yet notified survives a restart too, and one small atomic write per scrape interval is cheap. Returns the
-/// alerting stage at the end, and the last state-file error if any (saving again next time is the retry).
-pub async fn run(
-    mut alerting: Alerting,
-    clock: TokioClock,
-    every: Duration,
-    state_file: Option<PathBuf>,
-    mut next_report: impl FnMut() -> Option<StatusReport>,
-    tx: mpsc::Sender<Notification>,
-) -> (Alerting, Option<StateError>) {
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_error = None;
-    loop {
-        ticker.tick().await;
-        let Some(report) = next_report() else { break };
-        let notifications = alerting.round(clock.now(), &report);
-        // Saved after the notifications are handed over: a crash in between repeats them, never loses them.
-        for n in notifications {
-            // The receivers' queues apply back-pressure; a closed channel means shutdown.
-            if tx.send(n).await.is_err() {
-                return (alerting, last_error);
-            }
-        }
-        if let Some(path) = &state_file {
-            if let Err(e) = alerting.state().save(path) {
-                tracing::warn!(error = %e, "alert state not saved");
-                last_error = Some(e);
-            }
-        }
-    }
-    (alerting, last_error)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -151,6 +204,7 @@ mod tests {
     use super::*;
     use crate::analyze::{ApiserverReport, LevelReport};
     use crate::config::{DurationValue, Interval, RouteConfig, RuleConfig, RuleName};
+    use std::time::Duration;
 
     fn t(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
@@ -329,56 +383,5 @@ mod tests {
         let clock = TokioClock::starting_at(t(0));
         let now = clock.now();
         assert!(now >= t(0) && now < t(5));
-    }
-
-    /// The loop on real tokio time (paused time needs tokio's `test-util` feature, which the crate does not
-    /// enable): with group_wait 0 the first round notifies at once, and the state file is written.
-    #[tokio::test]
-    async fn run_loop_notifies_and_saves_state() {
-        let mut a = alerting();
-        let route = RouteConfig {
-            group_wait: DurationValue(Duration::ZERO),
-            ..RouteConfig::default()
-        };
-        a.router = Router::new(&route, &["slack".to_string()], "");
-        let mut cfg: BTreeMap<RuleName, RuleConfig> = BTreeMap::new();
-        cfg.insert(
-            RuleName::APFHeadroomLow,
-            RuleConfig {
-                for_: Some(DurationValue(Duration::ZERO)),
-                ..Default::default()
-            },
-        );
-        a.rules = Rules::new(&cfg, "x").unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("alerts.json");
-        let (tx, mut rx) = mpsc::channel(16);
-        let mut rounds = 0;
-        let next = move || {
-            rounds += 1;
-            (rounds <= 3).then(|| report(10.0, 0.0))
-        };
-        let (a, err) = run(
-            a,
-            TokioClock::new(),
-            Duration::from_millis(5),
-            Some(path.clone()),
-            next,
-            tx,
-        )
-        .await;
-        assert!(err.is_none());
-        let n = rx.recv().await.unwrap();
-        assert_eq!(n.alerts[0].alertname(), "APFHeadroomLow");
-        assert!(
-            rx.recv().await.is_none(),
-            "one notification in three rounds"
-        );
-        let saved = AlertState::load(&path).unwrap();
-        assert_eq!(
-            saved.groups.keys().collect::<Vec<_>>(),
-            a.state().groups.keys().collect::<Vec<_>>()
-        );
-        assert_eq!(saved.alerts.len(), 1);
     }
 }

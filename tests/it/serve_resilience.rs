@@ -1,17 +1,17 @@
 //! `serve` against a stand-in apiserver (axum on 127.0.0.1:0) that misbehaves in every way we know: each failure
 //! is counted under its reason and the daemon keeps serving.
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{get_text, sample_value};
 use apf_monitor::config::{self, Config, StaticTarget};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use common::{get_text, sample_value};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -81,7 +81,7 @@ async fn start_fake(capture: Vec<u8>) -> (String, Fake) {
     (format!("http://{addr}"), fake)
 }
 
-async fn start_monitor(target: &str, tweak: impl FnOnce(&mut Config)) -> String {
+async fn start_monitor(target: &str, tweak: impl FnOnce(&mut Config)) -> common::Monitor {
     let mut config = Config::default();
     config.scrape.interval = config::Interval(Duration::from_millis(300));
     config.scrape.timeout = config::Interval(Duration::from_millis(300));
@@ -92,10 +92,7 @@ async fn start_monitor(target: &str, tweak: impl FnOnce(&mut Config)) -> String 
         ..StaticTarget::from_url(config::parse_target_url(target).unwrap())
     }];
     tweak(&mut config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
-    format!("http://{addr}")
+    common::start_monitor(&config).await
 }
 
 fn errors(body: &str, endpoint: &str, reason: &str) -> f64 {
@@ -112,7 +109,11 @@ fn errors(body: &str, endpoint: &str, reason: &str) -> f64 {
 }
 
 /// Waits until the exported metrics satisfy `ok`, returning the body; panics with the last body otherwise.
-async fn wait_for(monitor: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+async fn wait_for(
+    monitor: &impl std::fmt::Display,
+    what: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
     let url = format!("{monitor}/metrics");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut last = String::new();

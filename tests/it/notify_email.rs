@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use apf_monitor::alert::Notification;
 use apf_monitor::alert::{Alert, LabelSet};
 use apf_monitor::config::{
     DeliveryConfig, DurationValue, EmailConfig, EmailTls, Interval, ReceiverConfig,
 };
-use apf_monitor::notify::{self, Delivery, Notification, NotifyError, NotifyMetrics};
+use apf_monitor::notify::{self, Delivery, NotifyError, NotifyMetrics, Outcome};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 struct SmtpServer {
     child: Child,
@@ -215,12 +216,12 @@ async fn plain_smtp_relay_gets_a_multipart_message() {
     let before = SystemTime::now();
     d.enqueue(notification());
     let sent = common::eventually(Duration::from_secs(20), || async {
-        let snap = metrics.snapshot();
-        let get = |o: &'static str| snap.get(&("mail".to_string(), o)).copied().unwrap_or(0);
-        (get("sent") + get("failed") > 0).then(|| (get("sent"), get("failed")))
+        let get = |o| metrics.count("mail", o);
+        (get(Outcome::Sent) + get(Outcome::Failed) > 0)
+            .then(|| (get(Outcome::Sent), get(Outcome::Failed)))
     })
     .await;
-    assert_eq!(sent, Some((1, 0)), "{:?}", metrics.snapshot());
+    assert_eq!(sent, Some((1, 0)));
     assert!(before.elapsed().unwrap() < Duration::from_secs(15));
 
     let messages = common::eventually(Duration::from_secs(5), || async {
@@ -284,9 +285,14 @@ async fn starttls_required_never_falls_back_to_plaintext() {
     let d = Delivery::spawn(receiver, &cfg.delivery, metrics.clone());
     d.enqueue(notification());
     let failed = common::eventually(Duration::from_secs(10), || async {
-        let snap = metrics.snapshot();
-        let get = |o: &'static str| snap.get(&("mail".to_string(), o)).copied().unwrap_or(0);
-        (get("failed") > 0).then(|| (get("failed"), get("retried"), get("sent")))
+        let get = |o| metrics.count("mail", o);
+        (get(Outcome::Failed) > 0).then(|| {
+            (
+                get(Outcome::Failed),
+                get(Outcome::Retried),
+                get(Outcome::Sent),
+            )
+        })
     })
     .await;
     assert_eq!(failed, Some((1, 0, 0)));

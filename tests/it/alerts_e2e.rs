@@ -1,11 +1,12 @@
 //! Alerts end to end with real parts: the simulated apiserver goes from idle to rejections and back; apf-monitor
 //! notifies a real Alertmanager (which must list the alert while it fires and see it resolved), a real SMTP server
 //! (aiosmtpd), a Slack stand-in (payload shape asserted) and a webhook consumer that fails its first attempts.
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::{external, get_text, sample_value};
 use apf_monitor::config::{
     self, AlertmanagerConfig, Config, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig,
     SlackConfig, WebhookConfig,
@@ -13,7 +14,6 @@ use apf_monitor::config::{
 use apf_monitor::sim::{KubeVersion, Scenario, SimOptions, Simulator};
 use axum::http::StatusCode;
 use axum::routing::post;
-use common::{external, get_text, sample_value};
 
 /// Idle, then a LIST storm in workload-low from 5 s to 40 s, then idle again.
 const SCENARIO: &str = r#"

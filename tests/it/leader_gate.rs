@@ -1,6 +1,6 @@
 //! High availability: only the replica holding the Lease sends direct notifications (Slack here), while every replica
 //! feeds Alertmanager. Leadership is driven by hand: the Lease itself needs a cluster.
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,9 +59,8 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
         },
     ];
     let (lead, leadership) = tokio::sync::watch::channel(false);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    apf_monitor::cli::run_daemon_with(&config, listener, Leadership::from_channel(leadership))
-        .unwrap();
+    let _monitor =
+        common::start_monitor_with(&config, Some(Leadership::from_channel(leadership))).await;
 
     // Not the leader: Alertmanager hears of the alert, Slack does not.
     for _ in 0..100 {

@@ -4,15 +4,15 @@
 //!
 //! Runs in real time for several minutes, so it is not part of `cargo test`:
 //!     cargo test --release --test lead_time -- --ignored --nocapture
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::external;
 use apf_monitor::config::{self, Config, ReceiverConfig, StaticTarget, WebhookConfig};
 use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use axum::routing::post;
-use common::external;
 
 /// kubernetes-mixin's rule, as shipped (job label adapted to this Prometheus).
 const MIXIN_RULE: &str = r#"groups:
@@ -89,8 +89,7 @@ async fn lead_time_against_kube_api_terminated_requests() {
         console: None,
         delivery: Default::default(),
     }];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
+    let _monitor = common::start_monitor(&config).await;
 
     let prom = external::prometheus(&[("apiserver", sim_addr.to_string())], MIXIN_RULE).await;
 

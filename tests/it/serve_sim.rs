@@ -1,12 +1,12 @@
 //! `serve` against the simulated apiserver of several versions under load: what apf-monitor exports equals what the
 //! simulator served (the simulator is paused between steps, so both sides see the same instant).
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use crate::common::{get_text, sample_value};
 use apf_monitor::config::{self, Config, StaticTarget};
 use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
-use common::{get_text, sample_value};
 
 async fn start_sim(minor: u32) -> (Simulator, String) {
     let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
@@ -24,7 +24,7 @@ async fn start_sim(minor: u32) -> (Simulator, String) {
     (sim, format!("http://{addr}"))
 }
 
-async fn start_monitor(target: &str) -> String {
+async fn start_monitor(target: &str) -> (common::Monitor, String) {
     let mut config = Config::default();
     config.scrape.interval = config::Interval(Duration::from_millis(250));
     config.scrape.timeout = config::Interval(Duration::from_millis(250));
@@ -34,10 +34,9 @@ async fn start_monitor(target: &str) -> String {
         name: Some("sim".into()),
         ..StaticTarget::from_url(config::parse_target_url(target).unwrap())
     }];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
-    format!("http://{addr}/metrics")
+    let monitor = common::start_monitor(&config).await;
+    let metrics = format!("{monitor}/metrics");
+    (monitor, metrics)
 }
 
 fn level_value(body: &str, metric: &str, level: &str) -> Option<f64> {
@@ -94,7 +93,7 @@ fn matches_truth(body: &str, sim: &Simulator) -> Result<(), String> {
 
 async fn exported_equals_served(minor: u32) {
     let (sim, target) = start_sim(minor).await;
-    let metrics = start_monitor(&target).await;
+    let (_monitor, metrics) = start_monitor(&target).await;
     let mut last = String::from("no scrape");
     let mut body = String::new();
     for _ in 0..150 {

@@ -1,14 +1,14 @@
 //! The silences API (`POST/GET/DELETE /api/v1/silences`, Alertmanager's JSON shape) and the alerts in
 //! `/api/v1/status`, against a paused simulated apiserver in a storm.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use crate::common::get_text;
 use apf_monitor::config::Config;
 use apf_monitor::sim::{Scenario, ScenarioSource};
-use common::get_text;
 
-async fn status(monitor: &str) -> serde_json::Value {
+async fn status(monitor: &impl std::fmt::Display) -> serde_json::Value {
     serde_json::from_str(
         &get_text(&format!("{monitor}/api/v1/status"))
             .await
@@ -25,7 +25,7 @@ fn exhausted_state(status: &serde_json::Value) -> Option<String> {
     })
 }
 
-async fn wait_state(monitor: &str, want: &str) -> serde_json::Value {
+async fn wait_state(monitor: &impl std::fmt::Display, want: &str) -> serde_json::Value {
     for _ in 0..150 {
         let s = status(monitor).await;
         if exhausted_state(&s).as_deref() == Some(want) {

@@ -3,12 +3,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use apf_monitor::alert::Notification;
 use apf_monitor::alert::{fingerprint, Alert, LabelSet};
 use apf_monitor::config::{
     parse_target_url, AlertmanagerConfig, DeliveryConfig, DurationValue, Interval, SlackConfig,
     WebhookConfig,
 };
-use apf_monitor::notify::{self, Delivery, Notification, NotifyError, NotifyMetrics, Receiver};
+use apf_monitor::notify::{self, Delivery, NotifyError, NotifyMetrics, Outcome, Receiver};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -16,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 
 // ---- stand-in server ----
 
@@ -26,6 +27,8 @@ struct Answer {
     retry_after: Option<&'static str>,
     body: &'static str,
     hang: bool,
+    /// Milliseconds before answering: a slow receiver.
+    delay_ms: u64,
 }
 
 fn answer(status: u16, body: &'static str) -> Answer {
@@ -34,6 +37,7 @@ fn answer(status: u16, body: &'static str) -> Answer {
         retry_after: None,
         body,
         hang: false,
+        delay_ms: 0,
     }
 }
 
@@ -107,6 +111,7 @@ async fn handle(
     if a.hang {
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
+    tokio::time::sleep(Duration::from_millis(a.delay_ms)).await;
     let mut resp = (StatusCode::from_u16(a.status).unwrap(), a.body).into_response();
     if let Some(r) = a.retry_after {
         resp.headers_mut().insert("retry-after", r.parse().unwrap());
@@ -212,11 +217,24 @@ fn slack_receiver(url: &str) -> Arc<dyn Receiver> {
     notify::build(&cfg).unwrap()
 }
 
-fn count(m: &NotifyMetrics, receiver: &str, outcome: &'static str) -> u64 {
-    m.snapshot()
-        .get(&(receiver.to_string(), outcome))
-        .copied()
-        .unwrap_or(0)
+fn outcome(label: &str) -> Outcome {
+    Outcome::ALL
+        .into_iter()
+        .find(|o| o.label() == label)
+        .unwrap_or_else(|| panic!("no outcome {label}"))
+}
+
+fn count(m: &NotifyMetrics, receiver: &str, outcome_label: &'static str) -> u64 {
+    m.count(receiver, outcome(outcome_label))
+}
+
+/// `apf_monitor_notifications_total` as `/metrics` shows it.
+fn exposition(m: &NotifyMetrics) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    m.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text
 }
 
 async fn wait_for(m: &NotifyMetrics, receiver: &str, outcome: &'static str, n: u64, secs: u64) {
@@ -226,8 +244,8 @@ async fn wait_for(m: &NotifyMetrics, receiver: &str, outcome: &'static str, n: u
     .await;
     assert!(
         got.is_some(),
-        "{receiver}: {outcome} did not reach {n}: {:?}",
-        m.snapshot()
+        "{receiver}: {outcome} did not reach {n}:\n{}",
+        exposition(m)
     );
 }
 
@@ -629,14 +647,15 @@ async fn a_dead_receiver_never_delays_another() {
     assert!(count(&metrics, "dead", "retried") >= 1);
     assert!(start.elapsed() <= Duration::from_secs(8));
     // Every outcome is registered from the start.
-    assert_eq!(
-        metrics
-            .snapshot()
-            .keys()
-            .filter(|(r, _)| r == "slack")
-            .count(),
-        4
-    );
+    let text = exposition(&metrics);
+    for o in ["sent", "retried", "failed", "dropped"] {
+        assert!(
+            text.contains(&format!(
+                "apf_monitor_notifications_total{{receiver=\"slack\",outcome=\"{o}\"}}"
+            )),
+            "{text}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -688,7 +707,7 @@ async fn a_rotated_webhook_url_file_is_picked_up_at_the_next_send() {
 }
 
 #[tokio::test]
-async fn shutdown_does_not_wait_for_a_stuck_receiver() {
+async fn drain_stops_at_the_deadline_and_hands_back_what_was_not_delivered() {
     let mut hang = answer(200, "ok");
     hang.hang = true;
     let stuck = StandIn::start(vec![], hang).await;
@@ -708,8 +727,40 @@ async fn shutdown_does_not_wait_for_a_stuck_receiver() {
     assert_eq!(d.queued(), 1);
     assert_eq!(d.name(), "slack");
     let start = Instant::now();
-    d.shutdown(Duration::from_millis(300)).await;
+    let undelivered = d.drain(start + Duration::from_millis(300)).await;
     assert!(start.elapsed() < Duration::from_secs(2));
+    // The one stuck in flight and the one queued: both handed back, both counted as dropped.
+    let ids: Vec<&str> = undelivered
+        .iter()
+        .map(|n| n.alerts[0].labels["priority_level"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(count(&metrics, "slack", "dropped"), 2);
+    assert_eq!(count(&metrics, "slack", "sent"), 0);
+}
+
+#[tokio::test]
+async fn drain_delivers_the_queue_of_a_slow_receiver_with_retries() {
+    // Every request takes 300 ms; the first answers 503 and is retried. All three arrive before the deadline.
+    let mut slow = answer(200, "ok");
+    slow.delay_ms = 300;
+    let mut busy = answer(503, "busy");
+    busy.delay_ms = 300;
+    let receiver = StandIn::start(vec![busy], slow).await;
+    let metrics = NotifyMetrics::default();
+    let d = Delivery::spawn(
+        slack_receiver(&format!("{}/x", receiver.url)),
+        &delivery(5_000, 60_000, 10),
+        metrics.clone(),
+    );
+    for i in 1..=3 {
+        d.enqueue(notification(vec![alert(i, "warning", false)]));
+    }
+    let undelivered = d.drain(Instant::now() + Duration::from_secs(20)).await;
+    assert!(undelivered.is_empty());
+    assert_eq!(count(&metrics, "slack", "sent"), 3);
+    assert_eq!(count(&metrics, "slack", "retried"), 1);
+    assert_eq!(receiver.received().len(), 4);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! TLS against an https stand-in apiserver with a certificate of its own CA: verified by default, `ca_file` and
 //! `tls_server_name` make it pass, `insecure_skip_verify` is an explicit opt-out.
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,7 +76,7 @@ async fn https_apiserver(server_config: Arc<rustls::ServerConfig>) -> std::net::
     addr
 }
 
-async fn monitor_for(target: StaticTarget) -> String {
+async fn monitor_for(target: StaticTarget) -> (common::Monitor, String) {
     let mut config = Config::default();
     config.scrape.interval = config::Interval(Duration::from_millis(300));
     config.scrape.timeout = config::Interval(Duration::from_millis(300));
@@ -84,10 +84,9 @@ async fn monitor_for(target: StaticTarget) -> String {
     config.scrape.objects_interval = config::DurationValue(Duration::ZERO);
     config.analysis.window = config::Interval(Duration::from_secs(10));
     config.targets.static_targets = vec![target];
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    apf_monitor::cli::run_daemon(&config, listener).unwrap();
-    format!("http://{addr}/metrics")
+    let monitor = common::start_monitor(&config).await;
+    let metrics = format!("{monitor}/metrics");
+    (monitor, metrics)
 }
 
 async fn wait_metric(url: &str, pred: impl Fn(&str) -> bool) -> Option<String> {
@@ -126,7 +125,7 @@ async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
     let url = config::parse_target_url(&format!("https://{addr}")).unwrap();
 
     // Unknown CA: refused, counted, nothing exported.
-    let plain = monitor_for(StaticTarget {
+    let (_plain_monitor, plain) = monitor_for(StaticTarget {
         name: Some("untrusted".into()),
         ..StaticTarget::from_url(url.clone())
     })
@@ -140,7 +139,7 @@ async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.crt");
     std::fs::write(&ca, &pki.ca_pem).unwrap();
-    let good = monitor_for(StaticTarget {
+    let (_good_monitor, good) = monitor_for(StaticTarget {
         name: Some("verified".into()),
         ca_file: Some(ca.clone()),
         tls_server_name: Some("kubernetes.default.svc".into()),
@@ -152,7 +151,7 @@ async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
         .expect("scraped over verified TLS");
 
     // The right CA but the address instead of the certificate's name: still refused.
-    let wrong_name = monitor_for(StaticTarget {
+    let (_wrong_name_monitor, wrong_name) = monitor_for(StaticTarget {
         name: Some("wrong-name".into()),
         ca_file: Some(ca),
         ..StaticTarget::from_url(url.clone())
@@ -163,7 +162,7 @@ async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
         .expect("a name mismatch is refused");
 
     // The explicit opt-out works (and is warned about at start-up).
-    let insecure = monitor_for(StaticTarget {
+    let (_insecure_monitor, insecure) = monitor_for(StaticTarget {
         name: Some("insecure".into()),
         insecure_skip_verify: true,
         ..StaticTarget::from_url(url)
@@ -218,7 +217,7 @@ async fn client_certificates_pass_a_server_that_demands_them() {
         ..StaticTarget::from_url(url)
     };
     // Without a client certificate the handshake is refused.
-    let anonymous = monitor_for(StaticTarget {
+    let (_anonymous_monitor, anonymous) = monitor_for(StaticTarget {
         name: Some("anonymous".into()),
         ..base.clone()
     })
@@ -228,7 +227,7 @@ async fn client_certificates_pass_a_server_that_demands_them() {
     })
     .await
     .expect("refused without a client certificate");
-    let mtls = monitor_for(StaticTarget {
+    let (_mtls_monitor, mtls) = monitor_for(StaticTarget {
         name: Some("mtls".into()),
         client_cert_file: Some(write("client.crt", &client_cert.pem())),
         client_key_file: Some(write("client.key", &client_key.serialize_pem())),

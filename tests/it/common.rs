@@ -108,12 +108,39 @@ pub fn sim_target(url: &str) -> apf_monitor::config::StaticTarget {
     }
 }
 
-/// Runs the daemon (scrape loops, alerting, HTTP) on a loopback port; returns its base URL.
-pub async fn start_monitor(config: &apf_monitor::config::Config) -> String {
+/// A daemon running in the test's process; shown as its base URL. Dropping it ends its tasks.
+pub struct Monitor {
+    pub daemon: apf_monitor::daemon::Daemon,
+    pub url: String,
+}
+
+impl std::fmt::Display for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+/// Runs the daemon (scrape loops, alerting, HTTP) on a loopback port, through the entry point `serve` uses.
+pub async fn start_monitor(config: &apf_monitor::config::Config) -> Monitor {
+    start_monitor_with(config, None).await
+}
+
+/// [`start_monitor`] with the leadership given (the leader-election tests).
+pub async fn start_monitor_with(
+    config: &apf_monitor::config::Config,
+    leadership: Option<apf_monitor::leader::Leadership>,
+) -> Monitor {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    apf_monitor::cli::run_daemon(config, listener).unwrap();
-    format!("http://{addr}")
+    let config = config.clone();
+    let loader: apf_monitor::daemon::Loader = std::sync::Arc::new(move || Ok(config.clone()));
+    let daemon = apf_monitor::daemon::Daemon::start_with(loader, listener, leadership)
+        .await
+        .unwrap();
+    Monitor {
+        daemon,
+        url: format!("http://{addr}"),
+    }
 }
 
 /// A receiver of no kind yet: set the one the test needs.

@@ -1,6 +1,6 @@
 //! The model on every real capture (Kubernetes 1.18 to 1.35): the right limit, seats in use and levels for each
 //! metric generation. Expected values were read from the captures with grep, not from our code.
-mod common;
+use crate::common;
 
 use apf_monitor::model::{is_wanted_sample, MetricGeneration, ReplicaSnapshot, SnapshotBuilder};
 use apf_monitor::parse::exposition::parse_all;

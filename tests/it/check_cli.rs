@@ -1,5 +1,5 @@
 //! `apf-monitor check`: the report and the Nagios-style exit status, on files, stdin and live targets.
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -1,0 +1,305 @@
+//! `apf-monitor check`: one round (or a saved `/metrics`), the daemon's rules on it without `for`, a table or JSON,
+//! and the Nagios/monitoring-plugins exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+
+use super::{init_logging, load_config, CheckArgs, OutputFormat};
+use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
+use crate::daemon::Setup;
+
+pub async fn check(args: CheckArgs) -> Result<ExitCode> {
+    let config = load_config(&args.common, None)?;
+    init_logging(
+        config.log.format,
+        if args.common.log_level.is_some() {
+            &config.log.level
+        } else {
+            "warn"
+        },
+    )?;
+    let setup = Setup::build(config)?;
+    let mut report = match &args.file {
+        Some(path) => check_file(path, &setup.analysis)?,
+        None => check_targets(&setup).await?,
+    };
+    apply_rules(&mut report, &setup.alerting.rules);
+    let code = exit_status(&report);
+    match args.output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        OutputFormat::Table => print!("{}", render_table(&report, code)),
+    }
+    Ok(ExitCode::from(code))
+}
+
+fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusReport> {
+    use std::io::Read;
+    let (name, bytes) = if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .context("cannot read standard input")?;
+        ("stdin".to_string(), buf)
+    } else {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        (
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            bytes,
+        )
+    };
+    // A paste often keeps its shell prompts (`$ kubectl get --raw /metrics | grep ...`, or zsh's `% ...`): they
+    // are not metrics lines.
+    let kept: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !is_shell_prompt(l))
+        .collect();
+    let bytes = kept.join(&b'\n');
+    let mut builder = crate::model::SnapshotBuilder::new();
+    let stats =
+        crate::parse::exposition::parse_all(&bytes, crate::model::is_wanted_sample, &mut builder);
+    let snapshot = builder.finish();
+    let duplicates = snapshot.duplicate_series;
+    let mut report = crate::analyze::analyze_single(&name, snapshot, analysis);
+    if stats.invalid_lines > 0 {
+        report.errors.push(Problem::Unreadable {
+            lines: stats.invalid_lines,
+            first: stats.first_errors.first().map(|e| e.to_string()),
+        });
+    }
+    if duplicates > 0 {
+        report
+            .errors
+            .push(Problem::DuplicateSeries { series: duplicates });
+    }
+    Ok(StatusReport {
+        apiservers: vec![report],
+        alerts: Vec::new(),
+    })
+}
+
+/// A shell prompt line of a paste: `$ cmd` (sh, bash) or `% cmd` (zsh, the macOS default), maybe indented.
+fn is_shell_prompt(line: &[u8]) -> bool {
+    let l = line.trim_ascii();
+    l == b"$" || l == b"%" || l.starts_with(b"$ ") || l.starts_with(b"% ")
+}
+
+async fn check_targets(setup: &Setup) -> Result<StatusReport> {
+    if setup.replicas.is_empty() {
+        bail!("no target to check: give --target URL, --file PATH, or targets.static in the config file");
+    }
+    let rounds = futures_util::future::join_all(setup.replicas.iter().map(|r| {
+        let settings = &r.spec.settings;
+        let plan = crate::scrape::ScrapePlan {
+            endpoints: settings.endpoints.clone(),
+            request_details: settings.request_details,
+            max_body_bytes: settings.max_body_bytes,
+            max_line_bytes: settings.max_line_bytes,
+        };
+        async move { crate::scrape::scrape_replica(&r.target, &plan).await }
+    }))
+    .await;
+    let mut report = StatusReport::default();
+    for (replica, mut round) in setup.replicas.iter().zip(rounds) {
+        let name = &replica.target.name;
+        let errors: Vec<Problem> = round
+            .results
+            .iter()
+            .filter_map(|r| {
+                r.outcome.as_ref().err().map(|e| Problem::Scrape {
+                    endpoint: r.endpoint,
+                    error: e.clone(),
+                })
+            })
+            .collect();
+        let mut a = match round.snapshot.take() {
+            Some(mut snap) => {
+                for plc in round.objects.iter().flatten() {
+                    if let Some(level) = snap.levels.get_mut(&plc.name) {
+                        level.config = Some(plc.clone());
+                    }
+                }
+                crate::analyze::analyze_single(name, snap, &setup.analysis)
+            }
+            None => crate::analyze::ApiserverReport {
+                apiserver: name.clone(),
+                ..Default::default()
+            },
+        };
+        a.errors.extend(errors);
+        report.apiservers.push(a);
+    }
+    Ok(report)
+}
+
+/// The daemon's rules, as configured, on this one round (no `for`, so what holds now fires now): the alerts of the
+/// report, and each level's status from the worst alert on it.
+fn apply_rules(report: &mut StatusReport, rules: &crate::alert::Rules) {
+    let candidates = rules.evaluate(report, |_| false);
+    crate::alert::rules::apply_statuses(report, &candidates);
+    report.alerts = candidates
+        .into_iter()
+        .map(|c| crate::analyze::AlertReport {
+            labels: c.labels,
+            annotations: c.annotations,
+            state: "firing".into(),
+            active_since: None,
+        })
+        .collect();
+}
+
+/// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no APF metric anywhere). A replica that could not be read is a
+/// WARNING (the APFScrapeFailing rule), unless none could be read at all.
+pub fn exit_status(report: &StatusReport) -> u8 {
+    let with_levels: Vec<_> = report
+        .apiservers
+        .iter()
+        .filter(|a| !a.levels.is_empty())
+        .collect();
+    if with_levels.is_empty() {
+        return 3;
+    }
+    let worst = with_levels
+        .iter()
+        .flat_map(|a| &a.levels)
+        .map(|l| l.status)
+        .max()
+        .unwrap_or(LevelStatus::Ok);
+    let mut code = match worst {
+        LevelStatus::Ok => 0,
+        LevelStatus::Warning => 1,
+        LevelStatus::Critical => 2,
+    };
+    if report.apiservers.iter().any(|a| a.levels.is_empty()) {
+        code = code.max(1);
+    }
+    // Alerts without a level (APFScrapeFailing) count too.
+    for a in &report.alerts {
+        code = code.max(
+            match crate::alert::rules::severity_status(a.labels.get("severity").map(String::as_str))
+            {
+                LevelStatus::Ok => 0,
+                LevelStatus::Warning => 1,
+                LevelStatus::Critical => 2,
+            },
+        );
+    }
+    code
+}
+
+pub(super) fn fmt_num(v: Option<f64>) -> String {
+    match v {
+        Some(v) if (v.fract()).abs() < 1e-9 => format!("{v:.0}"),
+        Some(v) => format!("{v:.2}"),
+        None => "-".into(),
+    }
+}
+
+pub fn render_table(report: &StatusReport, code: u8) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for a in &report.apiservers {
+        let _ = writeln!(
+            out,
+            "apiserver {}{}",
+            a.apiserver,
+            a.kubernetes_version
+                .as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default()
+        );
+        for e in &a.errors {
+            let _ = writeln!(out, "  error: {e}");
+        }
+        if a.levels.is_empty() {
+            let _ = writeln!(out, "  no APF metrics read");
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  STATUS",
+            "PRIORITY LEVEL",
+            "NOMINAL",
+            "LIMIT",
+            "IN USE",
+            "HEADROOM",
+            "QUEUED",
+            "FULLEST",
+            "REJECTED/S"
+        );
+        for l in &a.levels {
+            let rejected = l
+                .rejected_per_second
+                .as_ref()
+                .map(|r| r.values().fold(0.0, |a, b| a + b));
+            let _ = writeln!(
+                out,
+                "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
+                l.priority_level,
+                fmt_num(l.nominal_limit_seats),
+                fmt_num(l.limit_seats),
+                fmt_num(l.executing_seats),
+                fmt_num(l.headroom_seats),
+                fmt_num(l.inqueue_requests),
+                fmt_num(l.fullest_queue_requests),
+                fmt_num(rejected),
+                if l.priority_level == crate::model::EXEMPT {
+                    "exempt".to_string()
+                } else {
+                    format!("{:?}", l.status).to_lowercase()
+                }
+            );
+            // One scrape has no rate, but its counters say what was rejected since the replica started.
+            if l.rejected_per_second.is_none() && l.rejected_total.values().any(|v| *v > 0.0) {
+                let on_record: Vec<String> = l
+                    .rejected_total
+                    .iter()
+                    .filter(|(_, v)| **v > 0.0)
+                    .map(|(reason, v)| format!("{reason} {}", fmt_num(Some(*v))))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "      rejected since the replica started: {} (one scrape: no rate)",
+                    on_record.join(", ")
+                );
+            }
+            for f in l.top_flows.iter().take(3) {
+                let _ = writeln!(
+                    out,
+                    "      flow {}/{}: {:.1} waiting, {:.1} seats{}",
+                    f.flow_schema,
+                    if f.flow.is_empty() { "-" } else { &f.flow },
+                    f.waiting_requests,
+                    f.executing_seats,
+                    f.example_request
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
+    for alert in &report.alerts {
+        let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
+        let _ = writeln!(
+            out,
+            "{} {} {}: {}",
+            get("severity").to_uppercase(),
+            get("alertname"),
+            get("priority_level"),
+            alert
+                .annotations
+                .get("summary")
+                .map(String::as_str)
+                .unwrap_or("")
+        );
+        if let Some(r) = alert.annotations.get("remediation") {
+            let _ = writeln!(out, "  fix: {r}");
+        }
+    }
+    let verdict = ["OK", "WARNING", "CRITICAL", "UNKNOWN"][usize::from(code.min(3))];
+    let _ = writeln!(out, "{verdict}");
+    out
+}

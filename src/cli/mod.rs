@@ -1,0 +1,242 @@
+//! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check`,
+//! `simulate` and `demo`); the work itself is the library's.
+mod check;
+mod demo;
+mod serve;
+
+pub use check::{exit_status, render_table};
+pub use demo::demo_lines;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{self, Config, LogFormat, StaticTarget};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "apf-monitor",
+    version,
+    about = "Watches Kubernetes API Priority and Fairness on every kube-apiserver replica and warns before clients get HTTP 429s."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The daemon: scrape every target, derive headroom, serve /metrics, /api/v1/status and a status page.
+    Serve(ServeArgs),
+    /// One scrape round (or a saved /metrics), a report, and a Nagios-style exit status: 0 OK, 1 WARNING,
+    /// 2 CRITICAL, 3 UNKNOWN.
+    Check(CheckArgs),
+    /// A simulated kube-apiserver serving /metrics, the APF debug dumps and the flowcontrol objects of a chosen
+    /// Kubernetes version under a load scenario.
+    Simulate(SimulateArgs),
+    /// `simulate` and `serve` in one process: watch headroom fall under load, no cluster needed.
+    Demo(DemoArgs),
+}
+
+/// Flags shared by `serve` and `check`; they override the config file.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// The config file (YAML); every key is documented in config/apf-monitor.example.yaml.
+    #[arg(long, value_name = "FILE", env = "APF_MONITOR_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// A replica to scrape, e.g. https://10.0.0.5:6443 or http://127.0.0.1:8001 (kubectl proxy). Repeatable;
+    /// replaces the config's targets.
+    #[arg(long = "target", value_name = "URL", value_parser = config::parse_target_url)]
+    pub targets: Vec<config::TargetUrl>,
+    /// Scrape interval, e.g. 5s.
+    #[arg(long, value_name = "DURATION", value_parser = config::parse_interval)]
+    pub interval: Option<config::Interval>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log level or tracing filter, e.g. info, debug, apf_monitor=debug.
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub common: TargetArgs,
+    /// Where to serve /metrics, /healthz, /readyz, /api/v1/status and / (default 0.0.0.0:9864).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Check the config (file and flags) as `serve` and a reload would, print what it runs, and exit: 0 when it
+    /// is valid, 1 with the error otherwise. Nothing is started or contacted.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub common: TargetArgs,
+    /// Read a saved /metrics (or a `kubectl get --raw /metrics | grep flowcontrol` paste) instead of scraping;
+    /// `-` reads standard input.
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The Kubernetes version whose metrics, dumps and default objects are served (1.20 to 1.36).
+    #[arg(long, default_value = "1.34")]
+    pub kubernetes_version: String,
+    /// Load scenario: idle, ramp, storm, or a YAML file (see config/scenarios/example.yaml).
+    #[arg(long, default_value = "ramp")]
+    pub scenario: String,
+    /// Where the simulated apiserver listens (plain HTTP, like `kubectl proxy`).
+    #[arg(long, default_value = "127.0.0.1:8001")]
+    pub listen: SocketAddr,
+    /// Seed of the random arrivals: the same seed gives the same run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// --max-requests-inflight + --max-mutating-requests-inflight of the simulated apiserver.
+    #[arg(long, default_value_t = 600)]
+    pub server_concurrency: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[arg(long, default_value = "1.34")]
+    pub kubernetes_version: String,
+    /// idle, ramp, storm, or a YAML file.
+    #[arg(long, default_value = "ramp")]
+    pub scenario: String,
+    /// Where apf-monitor serves /metrics and its status page (a free port is taken if this one is busy).
+    #[arg(long, default_value = "127.0.0.1:9864")]
+    pub listen: SocketAddr,
+    /// Scrape interval of the demo.
+    #[arg(long, default_value = "5s", value_parser = config::parse_interval)]
+    pub interval: config::Interval,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop after this long (e.g. 5m); default: until Ctrl-C.
+    #[arg(long, value_parser = config::parse_interval)]
+    pub duration: Option<config::Interval>,
+}
+
+/// Entry point of the binary: runs the command and maps errors to an exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (result, failure) = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => (serve::serve(args).await, 1),
+            // `check` promises 3 (UNKNOWN) when it could not read its input or its config.
+            Command::Check(args) => (check::check(args).await, 3),
+            Command::Simulate(args) => (demo::simulate(args).await.map(|()| ExitCode::SUCCESS), 1),
+            Command::Demo(args) => (demo::demo(args).await.map(|()| ExitCode::SUCCESS), 1),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(failure)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, level: &str) -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
+        format!("invalid log level {level:?}: use error, warn, info, debug or a filter")
+    })?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    // Already set (tests, demo): keep the first one.
+    let _ = result;
+    Ok(())
+}
+
+/// The config file with the command line's overrides applied, checked again as a whole: a flag can make a valid
+/// file invalid, and is refused the same way.
+fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config> {
+    let mut config = match &common.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if !common.targets.is_empty() {
+        config.targets.static_targets = common
+            .targets
+            .iter()
+            .cloned()
+            .map(StaticTarget::from_url)
+            .collect();
+    }
+    if let Some(i) = common.interval {
+        config.scrape.interval = i;
+        // A flag-set interval shorter than the configured timeout would let rounds overlap.
+        if config.scrape.timeout.0 > i.0 {
+            config.scrape.timeout = i;
+        }
+        if config.analysis.window.0 < i.0 * 2 {
+            config.analysis.window = config::Interval(i.0 * 2);
+        }
+    }
+    if let Some(f) = common.log_format {
+        config.log.format = f;
+    }
+    if let Some(l) = &common.log_level {
+        config.log.level = l.clone();
+    }
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    config
+        .check()
+        .map_err(|e| anyhow::anyhow!("the config with the command line's flags: {e}"))?;
+    Ok(config)
+}
+
+/// SIGTERM or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

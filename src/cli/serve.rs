@@ -1,0 +1,66 @@
+//! `apf-monitor serve`: the daemon, with the process' signals: SIGHUP reloads the config, SIGTERM and SIGINT stop
+//! it after delivering what is queued. A config that cannot run is exit status 1.
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use tokio::sync::mpsc;
+
+use super::{init_logging, load_config, shutdown_signal, ServeArgs};
+use crate::daemon::{self, Loader, Setup};
+
+pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let config = load_config(&args.common, args.listen)?;
+    if args.check_config {
+        let setup = Setup::build(config)?;
+        println!(
+            "config OK: {} target(s), {} receiver(s), listen {}",
+            setup.replicas.len(),
+            setup.alerting.receivers.len(),
+            setup.config.listen
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    init_logging(config.log.format, &config.log.level)?;
+    if config.targets.static_targets.is_empty() {
+        bail!(
+            "no target to scrape: give --target URL (e.g. http://127.0.0.1:8001 behind `kubectl proxy`) or \
+             targets.static in the config file"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}: is another process using it? Use --listen",
+                config.listen
+            )
+        })?;
+    // A reload reads the file again and applies the same flags: `--target` keeps replacing the file's targets.
+    let common = Arc::new(args.common);
+    let listen = args.listen;
+    let loader: Loader = Arc::new(move || load_config(&common, listen));
+    let (reload_tx, reloads) = mpsc::channel(1);
+    spawn_sighup(reload_tx)?;
+    daemon::run(loader, listener, shutdown_signal(), reloads).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGHUP, Prometheus' way to say "re-read your config"; without a handler it would kill the process.
+fn spawn_sighup(reload: mpsc::Sender<()>) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the config");
+                // A reload already waiting covers this one too.
+                let _ = reload.try_send(());
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    drop(reload);
+    Ok(())
+}

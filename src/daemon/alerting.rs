@@ -1,0 +1,360 @@
+//! The alerting stage: one task that owns the alert state (rules, life cycle, groups, silences) and the receivers'
+//! deliveries. It runs a round on every new report and every second (group timers), publishes its view for export,
+//! answers the silences API, takes a reloaded setup without losing state, and at the stop sends what every group
+//! owes, delivers what is queued until the deadline and saves the state file.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::setup::{AlertSetup, ReceiverSetup};
+use crate::alert::{AlertState, AlertView, Alerting, Engine, Notification, Router, TokioClock};
+use crate::analyze::StatusReport;
+use crate::config::ReceiverConfig;
+use crate::export::SilenceRequest;
+use crate::leader::Leadership;
+use crate::notify::{Delivery, NotifyMetrics};
+
+/// What the daemon asks of the alerting stage.
+pub enum Command {
+    /// A reloaded config: new rules, route and receivers; alert state and silences are kept.
+    Reconfigure(Box<AlertSetup>),
+    /// Send what is owed, deliver until `deadline`, save the state, and end.
+    Stop {
+        deadline: Instant,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// A receiver fed by the grouping router (Slack, email, webhook, console).
+struct Routed {
+    config: ReceiverConfig,
+    delivery: Delivery,
+    /// Sent by the Lease holder only (every kind but the console, which is this process' own log).
+    leader_only: bool,
+}
+
+/// An Alertmanager receiver: every alert, on change and every `resend_interval`, from every replica of
+/// apf-monitor (Alertmanager de-duplicates).
+struct AlertmanagerFeed {
+    config: ReceiverConfig,
+    delivery: Delivery,
+    resend: Duration,
+    last_sent: Option<Instant>,
+    last_set: Vec<(u64, bool)>,
+}
+
+pub struct AlertStage {
+    alerting: Alerting,
+    clock: TokioClock,
+    routed: BTreeMap<String, Routed>,
+    feeds: Vec<AlertmanagerFeed>,
+    /// Deliveries of receivers a reload removed or changed, finishing their queues.
+    closing: Vec<(String, JoinHandle<Vec<Notification>>)>,
+    leadership: Leadership,
+    metrics: NotifyMetrics,
+    state_file: Option<std::path::PathBuf>,
+    /// The state last written: a round that changed nothing writes nothing (no fsync every second).
+    saved_state: Option<AlertState>,
+    view: watch::Sender<Arc<AlertView>>,
+}
+
+/// The names the route sends to: the configured list, or every receiver when it is empty.
+fn routed_by(route: &crate::config::RouteConfig, name: &str) -> bool {
+    route.receivers.is_empty() || route.receivers.iter().any(|r| r == name)
+}
+
+fn router_of(setup: &AlertSetup) -> Router {
+    let names: Vec<String> = setup
+        .receivers
+        .iter()
+        .filter(|r| r.config.alertmanager.is_none() && routed_by(&setup.route, &r.config.name))
+        .map(|r| r.config.name.clone())
+        .collect();
+    Router::new(&setup.route, &names, setup.external_url.clone())
+}
+
+impl AlertStage {
+    /// Builds the stage and restores the saved state; needs a tokio runtime (the deliveries start here).
+    pub fn new(
+        setup: AlertSetup,
+        leadership: Leadership,
+        metrics: NotifyMetrics,
+        clock: TokioClock,
+        view: watch::Sender<Arc<AlertView>>,
+    ) -> Self {
+        let state = match &setup.state_file {
+            Some(path) => match AlertState::load(path) {
+                Ok(state) => state,
+                Err(e) => {
+                    // A corrupt state file must not keep the monitor down: start empty, and say so.
+                    tracing::warn!(error = %e, path = %path.display(), "alert state not restored; starting with none");
+                    AlertState::default()
+                }
+            },
+            None => AlertState::default(),
+        };
+        let engine = Engine::new(format!("{}/", setup.external_url.trim_end_matches('/')));
+        let alerting = Alerting::restored(setup.rules.clone(), engine, router_of(&setup), state);
+        let mut stage = AlertStage {
+            alerting,
+            clock,
+            routed: BTreeMap::new(),
+            feeds: Vec::new(),
+            closing: Vec::new(),
+            leadership,
+            metrics,
+            state_file: setup.state_file.clone(),
+            saved_state: None,
+            view,
+        };
+        stage.set_receivers(&setup);
+        stage
+    }
+
+    /// Keeps the delivery of every receiver whose config is unchanged (its queue and retries go on), starts the new
+    /// ones, and lets the removed or changed ones finish their queues.
+    fn set_receivers(&mut self, setup: &AlertSetup) {
+        let mut old_routed = std::mem::take(&mut self.routed);
+        let mut old_feeds = std::mem::take(&mut self.feeds);
+        for ReceiverSetup { config, receiver } in &setup.receivers {
+            if !routed_by(&setup.route, &config.name) {
+                continue;
+            }
+            if let Some(am) = &config.alertmanager {
+                let kept = old_feeds
+                    .iter()
+                    .position(|f| f.config == *config)
+                    .map(|i| old_feeds.swap_remove(i));
+                let feed = kept.unwrap_or_else(|| AlertmanagerFeed {
+                    config: config.clone(),
+                    delivery: Delivery::spawn(
+                        receiver.clone(),
+                        &config.delivery,
+                        self.metrics.clone(),
+                    ),
+                    resend: am.resend_interval.0,
+                    last_sent: None,
+                    last_set: Vec::new(),
+                });
+                self.feeds.push(feed);
+                continue;
+            }
+            let routed = match old_routed.remove(&config.name) {
+                Some(r) if r.config == *config => r,
+                other => {
+                    if let Some(r) = other {
+                        self.closing.push(r.delivery.close());
+                    }
+                    Routed {
+                        config: config.clone(),
+                        delivery: Delivery::spawn(
+                            receiver.clone(),
+                            &config.delivery,
+                            self.metrics.clone(),
+                        ),
+                        leader_only: config.console.is_none(),
+                    }
+                }
+            };
+            self.routed.insert(config.name.clone(), routed);
+        }
+        for (_, r) in old_routed {
+            self.closing.push(r.delivery.close());
+        }
+        for f in old_feeds {
+            self.closing.push(f.delivery.close());
+        }
+        self.closing.retain(|(_, task)| !task.is_finished());
+    }
+
+    fn reconfigure(&mut self, setup: AlertSetup) {
+        self.alerting
+            .reconfigure(setup.rules.clone(), router_of(&setup));
+        self.state_file = setup.state_file.clone();
+        self.saved_state = None;
+        self.set_receivers(&setup);
+    }
+
+    /// One round: rules on the report, life cycle, routing, delivery, view and state file.
+    pub fn round(&mut self, report: &StatusReport) {
+        let now = self.clock.now();
+        let notifications = self.alerting.round(now, report);
+        self.send(notifications);
+        self.feed_alertmanagers();
+        self.view.send_replace(Arc::new(self.alerting.view()));
+        self.save();
+    }
+
+    fn send(&mut self, notifications: Vec<Notification>) {
+        let leader = self.leadership.is_leader();
+        for n in notifications {
+            match self.routed.get(&n.receiver) {
+                Some(r) if !r.leader_only || leader => r.delivery.enqueue(n),
+                Some(_) => {}
+                None => {
+                    tracing::debug!(receiver = %n.receiver, "notification for an unknown receiver")
+                }
+            }
+        }
+    }
+
+    fn feed_alertmanagers(&mut self) {
+        if self.feeds.is_empty() {
+            return;
+        }
+        let all: Vec<crate::alert::Alert> = self.alerting.engine.alerts();
+        let set: Vec<(u64, bool)> = all
+            .iter()
+            .map(|a| (a.fingerprint(), a.is_resolved()))
+            .collect();
+        let instant = Instant::now();
+        for am in &mut self.feeds {
+            let due = am
+                .last_sent
+                .is_none_or(|t| instant.duration_since(t) >= am.resend);
+            // While Alertmanager is down, one snapshot waiting is enough: a backlog of old ones would be replayed in
+            // order before the current one once it is back.
+            let backlog = am.delivery.queued() > 0;
+            if !all.is_empty() && !backlog && (due || am.last_set != set) {
+                am.delivery.enqueue(Notification {
+                    receiver: am.config.name.clone(),
+                    group_key: "{}".into(),
+                    group_labels: Default::default(),
+                    common_labels: Default::default(),
+                    common_annotations: Default::default(),
+                    alerts: all.clone(),
+                    external_url: String::new(),
+                });
+                am.last_sent = Some(instant);
+                am.last_set = set.clone();
+            }
+        }
+    }
+
+    fn save(&mut self) {
+        let Some(path) = &self.state_file else {
+            return;
+        };
+        let state = self.alerting.state();
+        if self.saved_state.as_ref() == Some(&state) {
+            return;
+        }
+        match state.save(path) {
+            Ok(()) => self.saved_state = Some(state),
+            Err(e) => tracing::warn!(error = %e, "alert state not saved (tried again next round)"),
+        }
+    }
+
+    fn silence(&mut self, request: SilenceRequest) {
+        let now = self.clock.now();
+        let silences = &mut self.alerting.silences;
+        // A requester that gave up waiting is no reason to stop.
+        match request {
+            SilenceRequest::List(reply) => {
+                let _ = reply.send(silences.list(now));
+            }
+            SilenceRequest::Get(id, reply) => {
+                let _ = reply.send(silences.get(&id, now));
+            }
+            SilenceRequest::Add(input, reply) => {
+                let _ = reply.send(silences.add(input, now));
+            }
+            SilenceRequest::Expire(id, reply) => {
+                let _ = reply.send(silences.expire(&id, now));
+            }
+        }
+        self.save();
+    }
+
+    /// The stop: every group's owed notification now, every delivery drained until the deadline, what could not be
+    /// delivered owed again in the state file (so a restart sends it), the state saved.
+    pub async fn stop(mut self, deadline: Instant) {
+        let now = self.clock.now();
+        let owed = self.alerting.flush(now);
+        self.send(owed);
+        self.feed_alertmanagers();
+        let mut drains = Vec::new();
+        for (name, r) in std::mem::take(&mut self.routed) {
+            drains.push(tokio::spawn(async move {
+                (name, r.delivery.drain(deadline).await)
+            }));
+        }
+        for f in std::mem::take(&mut self.feeds) {
+            // What Alertmanager misses is sent again after the restart (firing alerts are re-sent anyway).
+            drains.push(tokio::spawn(async move {
+                let _ = f.delivery.drain(deadline).await;
+                (String::new(), Vec::new())
+            }));
+        }
+        for (name, task) in std::mem::take(&mut self.closing) {
+            drains.push(tokio::spawn(async move {
+                let undelivered = match tokio::time::timeout_at(deadline, task).await {
+                    Ok(Ok(undelivered)) => undelivered,
+                    _ => Vec::new(),
+                };
+                (name, undelivered)
+            }));
+        }
+        let mut undelivered = 0;
+        for drain in drains {
+            if let Ok((_, left)) = drain.await {
+                for n in &left {
+                    self.alerting.undo(n, now);
+                }
+                undelivered += left.len();
+            }
+        }
+        self.saved_state = None;
+        self.save();
+        if undelivered > 0 {
+            tracing::warn!(
+                undelivered,
+                "stopped with notifications undelivered: they are in the state file and go out after the restart"
+            );
+        }
+    }
+
+    /// Rounds on every new report and every second, until [`Command::Stop`] (or until every sender is gone).
+    pub async fn run(
+        mut self,
+        mut report: watch::Receiver<Arc<StatusReport>>,
+        mut commands: mpsc::Receiver<Command>,
+        mut silences: mpsc::Receiver<SilenceRequest>,
+    ) {
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The analysis ends before the stop (its replica loops stopped first): rounds go on without new reports.
+        let mut report_open = true;
+        loop {
+            tokio::select! {
+                biased;
+                command = commands.recv() => match command {
+                    Some(Command::Reconfigure(setup)) => self.reconfigure(*setup),
+                    Some(Command::Stop { deadline, done }) => {
+                        self.stop(deadline).await;
+                        let _ = done.send(());
+                        return;
+                    }
+                    None => return,
+                },
+                Some(request) = silences.recv() => self.silence(request),
+                changed = report.changed(), if report_open => {
+                    if changed.is_err() {
+                        report_open = false;
+                        continue;
+                    }
+                    let latest = Arc::clone(&report.borrow_and_update());
+                    self.round(&latest);
+                }
+                _ = ticker.tick() => {
+                    let latest = Arc::clone(&report.borrow());
+                    self.round(&latest);
+                }
+            }
+        }
+    }
+}

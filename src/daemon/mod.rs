@@ -1,0 +1,275 @@
+//! The daemon owns every task and the channels between the stages; no stage writes another's state.
+//!
+//! ```text
+//!  reload (SIGHUP, POST /-/reload) ──► setup ──► targets: watch<Vec<Replica>> ──► supervisor
+//!                                          │                                        │ one loop per replica
+//!                                          │                      replica loops ──► mpsc<Update>
+//!                                          │                                        ▼
+//!                                          ├──► watch<Analysis> ──────────────► analysis
+//!                                          │                                        │ watch<Arc<StatusReport>>
+//!                                          │                        ┌───────────────┴──────────────┐
+//!                                          └──► mpsc<Command> ──► alerting ──► receivers      export (HTTP)
+//!                                                                   │ watch<Arc<AlertView>>        ▲
+//!                                                                   └──────────────────────────────┘
+//! ```
+//! Export's silences API and reload endpoint send requests ([`crate::export::SilenceRequest`],
+//! [`crate::export::ReloadRequest`]) to the stage that owns what they change.
+//!
+//! The stop ([`Daemon::stop`]): scraping ends; the alerting stage sends what every group owes, delivers what is
+//! queued (retries included) until `shutdown_timeout`, and saves its state; the Lease is released; the HTTP server
+//! finishes its requests.
+mod alerting;
+mod analysis;
+mod reload;
+mod replica;
+mod setup;
+mod supervisor;
+
+pub use alerting::{AlertStage, Command};
+pub use analysis::{AnalysisStage, Update};
+pub use reload::ReloadMetrics;
+pub use setup::{enabled_endpoints, AlertSetup, LoopSettings, ReceiverSetup, Replica, Setup};
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use prometheus_client::registry::Registry;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::alert::{AlertView, TokioClock};
+use crate::analyze::StatusReport;
+use crate::config::Config;
+use crate::export::{self, DerivedMetrics, ReloadRequest, Surfaces};
+use crate::leader::Leadership;
+use crate::notify::NotifyMetrics;
+use crate::scrape::ScrapeMetrics;
+
+/// Reads the config (the file, with the command line's overrides): at start and at each reload.
+pub type Loader = Arc<dyn Fn() -> anyhow::Result<Config> + Send + Sync>;
+
+/// A running daemon: its tasks, and the handles that stop or reload it.
+pub struct Daemon {
+    tasks: JoinSet<()>,
+    reloader: AbortHandle,
+    surfaces: Surfaces,
+    scraping: CancellationToken,
+    http: CancellationToken,
+    alerting: mpsc::Sender<Command>,
+    leadership: Leadership,
+    shutdown_timeout: watch::Receiver<Duration>,
+    local_addr: SocketAddr,
+}
+
+/// Runs the daemon until `shutdown` resolves, reloading the config at each message of `reloads` (SIGHUP); then
+/// stops it as [`Daemon::stop`] says. A config that cannot run at start is the error.
+pub async fn run(
+    loader: Loader,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()>,
+    mut reloads: mpsc::Receiver<()>,
+) -> anyhow::Result<()> {
+    let daemon = Daemon::start(loader, listener).await?;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            Some(()) = reloads.recv() => {
+                // The outcome is logged by the reload itself.
+                let _ = daemon.reload().await;
+            }
+        }
+    }
+    daemon.stop().await
+}
+
+impl Daemon {
+    /// Builds the config's setup, starts every stage and serves HTTP on `listener`. Leader election follows
+    /// `alerting.leader_election`.
+    pub async fn start(
+        loader: Loader,
+        listener: tokio::net::TcpListener,
+    ) -> anyhow::Result<Daemon> {
+        Self::start_with(loader, listener, None).await
+    }
+
+    /// [`Daemon::start`] with the leadership given rather than elected (tests, a caller that elects itself).
+    pub async fn start_with(
+        loader: Loader,
+        listener: tokio::net::TcpListener,
+        leadership: Option<Leadership>,
+    ) -> anyhow::Result<Daemon> {
+        let config = loader()?;
+        let setup = Setup::build(config)?;
+        let leadership = match leadership {
+            Some(l) => l,
+            None => Leadership::start(&setup.config.alerting.leader_election).await?,
+        };
+        let local_addr = listener
+            .local_addr()
+            .context("the listening socket has no address")?;
+        let mut tasks = JoinSet::new();
+
+        // Self-metrics, one registry; each stage keeps its own families.
+        let scrape_metrics = ScrapeMetrics::default();
+        let notify_metrics = NotifyMetrics::default();
+        let reload_metrics = ReloadMetrics::default();
+        reload_metrics.succeeded();
+
+        // Channels between the stages.
+        let (targets_tx, targets_rx) = watch::channel(Arc::new(setup.replicas.clone()));
+        let (analysis_tx, analysis_rx) = watch::channel(setup.analysis.clone());
+        let (updates_tx, updates_rx) = mpsc::channel(64);
+        let (report_tx, report_rx) = watch::channel(Arc::new(StatusReport::default()));
+        let (ready_tx, ready_rx) = watch::channel(false);
+        let (view_tx, view_rx) = watch::channel(Arc::new(AlertView::default()));
+        let (commands_tx, commands_rx) = mpsc::channel(8);
+        let (silences_tx, silences_rx) = mpsc::channel(16);
+        let (reload_tx, reload_rx) = mpsc::channel(4);
+        let (timeout_tx, timeout_rx) = watch::channel(setup.config.shutdown_timeout.0);
+
+        let mut registry = Registry::default();
+        scrape_metrics.register(&mut registry);
+        notify_metrics.register(&mut registry);
+        reload_metrics.register(&mut registry);
+        registry.register_collector(Box::new(DerivedMetrics::new(
+            report_rx.clone(),
+            view_rx.clone(),
+        )));
+
+        let scraping = CancellationToken::new();
+        tasks.spawn(supervisor::run(
+            targets_rx,
+            updates_tx,
+            scrape_metrics,
+            scraping.clone(),
+        ));
+        tasks.spawn(AnalysisStage::new(analysis_rx, report_tx, ready_tx).run(updates_rx));
+        let stage = AlertStage::new(
+            setup.alerting.clone(),
+            leadership.clone(),
+            notify_metrics,
+            TokioClock::new(),
+            view_tx,
+        );
+        tasks.spawn(stage.run(report_rx.clone(), commands_rx, silences_rx));
+        let reloader = tasks.spawn(
+            reload::Reloader {
+                loader,
+                running: setup.config.clone(),
+                targets: targets_tx,
+                analysis: analysis_tx,
+                alerting: commands_tx.clone(),
+                shutdown_timeout: timeout_tx,
+                metrics: reload_metrics,
+            }
+            .run(reload_rx),
+        );
+
+        let surfaces = Surfaces {
+            report: report_rx,
+            ready: ready_rx,
+            alerts: view_rx,
+            registry: Arc::new(registry),
+            reload: reload_tx,
+            silences: silences_tx,
+        };
+        let http = CancellationToken::new();
+        let app = export::router(surfaces.clone());
+        let stop_http = http.clone();
+        tasks.spawn(async move {
+            let serving =
+                axum::serve(listener, app).with_graceful_shutdown(stop_http.cancelled_owned());
+            if let Err(e) = serving.await {
+                tracing::error!(error = %e, "the HTTP server stopped");
+            }
+        });
+        tracing::info!(
+            listen = %local_addr,
+            targets = setup.replicas.len(),
+            receivers = setup.alerting.receivers.len(),
+            "apf-monitor serving"
+        );
+        Ok(Daemon {
+            tasks,
+            reloader,
+            surfaces,
+            scraping,
+            http,
+            alerting: commands_tx,
+            leadership,
+            shutdown_timeout: timeout_rx,
+            local_addr,
+        })
+    }
+
+    /// Where the HTTP endpoints listen.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// What `/api/v1/status` serves now.
+    pub fn status(&self) -> StatusReport {
+        self.surfaces.status()
+    }
+
+    /// Re-reads the config, as SIGHUP does; the error is the reason it was refused (the running config goes on).
+    pub async fn reload(&self) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        self.surfaces
+            .reload
+            .send(ReloadRequest { reply: Some(reply) })
+            .await
+            .map_err(|_| "the daemon is stopping".to_string())?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the daemon is stopping".into()))
+    }
+
+    /// Stops scraping, delivers what is queued until `shutdown_timeout`, saves the alert state, releases the Lease
+    /// and shuts the HTTP server down gracefully.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let timeout = *self.shutdown_timeout.borrow();
+        let deadline = Instant::now() + timeout;
+        tracing::info!(
+            "stopping: queued notifications are delivered for up to {}",
+            humantime::format_duration(timeout)
+        );
+        self.reloader.abort();
+        self.scraping.cancel();
+        let (done, finished) = oneshot::channel();
+        if self
+            .alerting
+            .send(Command::Stop { deadline, done })
+            .await
+            .is_ok()
+        {
+            let _ = tokio::time::timeout_at(deadline + Duration::from_secs(2), finished).await;
+        }
+        self.leadership.release(Duration::from_secs(3)).await;
+        self.http.cancel();
+        let rest = async {
+            while let Some(joined) = self.tasks.join_next().await {
+                if let Err(e) = joined {
+                    if e.is_panic() {
+                        tracing::error!(error = %e, "a task of the daemon panicked");
+                    }
+                }
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(5), rest)
+            .await
+            .is_err()
+        {
+            tracing::warn!("tasks still running 5 s after the stop; ending them");
+            self.tasks.shutdown().await;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

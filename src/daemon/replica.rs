@@ -1,0 +1,137 @@
+//! One replica's loop: every interval, the endpoints that are due (back-off and metrics-only decided here), one
+//! request each, the round handed to the analysis. One request per endpoint per interval at most, never two rounds
+//! at once (a round ends within the timeout, which is no longer than the interval). Stopped by its token at once:
+//! a scrape in flight is dropped.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::analysis::Update;
+use super::setup::LoopSettings;
+use crate::analyze::Problem;
+use crate::scrape::{self, Endpoint, EndpointState, ScrapeMetrics, ScrapePlan};
+use crate::targets::Target;
+
+pub async fn run(
+    target: Target,
+    settings: LoopSettings,
+    updates: mpsc::Sender<Update>,
+    metrics: ScrapeMetrics,
+    stop: CancellationToken,
+) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = scrape_forever(target, settings, updates, metrics) => {}
+    }
+}
+
+async fn scrape_forever(
+    target: Target,
+    settings: LoopSettings,
+    updates: mpsc::Sender<Update>,
+    metrics: ScrapeMetrics,
+) {
+    metrics.register_replica(&target.name, &settings.endpoints);
+    let mut states: BTreeMap<Endpoint, EndpointState> = BTreeMap::new();
+    let mut objects: Option<Arc<Vec<crate::model::PriorityLevelConfig>>> = None;
+    let mut next_objects = std::time::Instant::now();
+    let mut ticker = tokio::time::interval(settings.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticker.tick().await;
+        let now = std::time::Instant::now();
+        let due: Vec<Endpoint> = settings
+            .endpoints
+            .iter()
+            .copied()
+            .filter(|e| *e != Endpoint::PriorityLevelConfigurations || now >= next_objects)
+            .filter(|e| states.get(e).is_none_or(|s| s.is_due(now)))
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
+        let plan = ScrapePlan {
+            endpoints: due,
+            request_details: settings.request_details,
+            max_body_bytes: settings.max_body_bytes,
+            max_line_bytes: settings.max_line_bytes,
+        };
+        let mut round = scrape::scrape_replica(&target, &plan).await;
+        let finished = std::time::Instant::now();
+        for r in &round.results {
+            let state = states.entry(r.endpoint).or_default();
+            match &r.outcome {
+                Ok(()) => {
+                    if state.consecutive_failures > 0 || state.unavailable {
+                        tracing::info!(apiserver = %target.name, endpoint = r.endpoint.label(), "scraping works again");
+                    }
+                    state.record_success();
+                    if r.endpoint == Endpoint::PriorityLevelConfigurations {
+                        next_objects = finished + settings.objects_interval;
+                    }
+                }
+                Err(e) => {
+                    let verdict = state.record_failure(
+                        r.endpoint,
+                        e,
+                        finished,
+                        settings.interval,
+                        settings.max_backoff,
+                    );
+                    let problem = Problem::Scrape {
+                        endpoint: r.endpoint,
+                        error: e.clone(),
+                    };
+                    match verdict {
+                        scrape::Verdict::Unavailable { first: true } => tracing::warn!(
+                            apiserver = %target.name,
+                            endpoint = r.endpoint.label(),
+                            "{problem}; continuing without it (tried again every {}s)",
+                            scrape::UNAVAILABLE_RETRY.as_secs()
+                        ),
+                        scrape::Verdict::Unavailable { first: false } => {}
+                        scrape::Verdict::RetryAfter(delay) => {
+                            // Warn on the first failure and then rarely, so a dead replica does not flood the log.
+                            if state.consecutive_failures == 1
+                                || state.consecutive_failures % 20 == 0
+                            {
+                                tracing::warn!(
+                                    apiserver = %target.name,
+                                    endpoint = r.endpoint.label(),
+                                    failures = state.consecutive_failures,
+                                    next_try_in_s = delay.as_secs_f64(),
+                                    "{problem}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(list) = round.objects.take() {
+            objects = Some(Arc::new(list));
+        }
+        let unavailable: Vec<Endpoint> = states
+            .iter()
+            .filter(|(_, s)| s.unavailable)
+            .map(|(e, _)| *e)
+            .collect();
+        let wall = SystemTime::now();
+        metrics.record(&target.name, &round.results, &unavailable, wall);
+        let update = Update::Round {
+            apiserver: target.name.clone(),
+            round: Box::new(round),
+            objects: objects.clone(),
+            at: Instant::now(),
+            wall,
+        };
+        if updates.send(update).await.is_err() {
+            // The analysis is gone: the daemon is stopping.
+            return;
+        }
+    }
+}

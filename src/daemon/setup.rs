@@ -1,0 +1,234 @@
+//! A config turned into what the stages run: targets with their HTTP clients, loop and analysis settings, rules,
+//! route and receivers. Building it is the validation: whatever would fail when a stage starts fails here first,
+//! naming the key and its line, so `serve --check-config`, start-up and a reload refuse a bad config alike, and a
+//! refused reload leaves the running stages untouched.
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::alert::{RuleError, Rules};
+use crate::analyze::Analysis;
+use crate::config::{Config, ReceiverConfig, RouteConfig, ScrapeConfig, StaticTarget};
+use crate::notify::{self, Receiver};
+use crate::scrape::Endpoint;
+use crate::targets::{self, Target, TargetError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{0}{1}")]
+    Rules(RuleError, String),
+    #[error("{0}")]
+    Target(#[from] TargetError),
+    #[error("receivers[{index}] ({name}): {message}{at}")]
+    Receiver {
+        index: usize,
+        name: String,
+        message: String,
+        at: String,
+    },
+    #[error("alerting.state_file: cannot create the directory {dir}: {source}")]
+    StateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Which endpoints the configuration asks for.
+pub fn enabled_endpoints(scrape: &ScrapeConfig) -> Vec<Endpoint> {
+    Endpoint::ALL
+        .into_iter()
+        .filter(|e| match e {
+            Endpoint::Metrics => true,
+            Endpoint::DumpPriorityLevels => scrape.debug_dumps && scrape.dump_priority_levels,
+            Endpoint::DumpQueues => scrape.debug_dumps && scrape.dump_queues,
+            Endpoint::DumpRequests => scrape.debug_dumps && scrape.dump_requests,
+            Endpoint::PriorityLevelConfigurations => !scrape.objects_interval.0.is_zero(),
+        })
+        .collect()
+}
+
+/// Settings of one replica's loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopSettings {
+    pub interval: std::time::Duration,
+    pub max_backoff: std::time::Duration,
+    pub objects_interval: std::time::Duration,
+    pub request_details: bool,
+    pub max_body_bytes: u64,
+    pub max_line_bytes: usize,
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl LoopSettings {
+    pub fn from_config(scrape: &ScrapeConfig) -> Self {
+        Self {
+            interval: scrape.interval.0,
+            max_backoff: scrape.max_backoff.0,
+            objects_interval: scrape.objects_interval.0,
+            request_details: scrape.request_details,
+            max_body_bytes: scrape.max_body_bytes.0,
+            max_line_bytes: usize::try_from(scrape.max_line_bytes.0).unwrap_or(usize::MAX),
+            endpoints: enabled_endpoints(scrape),
+        }
+    }
+}
+
+/// One replica to scrape: how it was configured (to tell what a reload changed) and its ready client.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    pub spec: ReplicaSpec,
+    pub target: Target,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaSpec {
+    pub target: StaticTarget,
+    pub settings: LoopSettings,
+}
+
+/// One receiver, built.
+#[derive(Clone)]
+pub struct ReceiverSetup {
+    pub config: ReceiverConfig,
+    pub receiver: Arc<dyn Receiver>,
+}
+
+/// What the alerting stage runs.
+#[derive(Clone)]
+pub struct AlertSetup {
+    pub rules: Rules,
+    pub route: RouteConfig,
+    /// How people reach this apf-monitor: links in notifications.
+    pub external_url: String,
+    pub receivers: Vec<ReceiverSetup>,
+    pub state_file: Option<PathBuf>,
+}
+
+/// Everything the daemon's stages run, built from one config.
+#[derive(Clone)]
+pub struct Setup {
+    pub config: Config,
+    pub replicas: Vec<Replica>,
+    pub analysis: Analysis,
+    pub alerting: AlertSetup,
+}
+
+impl Setup {
+    /// Builds every part; the first part that cannot be built is the error. Nothing is started.
+    pub fn build(config: Config) -> Result<Setup, SetupError> {
+        let rules = Rules::new(&config.rules, &config.alerting.runbook_base_url).map_err(|e| {
+            let at = config.at_line(&e.key);
+            SetupError::Rules(e, at)
+        })?;
+        let settings = LoopSettings::from_config(&config.scrape);
+        let replicas = targets::build_static(&config.targets.static_targets, &config.scrape)?
+            .into_iter()
+            .zip(&config.targets.static_targets)
+            .map(|(target, spec)| Replica {
+                spec: ReplicaSpec {
+                    target: spec.clone(),
+                    settings: settings.clone(),
+                },
+                target,
+            })
+            .collect();
+        let mut receivers = Vec::new();
+        for (index, r) in config.receivers.iter().enumerate() {
+            let receiver = notify::build(r).map_err(|message| SetupError::Receiver {
+                index,
+                name: r.name.clone(),
+                message,
+                at: config.at_line("receivers.name"),
+            })?;
+            receivers.push(ReceiverSetup {
+                config: r.clone(),
+                receiver,
+            });
+        }
+        if let Some(path) = &config.alerting.state_file {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|source| SetupError::StateDir {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+        let alerting = AlertSetup {
+            rules,
+            route: config.route.clone(),
+            external_url: external_url(&config),
+            receivers,
+            state_file: config.alerting.state_file.clone(),
+        };
+        Ok(Setup {
+            analysis: Analysis {
+                window_seconds: config.analysis.window.0.as_secs_f64(),
+                top_flows: config.analysis.top_flows,
+            },
+            replicas,
+            alerting,
+            config,
+        })
+    }
+}
+
+/// `alerting.external_url`, else the listen address; 0.0.0.0 is where we listen, not an address a reader of a
+/// notification can open.
+fn external_url(config: &Config) -> String {
+    config.alerting.external_url.clone().unwrap_or_else(|| {
+        if config.listen.ip().is_unspecified() {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+            format!("http://{host}:{}", config.listen.port())
+        } else {
+            // SocketAddr's own form brackets an IPv6 address, as a URL needs.
+            format!("http://{}", config.listen)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(yaml: &str) -> Result<Setup, String> {
+        let config = Config::from_yaml(yaml)?;
+        Setup::build(config).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_rule_setting_is_refused_with_its_key_and_line() {
+        let err = build("rules:\n  APFHeadroomLow: {threshold: 0.2, clear_threshold: 0.1}\n")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.starts_with("rules.APFHeadroomLow.clear_threshold: 0.1 must be >= threshold 0.2")
+                && err.ends_with("at line 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn targets_and_receivers_are_built() {
+        let err = build("targets:\n  static:\n    - url: https://10.0.0.5:6443\n      ca_file: /nonexistent/ca.pem\n")
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+        let err = build(
+            "receivers:\n  - name: s\n    slack: {webhook_url_file: /nonexistent/slack-url}\n",
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(
+            err.starts_with("receivers[0] (s): ") && err.contains("/nonexistent/slack-url"),
+            "{err}"
+        );
+        let ok =
+            build("targets:\n  static:\n    - url: http://127.0.0.1:8001\n      name: local\n")
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok.replicas[0].target.name, "local");
+        assert!(ok.replicas[0]
+            .spec
+            .settings
+            .endpoints
+            .contains(&Endpoint::DumpRequests));
+    }
+}

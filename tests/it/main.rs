@@ -1,0 +1,19 @@
+//! The integration tests: one binary (one link) for every surface. Each module tests one surface through the entry
+//! point production runs: the binary, the daemon, the receivers, against real servers on loopback.
+mod common;
+
+mod alert_paused_time;
+mod alerts_e2e;
+mod check_cli;
+mod demo_cli;
+mod lead_time;
+mod leader_gate;
+mod model_captures;
+mod notify_email;
+mod notify_http;
+mod prometheus_scrape;
+mod serve_resilience;
+mod serve_sim;
+mod silences_api;
+mod sim_versions;
+mod tls;

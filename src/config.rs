@@ -213,7 +213,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// The built-in alerts (product.md); a key of `rules:` must be one of them.
+/// The built-in alerts (README, Alerts); a key of `rules:` must be one of them.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
 )]
@@ -264,7 +264,7 @@ impl Severity {
     }
 }
 
-/// Tuning of one built-in rule; every field is optional and defaults to product.md's value for that rule.
+/// Tuning of one built-in rule; every field is optional and defaults to the rule's own (`alert::RuleSpec`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
@@ -850,6 +850,7 @@ mod tests {
         );
         assert_eq!(c.route.group_wait.0, Duration::from_secs(30));
         assert_eq!(c.alerting.leader_election.enabled, None);
+        assert_eq!(c.shutdown_timeout.0, Duration::from_secs(20));
     }
 
     #[test]

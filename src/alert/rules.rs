@@ -1,4 +1,4 @@
-//! The built-in rules (product.md): which conditions hold on a report now. `for`, `keep_firing_for` and the life
+//! The built-in rules (README, Alerts): which conditions hold on a report now. `for`, `keep_firing_for` and the life
 //! cycle are the engine's business; hysteresis is decided here, because only the rule knows its clear threshold.
 //!
 //! This file is the one owner of alert logic: which way each rule fires, its defaults, how its settings are
@@ -50,7 +50,7 @@ pub enum Fires {
     Above,
 }
 
-/// What a rule watches and its defaults (product.md).
+/// What a rule watches and its defaults (README, Alerts).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RuleSpec {
     pub fires: Fires,

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::model::{LevelSnapshot, ReplicaSnapshot, EXEMPT};
 
-/// The shape shared by `check --output json` and `/api/v1/status` (product.md), named like the metrics.
+/// The shape shared by `check --output json` and `/api/v1/status` (README: `check` and HTTP), named like the metrics.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StatusReport {
     pub apiservers: Vec<ApiserverReport>,
@@ -135,7 +135,7 @@ impl Analysis {
         let flows = self.top_flows_by_level(&inside);
         for (name, level) in &snap.levels {
             let mut lr = if name == EXEMPT {
-                // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (product.md).
+                // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (README, Metrics).
                 LevelReport {
                     priority_level: name.clone(),
                     executing_seats: level.executing_seats,

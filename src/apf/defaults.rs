@@ -1,4 +1,4 @@
-//! The default PriorityLevelConfigurations and FlowSchemas (apf.md §4) of each Kubernetes version, and what
+//! The default PriorityLevelConfigurations and FlowSchemas (k8s.io/apiserver `pkg/apis/flowcontrol/bootstrap/default.go`) of each Kubernetes version, and what
 //! remediation looks up in them.
 
 use super::{Distinguisher, FlowSchemaDef, KubeVersion, PriorityLevelConfig, EXEMPT};

@@ -62,7 +62,7 @@ pub fn flowcontrol_api_version(version: &str) -> String {
     format!("{FLOWCONTROL_GROUP}/{version}")
 }
 
-/// The `flowcontrol.apiserver.k8s.io` API versions a Kubernetes version serves (apf.md §3g).
+/// The `flowcontrol.apiserver.k8s.io` API versions a Kubernetes version serves (k8s.io/api `flowcontrol/` lifecycle; the Deprecated API Migration Guide).
 pub fn served_api_versions(v: KubeVersion) -> Vec<&'static str> {
     let m = v.minor;
     let mut out = Vec::new();

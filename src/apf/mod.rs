@@ -14,7 +14,7 @@ mod version;
 pub use objects::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
 pub use version::{KubeVersion, VersionError};
 
-/// The priority level that is never limited: it gets executing seats only (product.md).
+/// The priority level that is never limited: it gets executing seats only (README, Metrics).
 pub const EXEMPT: &str = "exempt";
 
 /// The `reason` label of `apiserver_flowcontrol_rejected_requests_total`.

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{init_logging, load_config, CheckArgs, OutputFormat};
 use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
-use crate::daemon::Setup;
+use crate::daemon::{analysis_of, build_replicas, build_rules, Replica};
 
 pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let config = load_config(&args.common, None)?;
@@ -18,12 +18,14 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
             "warn"
         },
     )?;
-    let setup = Setup::build(config)?;
+    // What a check needs of the config: its rules and targets (not its receivers: a check notifies nobody).
+    let rules = build_rules(&config)?;
+    let analysis = analysis_of(&config);
     let mut report = match &args.file {
-        Some(path) => check_file(path, &setup.analysis)?,
-        None => check_targets(&setup).await?,
+        Some(path) => check_file(path, &analysis)?,
+        None => check_targets(&build_replicas(&config)?, &analysis).await?,
     };
-    apply_rules(&mut report, &setup.alerting.rules);
+    apply_rules(&mut report, &rules);
     let code = exit_status(&report);
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -86,11 +88,11 @@ fn is_shell_prompt(line: &[u8]) -> bool {
     l == b"$" || l == b"%" || l.starts_with(b"$ ") || l.starts_with(b"% ")
 }
 
-async fn check_targets(setup: &Setup) -> Result<StatusReport> {
-    if setup.replicas.is_empty() {
+async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<StatusReport> {
+    if replicas.is_empty() {
         bail!("no target to check: give --target URL, --file PATH, or targets.static in the config file");
     }
-    let rounds = futures_util::future::join_all(setup.replicas.iter().map(|r| {
+    let rounds = futures_util::future::join_all(replicas.iter().map(|r| {
         let settings = &r.spec.settings;
         let plan = crate::scrape::ScrapePlan {
             endpoints: settings.endpoints.clone(),
@@ -102,7 +104,7 @@ async fn check_targets(setup: &Setup) -> Result<StatusReport> {
     }))
     .await;
     let mut report = StatusReport::default();
-    for (replica, mut round) in setup.replicas.iter().zip(rounds) {
+    for (replica, mut round) in replicas.iter().zip(rounds) {
         let name = &replica.target.name;
         let errors: Vec<Problem> = round
             .results
@@ -121,7 +123,7 @@ async fn check_targets(setup: &Setup) -> Result<StatusReport> {
                         level.config = Some(plc.clone());
                     }
                 }
-                crate::analyze::analyze_single(name, snap, &setup.analysis)
+                crate::analyze::analyze_single(name, snap, analysis)
             }
             None => crate::analyze::ApiserverReport {
                 apiserver: name.clone(),

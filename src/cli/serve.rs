@@ -11,8 +11,9 @@ use crate::daemon::{self, Loader, Setup};
 
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let config = load_config(&args.common, args.listen)?;
+    // Everything a stage would refuse is refused here, before anything starts.
+    let setup = Setup::build(config.clone())?;
     if args.check_config {
-        let setup = Setup::build(config)?;
         println!(
             "config OK: {} target(s), {} receiver(s), listen {}",
             setup.replicas.len(),

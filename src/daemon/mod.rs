@@ -28,7 +28,10 @@ mod supervisor;
 pub use alerting::{AlertStage, Command};
 pub use analysis::{AnalysisStage, Update};
 pub use reload::ReloadMetrics;
-pub use setup::{enabled_endpoints, AlertSetup, LoopSettings, ReceiverSetup, Replica, Setup};
+pub use setup::{
+    analysis_of, build_replicas, build_rules, enabled_endpoints, AlertSetup, LoopSettings,
+    ReceiverSetup, Replica, Setup, SetupError,
+};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -106,6 +109,7 @@ impl Daemon {
     ) -> anyhow::Result<Daemon> {
         let config = loader()?;
         let setup = Setup::build(config)?;
+        setup.prepare()?;
         let leadership = match leadership {
             Some(l) => l,
             None => Leadership::start(&setup.config.alerting.leader_election).await?,

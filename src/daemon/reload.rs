@@ -80,7 +80,11 @@ impl Reloader {
     async fn reload(&mut self) -> Result<(), String> {
         let setup = (self.loader)()
             .map_err(|e| format!("{e:#}"))
-            .and_then(|config| Setup::build(config).map_err(|e| e.to_string()));
+            .and_then(|config| {
+                let setup = Setup::build(config).map_err(|e| e.to_string())?;
+                setup.prepare().map_err(|e| e.to_string())?;
+                Ok(setup)
+            });
         let setup = match setup {
             Ok(setup) => setup,
             Err(e) => {

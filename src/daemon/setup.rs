@@ -113,24 +113,10 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// Builds every part; the first part that cannot be built is the error. Nothing is started.
+    /// Builds every part; the first part that cannot be built is the error. Nothing is started or written.
     pub fn build(config: Config) -> Result<Setup, SetupError> {
-        let rules = Rules::new(&config.rules, &config.alerting.runbook_base_url).map_err(|e| {
-            let at = config.at_line(&e.key);
-            SetupError::Rules(e, at)
-        })?;
-        let settings = LoopSettings::from_config(&config.scrape);
-        let replicas = targets::build_static(&config.targets.static_targets, &config.scrape)?
-            .into_iter()
-            .zip(&config.targets.static_targets)
-            .map(|(target, spec)| Replica {
-                spec: ReplicaSpec {
-                    target: spec.clone(),
-                    settings: settings.clone(),
-                },
-                target,
-            })
-            .collect();
+        let rules = build_rules(&config)?;
+        let replicas = build_replicas(&config)?;
         let mut receivers = Vec::new();
         for (index, r) in config.receivers.iter().enumerate() {
             let receiver = notify::build(r).map_err(|message| SetupError::Receiver {
@@ -144,14 +130,6 @@ impl Setup {
                 receiver,
             });
         }
-        if let Some(path) = &config.alerting.state_file {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|source| SetupError::StateDir {
-                    dir: dir.to_path_buf(),
-                    source,
-                })?;
-            }
-        }
         let alerting = AlertSetup {
             rules,
             route: config.route.clone(),
@@ -160,14 +138,57 @@ impl Setup {
             state_file: config.alerting.state_file.clone(),
         };
         Ok(Setup {
-            analysis: Analysis {
-                window_seconds: config.analysis.window.0.as_secs_f64(),
-                top_flows: config.analysis.top_flows,
-            },
+            analysis: analysis_of(&config),
             replicas,
             alerting,
             config,
         })
+    }
+
+    /// Creates the directory of the state file if it is missing: what starting the alerting stage needs written.
+    pub fn prepare(&self) -> Result<(), SetupError> {
+        if let Some(path) = &self.alerting.state_file {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|source| SetupError::StateDir {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The rules as configured; an error names the key and its line.
+pub fn build_rules(config: &Config) -> Result<Rules, SetupError> {
+    Rules::new(&config.rules, &config.alerting.runbook_base_url).map_err(|e| {
+        let at = config.at_line(&e.key);
+        SetupError::Rules(e, at)
+    })
+}
+
+/// The static targets with their clients and loop settings.
+pub fn build_replicas(config: &Config) -> Result<Vec<Replica>, SetupError> {
+    let settings = LoopSettings::from_config(&config.scrape);
+    Ok(
+        targets::build_static(&config.targets.static_targets, &config.scrape)?
+            .into_iter()
+            .zip(&config.targets.static_targets)
+            .map(|(target, spec)| Replica {
+                spec: ReplicaSpec {
+                    target: spec.clone(),
+                    settings: settings.clone(),
+                },
+                target,
+            })
+            .collect(),
+    )
+}
+
+pub fn analysis_of(config: &Config) -> Analysis {
+    Analysis {
+        window_seconds: config.analysis.window.0.as_secs_f64(),
+        top_flows: config.analysis.top_flows,
     }
 }
 

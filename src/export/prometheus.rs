@@ -1,4 +1,4 @@
-//! The derived metrics (the public contract of product.md), encoded at each scrape of `/metrics` from the latest
+//! The derived metrics (the public contract the README's Metrics section documents), encoded at each scrape of `/metrics` from the latest
 //! report and alert view: a collector of the metric registry, beside the self-metric families the stages keep.
 use std::sync::Arc;
 

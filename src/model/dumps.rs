@@ -1,4 +1,4 @@
-//! Folding the three debug dumps into a [`ReplicaSnapshot`] (apf.md §2).
+//! Folding the three debug dumps into a [`ReplicaSnapshot`] (k8s.io/apiserver `pkg/util/flowcontrol/apf_controller_debug.go`).
 use std::collections::BTreeMap;
 
 use super::{FlowSample, QueueSummary, ReplicaSnapshot};

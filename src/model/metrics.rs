@@ -1,4 +1,5 @@
-//! From `/metrics` samples to a [`ReplicaSnapshot`], whatever the metric generation (apf.md §1).
+//! From `/metrics` samples to a [`ReplicaSnapshot`], whatever the metric generation (k8s.io/apiserver
+//! `pkg/util/flowcontrol/metrics/metrics.go`, release by release).
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 
@@ -73,7 +74,7 @@ impl SnapshotBuilder {
         if let Some(pl) = s.label("priority_level") {
             return Some(pl);
         }
-        // 1.18-1.19 spelled the labels in camelCase (apf.md §1).
+        // 1.18-1.19 spelled the labels in camelCase (k8s.io/apiserver `pkg/util/flowcontrol/metrics/metrics.go` before 1.20).
         let pl = s.label("priorityLevel")?;
         self.camel_case = true;
         Some(pl)

@@ -1,7 +1,7 @@
 //! The version-independent snapshot of one kube-apiserver replica.
 //!
 //! This is the only module that knows the names of kube-apiserver's metrics and how they changed from one Kubernetes
-//! version to the next (see `../shared/reference/apf.md` §1): everything downstream sees one shape per replica and
+//! version to the next (k8s.io/apiserver `pkg/util/flowcontrol/metrics/metrics.go`, release by release): everything downstream sees one shape per replica and
 //! priority level, whichever metric generation the replica serves.
 mod dumps;
 mod metrics;

@@ -7,7 +7,7 @@
 //! The daemon feeds this receiver all current alerts (firing and recently resolved) every `resend_interval` and on
 //! every change. Firing alerts are sent WITHOUT `endsAt`: Alertmanager then keeps them for its `resolve_timeout`
 //! (5m by default) and our re-sends keep them alive; if apf-monitor dies they resolve by themselves. Resolved alerts
-//! carry `endsAt` = the time they resolved, which resolves them at once (alerting.md).
+//! carry `endsAt` = the time they resolved, which resolves them at once (Alertmanager's `docs/clients.md`).
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -202,7 +202,7 @@ async fn fetch_text(target: &Target, path: &str, max_body: u64) -> Result<String
     })
 }
 
-/// The PriorityLevelConfigurations, from the newest API version the replica serves (apf.md §3g).
+/// The PriorityLevelConfigurations, from the newest API version the replica serves (k8s.io/api `flowcontrol/` lifecycle; the Deprecated API Migration Guide).
 async fn fetch_objects(
     target: &Target,
     max_body: u64,

@@ -615,7 +615,7 @@ impl State {
         let bounds = self.wait_buckets.clone();
         let st = self.stats(li, fs);
         *st.rejected.entry(reason).or_insert(0) += 1;
-        // A request that timed out in its queue is still observed with execute="true" (apf.md §1a).
+        // A request that timed out in its queue is still observed with execute="true" (k8s.io/apiserver `pkg/server/filters/priority-and-fairness.go`).
         let h = if reason == TIME_OUT {
             &mut st.wait_executed
         } else {
@@ -777,7 +777,7 @@ impl State {
         }
     }
 
-    /// C's borrowing adjustment (apf.md §3a): per level, demand statistics of the period, smoothed demand, target;
+    /// C's borrowing adjustment (k8s.io/apiserver `pkg/util/flowcontrol/apf_controller.go`): per level, demand statistics of the period, smoothed demand, target;
     /// then a fair fraction so the limits of the non-exempt levels add up to their Σ NominalCL.
     fn adjust_limits(&mut self) {
         for l in self.levels.iter_mut() {

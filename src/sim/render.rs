@@ -1,4 +1,4 @@
-//! `/metrics` and the debug dumps, in the layout of the simulated version (apf.md §1, §2).
+//! `/metrics` and the debug dumps, in the layout of the simulated version (k8s.io/apiserver `pkg/util/flowcontrol/metrics/metrics.go`, `apf_controller_debug.go`).
 
 use super::apf::{FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS};
 use super::tabwriter::{row, tabwrite};
@@ -456,7 +456,7 @@ impl State {
         out.finish()
     }
 
-    /// Families a scraper must skip by name, and the related non-APF ones (apf.md §1c).
+    /// Families a scraper must skip by name, and the related non-APF ones (k8s.io/apiserver `pkg/endpoints/metrics/metrics.go`).
     fn render_other_metrics(&self, out: &mut Metrics) {
         let m = self.version.minor;
         let (mut ro, mut mu, mut qro, mut qmu) = (0, 0, 0, 0);

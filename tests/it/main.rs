@@ -5,6 +5,7 @@ mod common;
 mod alert_paused_time;
 mod alerts_e2e;
 mod check_cli;
+mod daemon_lifecycle;
 mod demo_cli;
 mod lead_time;
 mod leader_gate;

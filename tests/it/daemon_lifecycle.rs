@@ -1,0 +1,596 @@
+//! The daemon's life as a platform team lives it, through the real binary: SIGHUP and `POST /-/reload` change the
+//! replicas without a restart (alert state kept), a bad config is refused while scraping goes on, a removed
+//! replica's series go and its alerts are notified resolved, SIGTERM delivers every owed notification to a slow
+//! receiver before exiting 0, and the Lease is released at the stop. Also `serve --check-config`, and `daemon::run`'s
+//! own shutdown future.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use serde_json::Value;
+
+use crate::common::{self, external, get_text, sample_value};
+
+type Payloads = Arc<Mutex<Vec<Value>>>;
+
+/// A webhook receiver that takes `delay` to answer each request, recording the payloads it accepted.
+async fn slow_webhook(delay: Duration) -> (String, Payloads) {
+    let got: Payloads = Arc::default();
+    let g = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |body: String| {
+            let g = g.clone();
+            async move {
+                tokio::time::sleep(delay).await;
+                g.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&body).unwrap_or(Value::Null));
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/hook"), got)
+}
+
+/// A simulated apiserver under a LIST storm (requests wait in workload-low within seconds), on a loopback port.
+async fn storm() -> (Simulator, String) {
+    let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
+    let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(33, 0), scenario)).unwrap();
+    let _clock = sim.spawn_clock(Duration::from_millis(100));
+    let url = common::serve_sim(&sim).await;
+    (sim, url)
+}
+
+/// The config the test rewrites: `targets` are (name, url) pairs; `extra` is appended verbatim.
+fn write_config(path: &Path, listen: &str, hook: &str, targets: &[(&str, &str)], extra: &str) {
+    let targets: String = targets
+        .iter()
+        .map(|(name, url)| format!("    - {{url: \"{url}\", name: {name}}}\n"))
+        .collect();
+    let yaml = format!(
+        r#"listen: {listen}
+shutdown_timeout: 25s
+scrape: {{interval: 500ms, timeout: 500ms, objects_interval: 0s}}
+analysis: {{window: 10s}}
+targets:
+  static:
+{targets}rules:
+  APFHeadroomExhausted: {{for: 0s, keep_firing_for: 10m}}
+  APFHeadroomLow: {{disabled: true}}
+  APFQueueNearFull: {{disabled: true}}
+  APFExhaustionPredicted: {{disabled: true}}
+  APFRequestsRejected: {{disabled: true}}
+  APFScrapeFailing: {{disabled: true}}
+receivers:
+  - {{name: hook, webhook: {{url: "{hook}"}}}}
+route: {{group_by: [alertname, apiserver, priority_level], group_wait: 1s, group_interval: 1m, repeat_interval: 1h}}
+alerting:
+  leader_election: {{enabled: false}}
+{extra}"#
+    );
+    std::fs::write(path, yaml).unwrap();
+}
+
+struct Serve {
+    child: Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl Serve {
+    fn start(config: &Path, listen: &str, env: &[(&str, &str)]) -> Serve {
+        let log = config.with_extension("log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .envs(env.iter().copied())
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+        Serve {
+            child,
+            url: format!("http://{listen}"),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits for the exit; its status code.
+    async fn exit(mut self, patience: Duration) -> (Option<i32>, String) {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.code(), self.log());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("still running after {patience:?}; its log:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn status(&self) -> Value {
+        get_text(&format!("{}/api/v1/status", self.url))
+            .await
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    async fn metrics(&self) -> String {
+        get_text(&format!("{}/metrics", self.url))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Polls until `f` says yes, or fails with the log.
+    async fn until<T>(
+        &self,
+        what: &str,
+        secs: u64,
+        mut f: impl AsyncFnMut(&Serve) -> Option<T>,
+    ) -> T {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = f(self).await {
+                return v;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "timed out waiting for {what}; the daemon's log:\n{}",
+                    self.log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The alerts of `/api/v1/status` on replica `apiserver`: labels → (state, active_since).
+fn alerts_of(status: &Value, apiserver: &str) -> BTreeMap<String, (String, String)> {
+    status["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["labels"]["apiserver"] == apiserver)
+        .map(|a| {
+            (
+                a["labels"].to_string(),
+                (
+                    a["state"].as_str().unwrap_or("").to_string(),
+                    a["active_since"].as_str().unwrap_or("").to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// (status of the notification, priority level) of every payload about replica `apiserver`.
+fn notified(payloads: &Payloads, apiserver: &str) -> Vec<(String, String)> {
+    payloads
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p["groupLabels"]["apiserver"] == apiserver)
+        .map(|p| {
+            (
+                p["status"].as_str().unwrap_or("").to_string(),
+                p["groupLabels"]["priority_level"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_come_and_go_by_reload_and_sigterm_delivers_every_resolution() {
+    let (_sim_a, a) = storm().await;
+    let (_sim_b, b) = storm().await;
+    // Each notification takes 1.5 s to be accepted.
+    let (hook, payloads) = slow_webhook(Duration::from_millis(1500)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("apf-monitor.yaml");
+    let listen = format!("127.0.0.1:{}", external::free_port());
+    write_config(&config, &listen, &hook, &[("a", &a)], "");
+    let mut serve = Serve::start(&config, &listen, &[]);
+
+    // Replica a fires, and its groups are notified once each.
+    let before = serve
+        .until("an alert firing on a", 60, async |s| {
+            let alerts = alerts_of(&s.status().await, "a");
+            (!alerts.is_empty() && alerts.values().all(|(state, _)| state == "firing"))
+                .then_some(alerts)
+        })
+        .await;
+    serve
+        .until("a's firing notification", 30, async |_| {
+            (!notified(&payloads, "a").is_empty()).then_some(())
+        })
+        .await;
+
+    // SIGHUP with replica b added: b's series appear, in the same process.
+    write_config(&config, &listen, &hook, &[("a", &a), ("b", &b)], "");
+    serve.signal("HUP");
+    serve
+        .until("b's series", 30, async |s| {
+            let m = s.metrics().await;
+            sample_value(&m, "apf_priority_level_limit_seats", &[("apiserver", "b")]).map(|_| ())
+        })
+        .await;
+    assert!(serve.running(), "SIGHUP reloads, it does not restart");
+    // b's own alerts are notified (so group_wait has passed) while a's are not notified again, and keep starting
+    // where they started.
+    serve
+        .until("b's firing notification", 30, async |_| {
+            (!notified(&payloads, "b").is_empty()).then_some(())
+        })
+        .await;
+    let after = alerts_of(&serve.status().await, "a");
+    for (labels, (_, since)) in &before {
+        assert_eq!(
+            after.get(labels).map(|(_, s)| s),
+            Some(since),
+            "{labels}: the reload kept the alert and its startsAt"
+        );
+    }
+    let a_firing = notified(&payloads, "a");
+    assert!(
+        a_firing.iter().all(|(status, _)| status == "firing"),
+        "{a_firing:?}"
+    );
+    let groups: std::collections::BTreeSet<&String> = a_firing.iter().map(|(_, pl)| pl).collect();
+    assert_eq!(
+        groups.len(),
+        a_firing.len(),
+        "each of a's groups notified once, not again after the reload: {a_firing:?}"
+    );
+
+    // A config with an unknown key: refused by SIGHUP and by POST /-/reload, naming the key and its line; the
+    // running config goes on scraping.
+    write_config(
+        &config,
+        &listen,
+        &hook,
+        &[("a", &a), ("b", &b)],
+        "scrape_intervall: 1s\n",
+    );
+    serve.signal("HUP");
+    serve
+        .until("the refusal in the log", 20, async |s| {
+            s.log().contains("config not reloaded").then_some(())
+        })
+        .await;
+    let reply = reqwest::Client::new()
+        .post(format!("{}/-/reload", serve.url))
+        .send()
+        .await
+        .unwrap();
+    let code = reply.status();
+    let text = reply.text().await.unwrap();
+    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{text}");
+    let line = std::fs::read_to_string(&config)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("scrape_intervall"))
+        .unwrap()
+        + 1;
+    assert!(
+        text.contains("unknown field `scrape_intervall`")
+            && text.contains(&format!("at line {line}")),
+        "{text}"
+    );
+    let success = |m: &str| {
+        sample_value(
+            m,
+            "apf_monitor_last_scrape_success_timestamp_seconds",
+            &[("apiserver", "a"), ("endpoint", "metrics")],
+        )
+        .unwrap_or(0.0)
+    };
+    let m = serve.metrics().await;
+    assert_eq!(
+        sample_value(&m, "apf_monitor_config_last_reload_successful", &[]),
+        Some(0.0)
+    );
+    let then = success(&m);
+    serve
+        .until("a scraped after the refusal", 20, async |s| {
+            (success(&s.metrics().await) > then).then_some(())
+        })
+        .await;
+    assert!(serve.running());
+
+    // Replica a removed: its series and report go, and its alerts resolve.
+    write_config(&config, &listen, &hook, &[("b", &b)], "");
+    let reply = reqwest::Client::new()
+        .post(format!("{}/-/reload", serve.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    serve
+        .until("a gone, its alerts resolved", 30, async |s| {
+            let status = s.status().await;
+            let gone = status["apiservers"]
+                .as_array()
+                .is_some_and(|list| list.iter().all(|r| r["apiserver"] != "a"));
+            let alerts = alerts_of(&status, "a");
+            let resolved =
+                !alerts.is_empty() && alerts.values().all(|(state, _)| state == "resolved");
+            let m = s.metrics().await;
+            let series = m
+                .lines()
+                .any(|l| !l.starts_with('#') && l.contains("apiserver=\"a\""));
+            (gone && resolved && !series).then_some(())
+        })
+        .await;
+    let m = serve.metrics().await;
+    assert_eq!(
+        sample_value(&m, "apf_monitor_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+
+    // SIGTERM right then: the resolutions are owed (group_interval is a minute away), and the receiver takes 1.5 s
+    // each; they are all delivered before the process exits 0.
+    serve.signal("TERM");
+    let (code, log) = serve.exit(Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{log}");
+    let a_notices = notified(&payloads, "a");
+    for pl in groups {
+        assert!(
+            a_notices.contains(&("resolved".to_string(), pl.clone())),
+            "{pl}: no resolved notification before the exit: {a_notices:?}\n{log}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(
+        &good,
+        "targets:\n  static:\n    - {url: \"http://127.0.0.1:8001\"}\nreceivers:\n  - {name: c, console: {}}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["serve", "--check-config", "--config"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("config OK: 1 target(s), 1 receiver(s)"),
+        "{text}"
+    );
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "rules:\n  APFQueueNearFull: {threshold: 0.8, clear_threshold: 0.9}\n",
+    )
+    .unwrap();
+    for args in [
+        vec!["serve", "--check-config", "--config"],
+        vec!["serve", "--config"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(&args)
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("rules.APFQueueNearFull.clear_threshold: 0.9 must be <= threshold 0.8")
+                && err.contains("at line 2"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_returns_after_its_shutdown_future_with_owed_notifications_delivered() {
+    let (_sim, url) = storm().await;
+    let (hook, payloads) = slow_webhook(Duration::from_millis(500)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    let listen = format!("127.0.0.1:{}", external::free_port());
+    // group_wait 10 min: nothing would be sent before the stop but for the stop's flush.
+    write_config(&path, &listen, &hook, &[("a", &url)], "");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("group_wait: 1s", "group_wait: 10m");
+    let config = apf_monitor::config::Config::from_yaml(&text).unwrap();
+    let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (_reload, reloads) = tokio::sync::mpsc::channel(1);
+    let loader: apf_monitor::daemon::Loader = Arc::new(move || Ok(config.clone()));
+    let run = tokio::spawn(apf_monitor::daemon::run(
+        loader,
+        listener,
+        async move {
+            let _ = stopped.await;
+        },
+        reloads,
+    ));
+    let base = format!("http://{listen}");
+    let firing = common::eventually(Duration::from_secs(60), || async {
+        let status: Value =
+            serde_json::from_str(&get_text(&format!("{base}/api/v1/status")).await?).ok()?;
+        (!alerts_of(&status, "a").is_empty()).then_some(())
+    })
+    .await;
+    assert!(firing.is_some(), "no alert fired");
+    assert!(payloads.lock().unwrap().is_empty(), "group_wait holds it");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("run returns")
+        .unwrap()
+        .unwrap();
+    assert!(
+        notified(&payloads, "a").iter().any(|(s, _)| s == "firing"),
+        "the stop's flush delivered the firing notification"
+    );
+    assert!(
+        get_text(&format!("{base}/healthz")).await.is_none(),
+        "the HTTP server is down after run returns"
+    );
+}
+
+/// A Lease API (coordination.k8s.io/v1) that keeps one Lease in memory: enough for kube-lease-manager.
+#[derive(Clone, Default)]
+struct Leases {
+    lease: Arc<Mutex<Option<Value>>>,
+}
+
+async fn lease_get(
+    State(l): State<Leases>,
+    UrlPath((ns, name)): UrlPath<(String, String)>,
+) -> impl IntoResponse {
+    match l.lease.lock().unwrap().clone() {
+        Some(lease) => (StatusCode::OK, axum::Json(lease)),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "NotFound", "code": 404, "message": format!("leases \"{name}\" not found in {ns}")}),
+            ),
+        ),
+    }
+}
+
+async fn lease_create(State(l): State<Leases>, body: String) -> impl IntoResponse {
+    let mut lease: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    lease["metadata"]["resourceVersion"] = "1".into();
+    *l.lease.lock().unwrap() = Some(lease.clone());
+    (StatusCode::CREATED, axum::Json(lease))
+}
+
+/// Apply and strategic-merge patches alike: the spec's keys are set, a null removes one.
+async fn lease_patch(
+    State(l): State<Leases>,
+    UrlPath((_ns, name)): UrlPath<(String, String)>,
+    body: String,
+) -> impl IntoResponse {
+    let patch: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let mut guard = l.lease.lock().unwrap();
+    let lease = guard.get_or_insert_with(|| {
+        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": "0"}, "spec": {}})
+    });
+    if let Some(spec) = patch["spec"].as_object() {
+        for (k, v) in spec {
+            if v.is_null() {
+                if let Some(s) = lease["spec"].as_object_mut() {
+                    s.remove(k);
+                }
+            } else {
+                lease["spec"][k] = v.clone();
+            }
+        }
+    }
+    let version: u64 = lease["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    lease["metadata"]["resourceVersion"] = (version + 1).to_string().into();
+    (StatusCode::OK, axum::Json(lease.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stop_releases_the_lease() {
+    let leases = Leases::default();
+    let app = axum::Router::new()
+        .route(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
+            get(lease_get).patch(lease_patch),
+        )
+        .route(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+            post(lease_create),
+        )
+        .with_state(leases.clone());
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_addr = api.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(api, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"http://{api_addr}\"}}\n\
+             users:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context: {{cluster: test, user: test, namespace: default}}\n\
+             current-context: test\n"
+        ),
+    )
+    .unwrap();
+    let (_sim, url) = storm().await;
+    let (hook, _payloads) = slow_webhook(Duration::ZERO).await;
+    let config = dir.path().join("apf-monitor.yaml");
+    let listen = format!("127.0.0.1:{}", external::free_port());
+    write_config(&config, &listen, &hook, &[("a", &url)], "");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "leader_election: {enabled: false}",
+        "leader_election: {enabled: true, namespace: default, lease_duration: 15s}",
+    );
+    std::fs::write(&config, text).unwrap();
+    let serve = Serve::start(
+        &config,
+        &listen,
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    );
+    let holder = || {
+        leases
+            .lease
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    serve.until("the Lease held", 30, async |_| holder()).await;
+    serve.signal("TERM");
+    let (code, log) = serve.exit(Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(holder(), None, "the Lease is released at the stop:\n{log}");
+}

@@ -10,20 +10,20 @@ use super::{init_logging, load_config, shutdown_signal, ServeArgs};
 use crate::daemon::{self, Loader, Setup};
 
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
-    let config = load_config(&args.common, args.listen)?;
     // Everything a stage would refuse is refused here, before anything starts.
-    let setup = Setup::build(config.clone())?;
+    let setup = Setup::build(load_config(&args.common, args.listen)?)?;
+    let config = &setup.config;
     if args.check_config {
         println!(
             "config OK: {} target(s), {} receiver(s), listen {}",
             setup.replicas.len(),
             setup.alerting.receivers.len(),
-            setup.config.listen
+            config.listen
         );
         return Ok(ExitCode::SUCCESS);
     }
     init_logging(config.log.format, &config.log.level)?;
-    if config.targets.static_targets.is_empty() {
+    if setup.replicas.is_empty() {
         bail!(
             "no target to scrape: give --target URL (e.g. http://127.0.0.1:8001 behind `kubectl proxy`) or \
              targets.static in the config file"
@@ -43,7 +43,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let loader: Loader = Arc::new(move || load_config(&common, listen));
     let (reload_tx, reloads) = mpsc::channel(1);
     spawn_sighup(reload_tx)?;
-    daemon::run(loader, listener, shutdown_signal(), reloads).await?;
+    daemon::run(setup, loader, listener, shutdown_signal(), reloads).await?;
     Ok(ExitCode::SUCCESS)
 }
 

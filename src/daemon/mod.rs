@@ -69,15 +69,16 @@ pub struct Daemon {
     local_addr: SocketAddr,
 }
 
-/// Runs the daemon until `shutdown` resolves, reloading the config at each message of `reloads` (SIGHUP); then
-/// stops it as [`Daemon::stop`] says. A config that cannot run at start is the error.
+/// Runs the daemon on `setup` (built by the caller from what `loader` gives) until `shutdown` resolves, reloading
+/// the config at each message of `reloads` (SIGHUP); then stops it as [`Daemon::stop`] says.
 pub async fn run(
+    setup: Setup,
     loader: Loader,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()>,
     mut reloads: mpsc::Receiver<()>,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::start(loader, listener).await?;
+    let daemon = Daemon::start_setup(setup, loader, listener, None).await?;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -107,8 +108,17 @@ impl Daemon {
         listener: tokio::net::TcpListener,
         leadership: Option<Leadership>,
     ) -> anyhow::Result<Daemon> {
-        let config = loader()?;
-        let setup = Setup::build(config)?;
+        let setup = Setup::build(loader()?)?;
+        Self::start_setup(setup, loader, listener, leadership).await
+    }
+
+    /// Starts on a setup already built from what `loader` gives (the loader is for reloads).
+    pub async fn start_setup(
+        setup: Setup,
+        loader: Loader,
+        listener: tokio::net::TcpListener,
+        leadership: Option<Leadership>,
+    ) -> anyhow::Result<Daemon> {
         setup.prepare()?;
         let leadership = match leadership {
             Some(l) => l,

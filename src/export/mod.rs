@@ -130,14 +130,15 @@ fn json_error(status: StatusCode, message: impl std::fmt::Display) -> Response {
 /// How long an HTTP request waits for a stage's answer before saying it is busy.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Sends a request to a stage and waits for its answer; `None` when the stage is gone (shutting down) or busy.
+/// Sends a request to a stage and waits for its answer; `None` when the stage is gone (shutting down) or does not
+/// answer in time.
 async fn ask<T, R>(tx: &mpsc::Sender<R>, make: impl FnOnce(oneshot::Sender<T>) -> R) -> Option<T> {
     let (reply, answer) = oneshot::channel();
-    tx.send(make(reply)).await.ok()?;
-    tokio::time::timeout(ANSWER_TIMEOUT, answer)
-        .await
-        .ok()?
-        .ok()
+    let exchange = async {
+        tx.send(make(reply)).await.ok()?;
+        answer.await.ok()
+    };
+    tokio::time::timeout(ANSWER_TIMEOUT, exchange).await.ok()?
 }
 
 fn unavailable(what: &str) -> Response {

@@ -441,11 +441,13 @@ async fn run_returns_after_its_shutdown_future_with_owed_notifications_delivered
         .unwrap()
         .replace("group_wait: 1s", "group_wait: 10m");
     let config = apf_monitor::config::Config::from_yaml(&text).unwrap();
+    let setup = apf_monitor::daemon::Setup::build(config.clone()).unwrap();
     let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (_reload, reloads) = tokio::sync::mpsc::channel(1);
     let loader: apf_monitor::daemon::Loader = Arc::new(move || Ok(config.clone()));
     let run = tokio::spawn(apf_monitor::daemon::run(
+        setup,
         loader,
         listener,
         async move {

@@ -117,7 +117,47 @@ fn requests_waiting_are_critical_with_or_without_dumps() {
         text.contains("CRITICAL APFHeadroomExhausted workload-low"),
         "{text}"
     );
-    // A live replica with its dumps, under a storm, is covered by a_live_target_under_a_storm_is_critical_and_idle_is_ok.
+
+    // The same replica live, with its debug dumps (the 2023 layouts of the Kubernetes docs) read too: the waiting
+    // requests are 1 seat wide and 3 seats are free by the gauge, and it is still CRITICAL.
+    let waiting_seats = [
+        waiting.as_slice(),
+        b"apiserver_flowcontrol_current_inqueue_seats{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 64\n",
+    ]
+    .concat();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dump = |name: &str| common::fixture_text(&format!("k8swebsite-2023-dump_{name}.txt"));
+    let (levels, queues, requests) = (dump("priority_levels"), dump("queues"), dump("requests"));
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || async move { waiting_seats }),
+        )
+        .route(
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+            axum::routing::get(move || async move { levels }),
+        )
+        .route(
+            "/debug/api_priority_and_fairness/dump_queues",
+            axum::routing::get(move || async move { queues }),
+        )
+        .route(
+            "/debug/api_priority_and_fairness/dump_requests",
+            axum::routing::get(move || async move { requests }),
+        );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, app).await });
+    let out = check(&["--target", &format!("http://{addr}")], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("CRITICAL APFHeadroomExhausted workload-low")
+            && text.contains("flow service-accounts/system:serviceaccount:default:loadtest"),
+        "the dumps were read and the level is exhausted: {text}"
+    );
 }
 
 #[test]

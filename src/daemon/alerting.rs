@@ -53,7 +53,7 @@ pub struct AlertStage {
     routed: BTreeMap<String, Routed>,
     feeds: Vec<AlertmanagerFeed>,
     /// Deliveries of receivers a reload removed or changed, finishing their queues.
-    closing: Vec<(String, JoinHandle<Vec<Notification>>)>,
+    closing: Vec<JoinHandle<Vec<Notification>>>,
     leadership: Leadership,
     metrics: NotifyMetrics,
     state_file: Option<std::path::PathBuf>,
@@ -168,7 +168,7 @@ impl AlertStage {
         for f in old_feeds {
             self.closing.push(f.delivery.close());
         }
-        self.closing.retain(|(_, task)| !task.is_finished());
+        self.closing.retain(|task| !task.is_finished());
     }
 
     fn reconfigure(&mut self, setup: AlertSetup) {
@@ -278,30 +278,30 @@ impl AlertStage {
         self.send(owed);
         self.feed_alertmanagers();
         let mut drains = Vec::new();
-        for (name, r) in std::mem::take(&mut self.routed) {
-            drains.push(tokio::spawn(async move {
-                (name, r.delivery.drain(deadline).await)
-            }));
+        for (_, r) in std::mem::take(&mut self.routed) {
+            drains.push(tokio::spawn(r.delivery.drain(deadline)));
         }
         for f in std::mem::take(&mut self.feeds) {
             // What Alertmanager misses is sent again after the restart (firing alerts are re-sent anyway).
             drains.push(tokio::spawn(async move {
                 let _ = f.delivery.drain(deadline).await;
-                (String::new(), Vec::new())
+                Vec::new()
             }));
         }
-        for (name, task) in std::mem::take(&mut self.closing) {
+        // Receivers a reload removed: their queues get the same deadline, and what is left of them is not owed to
+        // anyone any more.
+        for task in std::mem::take(&mut self.closing) {
             drains.push(tokio::spawn(async move {
-                let undelivered = match tokio::time::timeout_at(deadline, task).await {
-                    Ok(Ok(undelivered)) => undelivered,
-                    _ => Vec::new(),
-                };
-                (name, undelivered)
+                let abort = task.abort_handle();
+                if tokio::time::timeout_at(deadline, task).await.is_err() {
+                    abort.abort();
+                }
+                Vec::new()
             }));
         }
         let mut undelivered = 0;
         for drain in drains {
-            if let Ok((_, left)) = drain.await {
+            if let Ok(left) = drain.await {
                 for n in &left {
                     self.alerting.undo(n, now);
                 }

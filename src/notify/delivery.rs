@@ -118,8 +118,8 @@ impl Delivery {
 
     /// Stops taking notifications and lets the worker deliver what is queued on its own (a receiver a reload
     /// removed or changed); returns the worker, which ends when its queue is empty.
-    pub fn close(self) -> (String, JoinHandle<Vec<Notification>>) {
-        (self.name, self.worker)
+    pub fn close(self) -> JoinHandle<Vec<Notification>> {
+        self.worker
     }
 }
 

@@ -114,6 +114,19 @@ async fn exported_equals_served(minor: u32) {
         level_value(&body, "apf_priority_level_limit_seats", "exempt").is_none(),
         "1.{minor}"
     );
+    // Each replica's Kubernetes version, as it reports it.
+    assert_eq!(
+        sample_value(
+            &body,
+            "apf_monitor_apiserver_info",
+            &[
+                ("apiserver", "sim"),
+                ("kubernetes_version", &format!("v1.{minor}.0"))
+            ]
+        ),
+        Some(1.0),
+        "1.{minor}"
+    );
     // The storm's agents are named as the top flow of workload-low.
     assert!(
         body.lines()

@@ -145,8 +145,47 @@ impl Default for AnalysisConfig {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetsConfig {
+    /// Replicas given by URL. When this list is empty, every replica is discovered through `kubernetes`.
     #[serde(default, rename = "static")]
     pub static_targets: Vec<StaticTarget>,
+    #[serde(default)]
+    pub kubernetes: KubernetesConfig,
+}
+
+/// Apiserver access (the `kube` crate): for discovering every replica when there is no static target, and for
+/// the leader-election Lease.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    /// A kubeconfig file; unset: `$KUBECONFIG`, then `~/.kube/config`, then the pod's service account.
+    pub kubeconfig: Option<PathBuf>,
+    /// A context of the kubeconfig; unset: its current context.
+    pub context: Option<String>,
+    /// The Service whose endpoints are the apiserver replicas, as `namespace/name`.
+    pub service: String,
+    /// The name each replica's certificate is verified against: replicas are dialled by IP, and their
+    /// certificates name the Service.
+    pub tls_server_name: String,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            context: None,
+            service: "default/kubernetes".into(),
+            tls_server_name: "kubernetes.default.svc".into(),
+        }
+    }
+}
+
+impl KubernetesConfig {
+    /// (namespace, name) of `service`.
+    pub fn service_ref(&self) -> (&str, &str) {
+        self.service
+            .split_once('/')
+            .unwrap_or(("default", self.service.as_str()))
+    }
 }
 
 /// One kube-apiserver replica (or `kubectl proxy`) scraped directly.
@@ -690,6 +729,24 @@ impl Config {
                     ));
                 }
             }
+        }
+        let k = &self.targets.kubernetes;
+        let service_ok = k
+            .service
+            .split_once('/')
+            .is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
+        if !service_ok {
+            return Err(format!(
+                "targets.kubernetes.service {:?}: write it as namespace/name, e.g. default/kubernetes{}",
+                k.service,
+                at("targets.kubernetes.service")
+            ));
+        }
+        if k.tls_server_name.trim().is_empty() {
+            return Err(format!(
+                "targets.kubernetes.tls_server_name must not be empty{}",
+                at("targets.kubernetes.tls_server_name")
+            ));
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, r) in self.receivers.iter().enumerate() {

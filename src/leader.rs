@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::config::LeaderElectionConfig;
+use crate::config::{KubernetesConfig, LeaderElectionConfig};
 
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -58,8 +58,9 @@ impl Leadership {
         }
     }
 
-    /// `enabled` unset: elect when running in a cluster (a service-account token is mounted), else always lead.
-    pub async fn start(cfg: &LeaderElectionConfig) -> Result<Self> {
+    /// `enabled` unset: elect when running in a cluster (a service-account token is mounted), else always lead. The
+    /// Lease is reached with the same apiserver access as discovery (`targets.kubernetes`).
+    pub async fn start(cfg: &LeaderElectionConfig, access: &KubernetesConfig) -> Result<Self> {
         let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
             && std::path::Path::new(SERVICE_ACCOUNT_DIR)
                 .join("token")
@@ -68,9 +69,11 @@ impl Leadership {
         if !enabled {
             return Ok(Self::always());
         }
-        let client = kube::Client::try_default()
-            .await
-            .context("leader election needs apiserver access (in-cluster config or a kubeconfig); set alerting.leader_election.enabled: false to run without it")?;
+        let hint =
+            "leader election needs apiserver access (in-cluster config or a kubeconfig); set \
+                    alerting.leader_election.enabled: false to run without it";
+        let config = crate::targets::access::access(access).await.context(hint)?;
+        let client = crate::targets::access::client(&config).context(hint)?;
         let namespace = match &cfg.namespace {
             Some(ns) => ns.clone(),
             None => std::fs::read_to_string(format!("{SERVICE_ACCOUNT_DIR}/namespace"))
@@ -147,7 +150,10 @@ mod tests {
             enabled: Some(false),
             ..Default::default()
         };
-        assert!(Leadership::start(&cfg).await.unwrap().is_leader());
+        assert!(Leadership::start(&cfg, &KubernetesConfig::default())
+            .await
+            .unwrap()
+            .is_leader());
     }
 
     #[tokio::test]
@@ -158,7 +164,7 @@ mod tests {
             ..Default::default()
         };
         std::env::set_var("KUBECONFIG", "/nonexistent/kubeconfig");
-        let err = Leadership::start(&cfg)
+        let err = Leadership::start(&cfg, &KubernetesConfig::default())
             .await
             .err()
             .map(|e| format!("{e:#}"))

@@ -6,7 +6,8 @@ use anyhow::{bail, Context, Result};
 
 use super::{init_logging, load_config, CheckArgs, OutputFormat};
 use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
-use crate::daemon::{analysis_of, build_replicas, build_rules, Replica};
+use crate::daemon::{analysis_of, build_rules, build_targets, Replica, TargetSource};
+use crate::targets::{access, discovery::Discovery};
 
 pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let config = load_config(&args.common, None)?;
@@ -23,7 +24,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let analysis = analysis_of(&config);
     let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
-        None => check_targets(&build_replicas(&config)?, &analysis).await?,
+        None => check_targets(&replicas(&config).await?, &analysis).await?,
     };
     apply_rules(&mut report, &rules);
     let code = exit_status(&report);
@@ -88,9 +89,25 @@ fn is_shell_prompt(line: &[u8]) -> bool {
     l == b"$" || l == b"%" || l.starts_with(b"$ ") || l.starts_with(b"% ")
 }
 
+/// The static targets, or every replica discovery finds now (listed once).
+async fn replicas(config: &crate::config::Config) -> Result<Vec<Replica>> {
+    match build_targets(config).await? {
+        TargetSource::Static(replicas) => Ok(replicas),
+        TargetSource::Discover(setup) => {
+            let (namespace, service) = setup.config.service_ref();
+            let discovery = Discovery::new(access::client(&setup.access)?, namespace, service);
+            let found = discovery
+                .once()
+                .await
+                .with_context(|| format!("cannot list the replicas of {}", setup.config.service))?;
+            Ok(setup.replicas(&found))
+        }
+    }
+}
+
 async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<StatusReport> {
     if replicas.is_empty() {
-        bail!("no target to check: give --target URL, --file PATH, or targets.static in the config file");
+        bail!("no replica to check: give --target URL or --file PATH, or check the endpoints of the kubernetes Service");
     }
     let rounds = futures_util::future::join_all(replicas.iter().map(|r| {
         let settings = &r.spec.settings;

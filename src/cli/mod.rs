@@ -51,6 +51,13 @@ pub struct TargetArgs {
     /// replaces the config's targets.
     #[arg(long = "target", value_name = "URL", value_parser = config::parse_target_url)]
     pub targets: Vec<config::TargetUrl>,
+    /// With no target: the kubeconfig whose apiserver access discovers every replica (default: $KUBECONFIG, then
+    /// ~/.kube/config, then the pod's service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
     /// Scrape interval, e.g. 5s.
     #[arg(long, value_name = "DURATION", value_parser = config::parse_interval)]
     pub interval: Option<config::Interval>,
@@ -194,6 +201,12 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
             .cloned()
             .map(StaticTarget::from_url)
             .collect();
+    }
+    if let Some(path) = &common.kubeconfig {
+        config.targets.kubernetes.kubeconfig = Some(path.clone());
+    }
+    if let Some(context) = &common.context {
+        config.targets.kubernetes.context = Some(context.clone());
     }
     if let Some(i) = common.interval {
         config.scrape.interval = i;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 
 use super::{init_logging, load_config, shutdown_signal, ServeArgs};
@@ -11,24 +11,18 @@ use crate::daemon::{self, Loader, Setup};
 
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     // Everything a stage would refuse is refused here, before anything starts.
-    let setup = Setup::build(load_config(&args.common, args.listen)?)?;
+    let setup = Setup::build(load_config(&args.common, args.listen)?).await?;
     let config = &setup.config;
     if args.check_config {
         println!(
-            "config OK: {} target(s), {} receiver(s), listen {}",
-            setup.replicas.len(),
+            "config OK: {}, {} receiver(s), listen {}",
+            setup.targets.describe(),
             setup.alerting.receivers.len(),
             config.listen
         );
         return Ok(ExitCode::SUCCESS);
     }
     init_logging(config.log.format, &config.log.level)?;
-    if setup.replicas.is_empty() {
-        bail!(
-            "no target to scrape: give --target URL (e.g. http://127.0.0.1:8001 behind `kubectl proxy`) or \
-             targets.static in the config file"
-        );
-    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| {

@@ -24,14 +24,17 @@ mod reload;
 mod replica;
 mod setup;
 mod supervisor;
+mod targets;
 
 pub use alerting::{AlertStage, Command};
 pub use analysis::{AnalysisStage, Update};
 pub use reload::ReloadMetrics;
 pub use setup::{
-    analysis_of, build_replicas, build_rules, enabled_endpoints, AlertSetup, LoopSettings,
-    ReceiverSetup, Replica, Setup, SetupError,
+    analysis_of, build_replicas, build_rules, build_targets, enabled_endpoints, AlertSetup,
+    DiscoverySetup, LoopSettings, Origin, ReceiverSetup, Replica, ReplicaSpec, Setup, SetupError,
+    TargetSource,
 };
+pub use targets::DiscoveryMetrics;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -108,7 +111,7 @@ impl Daemon {
         listener: tokio::net::TcpListener,
         leadership: Option<Leadership>,
     ) -> anyhow::Result<Daemon> {
-        let setup = Setup::build(loader()?)?;
+        let setup = Setup::build(loader()?).await?;
         Self::start_setup(setup, loader, listener, leadership).await
     }
 
@@ -122,7 +125,13 @@ impl Daemon {
         setup.prepare()?;
         let leadership = match leadership {
             Some(l) => l,
-            None => Leadership::start(&setup.config.alerting.leader_election).await?,
+            None => {
+                Leadership::start(
+                    &setup.config.alerting.leader_election,
+                    &setup.config.targets.kubernetes,
+                )
+                .await?
+            }
         };
         let local_addr = listener
             .local_addr()
@@ -131,12 +140,14 @@ impl Daemon {
 
         // Self-metrics, one registry; each stage keeps its own families.
         let scrape_metrics = ScrapeMetrics::default();
+        let discovery_metrics = DiscoveryMetrics::default();
         let notify_metrics = NotifyMetrics::default();
         let reload_metrics = ReloadMetrics::default();
         reload_metrics.succeeded();
 
         // Channels between the stages.
-        let (targets_tx, targets_rx) = watch::channel(Arc::new(setup.replicas.clone()));
+        let (sources_tx, sources_rx) = watch::channel(setup.targets.clone());
+        let (targets_tx, targets_rx) = watch::channel(Arc::new(Vec::new()));
         let (analysis_tx, analysis_rx) = watch::channel(setup.analysis.clone());
         let (updates_tx, updates_rx) = mpsc::channel(64);
         let (report_tx, report_rx) = watch::channel(Arc::new(StatusReport::default()));
@@ -149,6 +160,7 @@ impl Daemon {
 
         let mut registry = Registry::default();
         scrape_metrics.register(&mut registry);
+        discovery_metrics.register(&mut registry);
         notify_metrics.register(&mut registry);
         reload_metrics.register(&mut registry);
         registry.register_collector(Box::new(DerivedMetrics::new(
@@ -157,6 +169,12 @@ impl Daemon {
         )));
 
         let scraping = CancellationToken::new();
+        tasks.spawn(targets::run(
+            sources_rx,
+            targets_tx,
+            discovery_metrics,
+            scraping.clone(),
+        ));
         tasks.spawn(supervisor::run(
             targets_rx,
             updates_tx,
@@ -176,7 +194,7 @@ impl Daemon {
             reload::Reloader {
                 loader,
                 running: setup.config.clone(),
-                targets: targets_tx,
+                targets: sources_tx,
                 analysis: analysis_tx,
                 alerting: commands_tx.clone(),
                 shutdown_timeout: timeout_tx,
@@ -205,7 +223,7 @@ impl Daemon {
         });
         tracing::info!(
             listen = %local_addr,
-            targets = setup.replicas.len(),
+            targets = %setup.targets.describe(),
             receivers = setup.alerting.receivers.len(),
             "apf-monitor serving"
         );

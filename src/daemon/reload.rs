@@ -2,7 +2,6 @@
 //! stage (targets, analysis settings, rules, route, receivers), with the alert state kept; one that does not is
 //! refused with the error `serve` would print, and the running config goes on.
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -10,7 +9,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 
 use super::alerting::Command;
-use super::setup::{Replica, Setup};
+use super::setup::{Setup, TargetSource};
 use super::Loader;
 use crate::analyze::Analysis;
 use crate::config::Config;
@@ -56,7 +55,7 @@ impl ReloadMetrics {
 pub struct Reloader {
     pub loader: Loader,
     pub running: Config,
-    pub targets: watch::Sender<Arc<Vec<Replica>>>,
+    pub targets: watch::Sender<TargetSource>,
     pub analysis: watch::Sender<Analysis>,
     pub alerting: mpsc::Sender<Command>,
     pub shutdown_timeout: watch::Sender<Duration>,
@@ -78,13 +77,13 @@ impl Reloader {
     }
 
     async fn reload(&mut self) -> Result<(), String> {
-        let setup = (self.loader)()
-            .map_err(|e| format!("{e:#}"))
-            .and_then(|config| {
-                let setup = Setup::build(config).map_err(|e| e.to_string())?;
-                setup.prepare().map_err(|e| e.to_string())?;
-                Ok(setup)
-            });
+        let setup = match (self.loader)() {
+            Ok(config) => Setup::build(config)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.prepare().map(|()| s).map_err(|e| e.to_string())),
+            Err(e) => Err(format!("{e:#}")),
+        };
         let setup = match setup {
             Ok(setup) => setup,
             Err(e) => {
@@ -110,7 +109,7 @@ impl Reloader {
             }
         }
         self.analysis.send_replace(setup.analysis.clone());
-        self.targets.send_replace(Arc::new(setup.replicas.clone()));
+        self.targets.send_replace(setup.targets.clone());
         self.shutdown_timeout.send_replace(new.shutdown_timeout.0);
         if self
             .alerting

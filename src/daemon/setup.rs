@@ -7,9 +7,13 @@ use std::sync::Arc;
 
 use crate::alert::{RuleError, Rules};
 use crate::analyze::Analysis;
-use crate::config::{Config, ReceiverConfig, RouteConfig, ScrapeConfig, StaticTarget};
+use crate::config::{
+    Config, KubernetesConfig, ReceiverConfig, RouteConfig, ScrapeConfig, StaticTarget,
+};
 use crate::notify::{self, Receiver};
 use crate::scrape::Endpoint;
+use crate::targets::access::{self, AccessError};
+use crate::targets::discovery::Replicas;
 use crate::targets::{self, Target, TargetError};
 
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +22,8 @@ pub enum SetupError {
     Rules(RuleError, String),
     #[error("{0}")]
     Target(#[from] TargetError),
+    #[error("targets.kubernetes: {0}")]
+    Access(#[from] AccessError),
     #[error("receivers[{index}] ({name}): {message}{at}")]
     Receiver {
         index: usize,
@@ -81,8 +87,115 @@ pub struct Replica {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplicaSpec {
-    pub target: StaticTarget,
+    pub origin: Origin,
     pub settings: LoopSettings,
+}
+
+/// Where a replica comes from: what a reload compares to tell whether its loop must restart.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    Static(StaticTarget),
+    /// Discovered at `address`, reached with the access `via` describes.
+    Discovered {
+        address: String,
+        via: KubernetesConfig,
+    },
+    /// The API server URL itself (discovery impossible): whichever replica answers.
+    Service {
+        url: String,
+        via: KubernetesConfig,
+    },
+}
+
+/// Where the target list comes from.
+#[derive(Clone)]
+pub enum TargetSource {
+    /// The config's (or `--target`'s) replicas.
+    Static(Vec<Replica>),
+    /// Every replica of the `kubernetes` Service, as it changes.
+    Discover(Box<DiscoverySetup>),
+}
+
+impl TargetSource {
+    /// What to tell a person: the static count, or where the replicas come from.
+    pub fn describe(&self) -> String {
+        match self {
+            TargetSource::Static(r) => format!("{} static target(s)", r.len()),
+            TargetSource::Discover(d) => format!(
+                "every replica of the Service {} through {}",
+                d.config.service, d.access.cluster_url
+            ),
+        }
+    }
+}
+
+/// Discovery of the replicas with the kube crate's apiserver access.
+#[derive(Clone)]
+pub struct DiscoverySetup {
+    pub access: kube::Config,
+    pub config: KubernetesConfig,
+    pub settings: LoopSettings,
+    /// Each request's timeout (`scrape.timeout`).
+    pub timeout: std::time::Duration,
+}
+
+impl DiscoverySetup {
+    /// The targets of a replica set: one per address, dialled with the access' credentials and verified for
+    /// `tls_server_name`; or the API server URL itself when the replicas cannot be told apart.
+    pub fn replicas(&self, replicas: &Replicas) -> Vec<Replica> {
+        let spec = |origin| ReplicaSpec {
+            origin,
+            settings: self.settings.clone(),
+        };
+        let built = match replicas {
+            Replicas::Discovered(addresses) => addresses
+                .iter()
+                .map(|address| {
+                    access::replica(
+                        &self.access,
+                        address,
+                        &self.config.tls_server_name,
+                        self.timeout,
+                    )
+                    .map(|target| Replica {
+                        spec: spec(Origin::Discovered {
+                            address: address.clone(),
+                            via: self.config.clone(),
+                        }),
+                        target,
+                    })
+                })
+                .collect::<Vec<_>>(),
+            Replicas::Mixed { reason } => {
+                tracing::warn!(
+                    "{reason}: scraping the API server URL itself, so the numbers of different replicas are mixed"
+                );
+                vec![
+                    access::through_service(&self.access, self.timeout).map(|target| Replica {
+                        spec: spec(Origin::Service {
+                            url: self.access.cluster_url.to_string(),
+                            via: self.config.clone(),
+                        }),
+                        target,
+                    }),
+                ]
+            }
+        };
+        built
+            .into_iter()
+            .filter_map(|r| {
+                r.inspect_err(|e| tracing::warn!(error = %e, "replica not scraped"))
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// Another discovery is needed when what it was built from changed.
+    pub fn same_as(&self, other: &DiscoverySetup) -> bool {
+        self.config == other.config
+            && self.settings == other.settings
+            && self.timeout == other.timeout
+    }
 }
 
 /// One receiver, built.
@@ -107,16 +220,16 @@ pub struct AlertSetup {
 #[derive(Clone)]
 pub struct Setup {
     pub config: Config,
-    pub replicas: Vec<Replica>,
+    pub targets: TargetSource,
     pub analysis: Analysis,
     pub alerting: AlertSetup,
 }
 
 impl Setup {
     /// Builds every part; the first part that cannot be built is the error. Nothing is started or written.
-    pub fn build(config: Config) -> Result<Setup, SetupError> {
+    pub async fn build(config: Config) -> Result<Setup, SetupError> {
         let rules = build_rules(&config)?;
-        let replicas = build_replicas(&config)?;
+        let targets = build_targets(&config).await?;
         let mut receivers = Vec::new();
         for (index, r) in config.receivers.iter().enumerate() {
             let receiver = notify::build(r).map_err(|message| SetupError::Receiver {
@@ -139,7 +252,7 @@ impl Setup {
         };
         Ok(Setup {
             analysis: analysis_of(&config),
-            replicas,
+            targets,
             alerting,
             config,
         })
@@ -167,6 +280,21 @@ pub fn build_rules(config: &Config) -> Result<Rules, SetupError> {
     })
 }
 
+/// The static targets when there are some; else discovery through the apiserver access `targets.kubernetes`
+/// describes (a kubeconfig, or the pod's service account).
+pub async fn build_targets(config: &Config) -> Result<TargetSource, SetupError> {
+    if !config.targets.static_targets.is_empty() {
+        return Ok(TargetSource::Static(build_replicas(config)?));
+    }
+    let k = &config.targets.kubernetes;
+    Ok(TargetSource::Discover(Box::new(DiscoverySetup {
+        access: access::access(k).await?,
+        config: k.clone(),
+        settings: LoopSettings::from_config(&config.scrape),
+        timeout: config.scrape.timeout.0,
+    })))
+}
+
 /// The static targets with their clients and loop settings.
 pub fn build_replicas(config: &Config) -> Result<Vec<Replica>, SetupError> {
     let settings = LoopSettings::from_config(&config.scrape);
@@ -176,7 +304,7 @@ pub fn build_replicas(config: &Config) -> Result<Vec<Replica>, SetupError> {
             .zip(&config.targets.static_targets)
             .map(|(target, spec)| Replica {
                 spec: ReplicaSpec {
-                    target: spec.clone(),
+                    origin: Origin::Static(spec.clone()),
                     settings: settings.clone(),
                 },
                 target,
@@ -212,17 +340,20 @@ mod tests {
 
     fn build(yaml: &str) -> Result<Setup, String> {
         let config = Config::from_yaml(yaml)?;
-        Setup::build(config).map_err(|e| e.to_string())
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(Setup::build(config)).map_err(|e| e.to_string())
     }
 
     #[test]
     fn a_rule_setting_is_refused_with_its_key_and_line() {
-        let err = build("rules:\n  APFHeadroomLow: {threshold: 0.2, clear_threshold: 0.1}\n")
+        let err = build("targets:\n  static:\n    - url: http://127.0.0.1:8001\nrules:\n  APFHeadroomLow: {threshold: 0.2, clear_threshold: 0.1}\n")
             .err()
             .unwrap_or_default();
         assert!(
             err.starts_with("rules.APFHeadroomLow.clear_threshold: 0.1 must be >= threshold 0.2")
-                && err.ends_with("at line 2"),
+                && err.ends_with("at line 5"),
             "{err}"
         );
     }
@@ -234,7 +365,7 @@ mod tests {
             .unwrap_or_default();
         assert!(err.contains("/nonexistent/ca.pem"), "{err}");
         let err = build(
-            "receivers:\n  - name: s\n    slack: {webhook_url_file: /nonexistent/slack-url}\n",
+            "targets:\n  static:\n    - url: http://127.0.0.1:8001\nreceivers:\n  - name: s\n    slack: {webhook_url_file: /nonexistent/slack-url}\n",
         )
         .err()
         .unwrap_or_default();
@@ -245,8 +376,11 @@ mod tests {
         let ok =
             build("targets:\n  static:\n    - url: http://127.0.0.1:8001\n      name: local\n")
                 .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ok.replicas[0].target.name, "local");
-        assert!(ok.replicas[0]
+        let TargetSource::Static(replicas) = &ok.targets else {
+            panic!("static targets expected");
+        };
+        assert_eq!(replicas[0].target.name, "local");
+        assert!(replicas[0]
             .spec
             .settings
             .endpoints

@@ -11,7 +11,7 @@ pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
 use std::time::Duration;
 
 use crate::apf::endpoints::{self, Dump};
-use crate::targets::Target;
+use crate::targets::{Target, Transport};
 
 /// What is fetched from each replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -177,59 +177,99 @@ pub async fn fetch(
     target: &Target,
     path: &str,
     max_body: u64,
-    mut on_chunk: impl FnMut(&[u8]),
+    on_chunk: impl FnMut(&[u8]),
 ) -> Result<(), ScrapeError> {
     let work = async {
-        let mut request = target.client.get(target.url(path));
-        if let Some(token) = &target.token {
-            let token = token
-                .current()
-                .map_err(|e| ScrapeError::Token(e.to_string()))?;
-            request = request.bearer_auth(&*token);
-        }
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| classify(e, target.timeout))?;
-        let status = response.status();
-        if status.as_u16() == 429 {
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            return Err(ScrapeError::Throttled { retry_after });
-        }
-        if !status.is_success() {
-            // A short excerpt of the body says why (an apiserver Status, a proxy's page); never the whole thing.
-            let mut detail = String::new();
-            if let Ok(Some(chunk)) = response.chunk().await {
-                detail = String::from_utf8_lossy(&chunk[..chunk.len().min(300)])
-                    .trim()
-                    .replace('\n', " ");
+        match &target.transport {
+            Transport::Http { client, token } => {
+                let mut request = client.get(target.url(path));
+                if let Some(token) = token {
+                    let token = token
+                        .current()
+                        .map_err(|e| ScrapeError::Token(e.to_string()))?;
+                    request = request.bearer_auth(&*token);
+                }
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| classify(e, target.timeout))?;
+                read(http::Response::from(response), max_body, on_chunk).await
             }
-            return Err(ScrapeError::Http {
-                status: status.as_u16(),
-                detail,
-            });
-        }
-        let mut total: u64 = 0;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| ScrapeError::Body(error_chain(&e)))?
-        {
-            total += chunk.len() as u64;
-            if total > max_body {
-                return Err(ScrapeError::TooLarge { limit: max_body });
+            // The kube client adds the credentials (token files re-read, exec plugins refreshed) and verifies TLS
+            // against the cluster CA with the configured server name.
+            Transport::Kube(client) => {
+                let request = http::Request::get(path)
+                    .body(kube::client::Body::empty())
+                    .map_err(|e| {
+                        ScrapeError::Body(format!("cannot build the request for {path}: {e}"))
+                    })?;
+                let response = client.send(request).await.map_err(classify_kube)?;
+                read(response, max_body, on_chunk).await
             }
-            on_chunk(&chunk);
         }
-        Ok(())
     };
     match tokio::time::timeout(target.timeout, work).await {
         Ok(result) => result,
         Err(_) => Err(ScrapeError::Timeout(target.timeout)),
+    }
+}
+
+/// The status and body of a response, whichever client got it.
+async fn read<B>(
+    response: http::Response<B>,
+    max_body: u64,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> Result<(), ScrapeError>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::error::Error,
+{
+    use http_body_util::BodyExt;
+    let status = response.status();
+    if status.as_u16() == 429 {
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        return Err(ScrapeError::Throttled { retry_after });
+    }
+    let mut body = response.into_body();
+    if !status.is_success() {
+        // A short excerpt of the body says why (an apiserver Status, a proxy's page); never the whole thing.
+        let mut detail = String::new();
+        if let Some(Ok(frame)) = body.frame().await {
+            if let Some(chunk) = frame.data_ref() {
+                detail = String::from_utf8_lossy(&chunk[..chunk.len().min(300)])
+                    .trim()
+                    .replace('\n', " ");
+            }
+        }
+        return Err(ScrapeError::Http {
+            status: status.as_u16(),
+            detail,
+        });
+    }
+    let mut total: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ScrapeError::Body(error_chain(&e)))?;
+        let Some(chunk) = frame.data_ref() else {
+            continue;
+        };
+        total += chunk.len() as u64;
+        if total > max_body {
+            return Err(ScrapeError::TooLarge { limit: max_body });
+        }
+        on_chunk(chunk);
+    }
+    Ok(())
+}
+
+/// A kube client's error: authentication (a credential plugin, a token file) or the connection (TLS included).
+fn classify_kube(e: kube::Error) -> ScrapeError {
+    match e {
+        kube::Error::Auth(e) => ScrapeError::Token(error_chain(&e)),
+        other => ScrapeError::Connect(error_chain(&other)),
     }
 }
 

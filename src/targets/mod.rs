@@ -1,4 +1,7 @@
-//! Where to scrape: the replicas, each with its own HTTP client, credentials and timeout.
+//! Where to scrape: the replicas, each with its own HTTP client, credentials and timeout: given by URL (static), or
+//! discovered from the endpoints of the `kubernetes` Service with the kube crate's apiserver access.
+pub mod access;
+pub mod discovery;
 mod token;
 
 pub use token::{TokenError, TokenFile};
@@ -37,13 +40,25 @@ pub enum TargetError {
 /// One kube-apiserver replica, ready to scrape.
 #[derive(Clone)]
 pub struct Target {
-    /// The `apiserver` label: the configured name, else the URL's `host:port`.
+    /// The `apiserver` label: the configured name, else the URL's `host:port` (a discovered replica: `IP:port`).
     pub name: String,
     /// Where requests go (with `tls_server_name`, the host is that name, resolved to the configured address).
     pub base_url: Url,
-    pub client: reqwest::Client,
-    pub token: Option<TokenFile>,
+    pub transport: Transport,
     pub timeout: Duration,
+}
+
+/// How requests reach the replica.
+#[derive(Clone)]
+pub enum Transport {
+    /// A static target: our own client, a bearer token file re-read as it rotates.
+    Http {
+        client: reqwest::Client,
+        token: Option<TokenFile>,
+    },
+    /// A replica reached with the apiserver access of the kube crate (kubeconfig, exec plugins, the pod's
+    /// service account), dialled at its own address.
+    Kube(kube::Client),
 }
 
 impl std::fmt::Debug for Target {
@@ -167,8 +182,10 @@ fn build_one(t: &StaticTarget, scrape: &ScrapeConfig) -> Result<Target, TargetEr
     Ok(Target {
         name,
         base_url,
-        client,
-        token: t.bearer_token_file.clone().map(TokenFile::new),
+        transport: Transport::Http {
+            client,
+            token: t.bearer_token_file.clone().map(TokenFile::new),
+        },
         timeout,
     })
 }

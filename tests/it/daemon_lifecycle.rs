@@ -399,8 +399,42 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("config OK: 1 target(s), 1 receiver(s)"),
+        text.contains("config OK: 1 static target(s), 1 receiver(s)"),
         "{text}"
+    );
+
+    // No static target: the replicas are discovered through the kubeconfig's apiserver access, which must exist.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://10.0.0.1:6443\"}\n\
+         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n\
+         current-context: x\n",
+    )
+    .unwrap();
+    let discover = |kubeconfig: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["serve", "--check-config", "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let out = discover(&kubeconfig);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "every replica of the Service default/kubernetes through https://10.0.0.1:6443"
+        ),
+        "{text}"
+    );
+    let out = discover(&dir.path().join("missing-kubeconfig"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("targets.kubernetes: cannot read the kubeconfig")
+            && err.contains("missing-kubeconfig"),
+        "{err}"
     );
 
     let bad = dir.path().join("bad.yaml");
@@ -441,7 +475,9 @@ async fn run_returns_after_its_shutdown_future_with_owed_notifications_delivered
         .unwrap()
         .replace("group_wait: 1s", "group_wait: 10m");
     let config = apf_monitor::config::Config::from_yaml(&text).unwrap();
-    let setup = apf_monitor::daemon::Setup::build(config.clone()).unwrap();
+    let setup = apf_monitor::daemon::Setup::build(config.clone())
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (_reload, reloads) = tokio::sync::mpsc::channel(1);

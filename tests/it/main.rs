@@ -7,6 +7,7 @@ mod alerts_e2e;
 mod check_cli;
 mod daemon_lifecycle;
 mod demo_cli;
+mod deploy;
 mod lead_time;
 mod leader_gate;
 mod model_captures;

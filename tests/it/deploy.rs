@@ -1,0 +1,952 @@
+//! The deployment (`deploy/`, `Dockerfile`): what `kubectl apply -k deploy/` installs, checked against what the code
+//! needs and does: the RBAC rules against the paths and resources it reads, the PrometheusRule against the built-in
+//! rules (names, severities, `for`, thresholds, run by a real promtool), the in-cluster config through the binary's
+//! `serve --check-config`. kubectl renders the kustomization (Debian package `kubernetes-client`); promtool (package
+//! `prometheus`) checks and unit-tests the rules. Nothing is applied anywhere.
+use crate::common::external::binary;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_yaml::Value;
+
+use apf_monitor::alert::{Fires, RuleSpec};
+use apf_monitor::apf::defaults::{default_precedence, default_priority_levels};
+use apf_monitor::apf::endpoints::{
+    Dump, DUMPS_RBAC_RULE, FLOWCONTROL_GROUP, FLOW_SCHEMAS, METRICS_PATH,
+    PRIORITY_LEVEL_CONFIGURATIONS,
+};
+use apf_monitor::apf::KubeVersion;
+use apf_monitor::config::{parse_duration, AlertingConfig, Config, RuleName};
+
+/// The namespace every namespaced object of apf-monitor lives in.
+const NAMESPACE: &str = "apf-monitor";
+/// The apiserver's own Service and its EndpointSlices live here.
+const DISCOVERY_NAMESPACE: &str = "default";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn deploy_dir() -> PathBuf {
+    root().join("deploy")
+}
+
+/// `kubectl kustomize deploy/`, parsed: rendered once for every test.
+fn rendered() -> &'static [Value] {
+    static DOCS: OnceLock<Vec<Value>> = OnceLock::new();
+    DOCS.get_or_init(|| {
+        let kubectl = binary("kubectl", "kubernetes-client");
+        let out = Command::new(kubectl)
+            .arg("kustomize")
+            .arg(deploy_dir())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl kustomize deploy/: {stderr}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        serde_yaml::Deserializer::from_str(&text)
+            .map(|d| Value::deserialize(d).unwrap())
+            .filter(|v| !v.is_null())
+            .collect()
+    })
+}
+
+fn kind(v: &Value) -> &str {
+    v["kind"].as_str().unwrap_or_default()
+}
+
+fn name(v: &Value) -> &str {
+    v["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace(v: &Value) -> Option<&str> {
+    v["metadata"]["namespace"].as_str()
+}
+
+fn all(k: &str) -> Vec<&'static Value> {
+    rendered().iter().filter(|v| kind(v) == k).collect()
+}
+
+/// The one object of that kind.
+fn one(k: &str) -> &'static Value {
+    let found = all(k);
+    assert_eq!(
+        found.len(),
+        1,
+        "exactly one {k} expected, found {}",
+        found.len()
+    );
+    found[0]
+}
+
+fn named(k: &str, n: &str) -> &'static Value {
+    rendered()
+        .iter()
+        .find(|v| kind(v) == k && name(v) == n)
+        .unwrap_or_else(|| panic!("no {k} {n} in deploy/"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_sequence()
+        .map(|s| s.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn set(v: &Value) -> BTreeSet<String> {
+    strings(v).into_iter().collect()
+}
+
+fn set_of(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// The in-cluster config, as the daemon reads it.
+fn in_cluster_config() -> Config {
+    Config::load(&deploy_dir().join("apf-monitor.yaml")).unwrap()
+}
+
+fn deployment() -> &'static Value {
+    one("Deployment")
+}
+
+fn pod_spec() -> &'static Value {
+    &deployment()["spec"]["template"]["spec"]
+}
+
+fn container() -> &'static Value {
+    let containers = pod_spec()["containers"].as_sequence().unwrap();
+    assert_eq!(containers.len(), 1, "one container");
+    &containers[0]
+}
+
+/// The Deployment's service account as a FlowSchema or RoleBinding subject names it.
+fn service_account() -> (String, String) {
+    (
+        pod_spec()["serviceAccountName"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        namespace(deployment()).unwrap().to_string(),
+    )
+}
+
+#[test]
+fn every_object_of_the_deployment_is_rendered() {
+    for k in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+    ] {
+        one(k);
+    }
+    // One for the Lease in apf-monitor's namespace, one for discovery in `default`.
+    assert_eq!(all("Role").len(), 2);
+    assert_eq!(all("RoleBinding").len(), 2);
+    // Secrets come from the example, applied by hand: the base never ships one.
+    assert!(all("Secret").is_empty(), "the base must not hold a Secret");
+
+    assert_eq!(name(one("Namespace")), NAMESPACE);
+    let cluster_scoped = [
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+    ];
+    for v in rendered() {
+        let ns = namespace(v);
+        if cluster_scoped.contains(&kind(v)) {
+            assert_eq!(ns, None, "{} {} is cluster-scoped", kind(v), name(v));
+        } else if ns != Some(DISCOVERY_NAMESPACE) {
+            assert_eq!(ns, Some(NAMESPACE), "{} {}", kind(v), name(v));
+        }
+        assert_eq!(
+            v["metadata"]["labels"]["app.kubernetes.io/name"].as_str(),
+            Some("apf-monitor"),
+            "{} {} is labelled",
+            kind(v),
+            name(v)
+        );
+    }
+    // Only the discovery Role and its binding live in `default`.
+    let in_default: Vec<String> = rendered()
+        .iter()
+        .filter(|v| namespace(v) == Some(DISCOVERY_NAMESPACE))
+        .map(|v| format!("{}/{}", kind(v), name(v)))
+        .collect();
+    assert_eq!(
+        in_default,
+        [
+            "Role/apf-monitor-discovery",
+            "RoleBinding/apf-monitor-discovery"
+        ]
+    );
+
+    // Every binding gives a role that exists to the Deployment's service account.
+    let (sa, sa_ns) = service_account();
+    assert_eq!(name(one("ServiceAccount")), sa);
+    for b in all("RoleBinding")
+        .into_iter()
+        .chain(all("ClusterRoleBinding"))
+    {
+        let role_kind = b["roleRef"]["kind"].as_str().unwrap();
+        let role = named(role_kind, b["roleRef"]["name"].as_str().unwrap());
+        if role_kind == "Role" {
+            assert_eq!(namespace(role), namespace(b), "{}", name(b));
+        }
+        let subjects = b["subjects"].as_sequence().unwrap();
+        assert_eq!(subjects.len(), 1, "{}", name(b));
+        assert_eq!(subjects[0]["kind"].as_str(), Some("ServiceAccount"));
+        assert_eq!(subjects[0]["name"].as_str(), Some(sa.as_str()));
+        assert_eq!(subjects[0]["namespace"].as_str(), Some(sa_ns.as_str()));
+    }
+}
+
+/// The one glob that covers every debug dump the scraper reads: their common directory plus `/*`.
+fn dumps_glob() -> String {
+    let dirs: BTreeSet<&str> = [Dump::PriorityLevels, Dump::Queues, Dump::Requests]
+        .iter()
+        .map(|d| d.path().rsplit_once('/').unwrap().0)
+        .collect();
+    assert_eq!(dirs.len(), 1, "the dumps share one directory: {dirs:?}");
+    format!("{}/*", dirs.first().unwrap())
+}
+
+#[test]
+fn the_cluster_role_grants_exactly_what_the_scraper_reads() {
+    let rules = one("ClusterRole")["rules"].as_sequence().unwrap();
+    assert_eq!(rules.len(), 2, "{rules:?}");
+
+    let glob = dumps_glob();
+    let urls = &rules[0];
+    assert_eq!(
+        set(&urls["nonResourceURLs"]),
+        set_of(&[METRICS_PATH, glob.as_str()])
+    );
+    assert_eq!(strings(&urls["verbs"]), ["get"]);
+    // The same rule the daemon names when a dump answers 403.
+    assert!(DUMPS_RBAC_RULE.contains(&glob), "{DUMPS_RBAC_RULE}");
+
+    let objects = &rules[1];
+    assert_eq!(strings(&objects["apiGroups"]), [FLOWCONTROL_GROUP]);
+    assert_eq!(
+        set(&objects["resources"]),
+        set_of(&[FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS])
+    );
+    assert_eq!(set(&objects["verbs"]), set_of(&["get", "list", "watch"]));
+    assert!(objects.get("nonResourceURLs").is_none());
+}
+
+#[test]
+fn no_role_grants_a_wildcard_or_secrets() {
+    for role in all("Role").into_iter().chain(all("ClusterRole")) {
+        for rule in role["rules"].as_sequence().unwrap() {
+            for key in ["verbs", "resources", "apiGroups", "resourceNames"] {
+                for item in strings(&rule[key]) {
+                    assert!(!item.contains('*'), "{} {key}: {item}", name(role));
+                }
+            }
+            assert!(
+                !strings(&rule["resources"]).contains(&"secrets".to_string()),
+                "{} reads secrets",
+                name(role)
+            );
+        }
+    }
+}
+
+#[test]
+fn the_namespaced_roles_grant_discovery_and_the_lease_only() {
+    // Discovery of the replicas: list and watch the EndpointSlices (or Endpoints) of default/kubernetes.
+    let discovery = named("Role", "apf-monitor-discovery");
+    assert_eq!(namespace(discovery), Some(DISCOVERY_NAMESPACE));
+    let rules: Vec<(Vec<String>, Vec<String>, BTreeSet<String>)> = discovery["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                strings(&r["apiGroups"]),
+                strings(&r["resources"]),
+                set(&r["verbs"]),
+            )
+        })
+        .collect();
+    let watch = set_of(&["list", "watch"]);
+    assert_eq!(
+        rules,
+        [
+            (
+                vec!["discovery.k8s.io".to_string()],
+                vec!["endpointslices".to_string()],
+                watch.clone()
+            ),
+            (vec![String::new()], vec!["endpoints".to_string()], watch),
+        ]
+    );
+
+    // The Lease: get and patch on the configured Lease only; create cannot be restricted by name.
+    let config = in_cluster_config();
+    let lease_name = &config.alerting.leader_election.lease_name;
+    assert_eq!(config.alerting.leader_election.enabled, Some(true));
+    assert_eq!(config.alerting.leader_election.namespace, None);
+    let lease = named("Role", "apf-monitor-lease");
+    assert_eq!(namespace(lease), Some(NAMESPACE));
+    let mut verbs = BTreeSet::new();
+    for r in lease["rules"].as_sequence().unwrap() {
+        assert_eq!(strings(&r["apiGroups"]), ["coordination.k8s.io"]);
+        assert_eq!(strings(&r["resources"]), ["leases"]);
+        let rule_verbs = set(&r["verbs"]);
+        if rule_verbs.contains("create") {
+            assert_eq!(rule_verbs, set_of(&["create"]), "create stands alone");
+            assert!(r.get("resourceNames").is_none());
+        } else {
+            assert_eq!(strings(&r["resourceNames"]), [lease_name.as_str()]);
+        }
+        verbs.extend(rule_verbs);
+    }
+    // What kube-lease-manager 0.13 calls: get, create (when missing), patch (take, renew, release).
+    assert_eq!(verbs, set_of(&["get", "create", "patch"]));
+}
+
+#[test]
+fn the_deployment_runs_locked_down_with_probes_and_resources() {
+    let spec = &deployment()["spec"];
+    assert_eq!(spec["replicas"].as_u64(), Some(2));
+    let pod = pod_spec();
+    let c = container();
+    assert_eq!(pod["automountServiceAccountToken"].as_bool(), Some(true));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(pod["securityContext"]["runAsUser"].as_u64(), Some(65532));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(sc["readOnlyRootFilesystem"].as_bool(), Some(true));
+    assert_eq!(sc["allowPrivilegeEscalation"].as_bool(), Some(false));
+    assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
+    assert_eq!(
+        sc["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    for side in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                !c["resources"][side][resource].is_null(),
+                "resources.{side}.{resource}"
+            );
+        }
+    }
+
+    // The port the config listens on, named `http`, probed on /healthz and /readyz.
+    let config = in_cluster_config();
+    let ports = c["ports"].as_sequence().unwrap();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0]["name"].as_str(), Some("http"));
+    assert_eq!(
+        ports[0]["containerPort"].as_u64(),
+        Some(u64::from(config.listen.port()))
+    );
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(c[probe]["httpGet"]["path"].as_str(), Some(path), "{probe}");
+        assert_eq!(
+            c[probe]["httpGet"]["port"].as_str(),
+            Some("http"),
+            "{probe}"
+        );
+    }
+
+    // SIGTERM gives the daemon shutdown_timeout to deliver and release the Lease, inside the grace period.
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert_eq!(grace, 30);
+    assert!(config.shutdown_timeout.0 < Duration::from_secs(grace));
+
+    // Spread over nodes, preferred.
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["topologyKey"].as_str(),
+        Some("kubernetes.io/hostname")
+    );
+
+    // `serve --config FILE`, FILE in the ConfigMap's volume; the state file on a writable emptyDir (the root is
+    // read-only).
+    let args = strings(&c["args"]);
+    assert_eq!(args[0], "serve");
+    let config_path = Path::new(&args[args.iter().position(|a| a == "--config").unwrap() + 1]);
+    let mount_of = |path: &Path| -> (String, String) {
+        c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter(|m| path.starts_with(m["mountPath"].as_str().unwrap()))
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["mountPath"].as_str().unwrap().to_string(),
+                )
+            })
+            .max_by_key(|(_, p)| p.len())
+            .unwrap_or_else(|| panic!("nothing mounted at {}", path.display()))
+    };
+    let volume = |n: &str| -> &Value {
+        pod["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"].as_str() == Some(n))
+            .unwrap()
+    };
+    let (config_volume, config_dir) = mount_of(config_path);
+    let config_map = volume(&config_volume)["configMap"]["name"]
+        .as_str()
+        .unwrap();
+    let file = config_path.strip_prefix(&config_dir).unwrap();
+    let data = named("ConfigMap", config_map)["data"][file.to_str().unwrap()]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        data,
+        std::fs::read_to_string(deploy_dir().join("apf-monitor.yaml")).unwrap()
+    );
+    let state_file = config.alerting.state_file.as_ref().unwrap();
+    let (state_volume, _) = mount_of(state_file);
+    assert!(volume(&state_volume).get("emptyDir").is_some());
+}
+
+#[test]
+fn the_service_monitor_pdb_and_network_policy_fit_the_pods() {
+    let labels = &deployment()["spec"]["template"]["metadata"]["labels"];
+    let matches = |selector: &Value| {
+        let m = selector["matchLabels"].as_mapping().unwrap();
+        !m.is_empty() && m.iter().all(|(k, v)| &labels[k] == v)
+    };
+    let port = container()["ports"][0]["containerPort"].as_u64().unwrap();
+
+    let service = one("Service");
+    assert_eq!(service["spec"]["type"].as_str(), Some("ClusterIP"));
+    assert!(matches(&as_label_selector(&service["spec"]["selector"])));
+    assert_eq!(service["spec"]["ports"][0]["port"].as_u64(), Some(port));
+    assert_eq!(service["spec"]["ports"][0]["name"].as_str(), Some("http"));
+
+    let monitor = one("ServiceMonitor");
+    assert_eq!(
+        monitor["apiVersion"].as_str(),
+        Some("monitoring.coreos.com/v1")
+    );
+    assert_eq!(
+        &monitor["spec"]["selector"]["matchLabels"],
+        &service["metadata"]["labels"]
+    );
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"].as_str(), Some("http"));
+    assert_eq!(endpoint["path"].as_str(), Some(METRICS_PATH));
+
+    let pdb = one("PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"].as_u64(), Some(1));
+    assert!(matches(&pdb["spec"]["selector"]));
+
+    // Ingress to the HTTP port only; egress to the apiservers and DNS only.
+    let policy = &one("NetworkPolicy")["spec"];
+    assert!(matches(&policy["podSelector"]));
+    assert_eq!(set(&policy["policyTypes"]), set_of(&["Ingress", "Egress"]));
+    let ports = |rules: &Value| -> BTreeSet<u64> {
+        rules
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["ports"].as_sequence().unwrap().iter())
+            .map(|p| p["port"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(ports(&policy["ingress"]), BTreeSet::from([port]));
+    assert_eq!(ports(&policy["egress"]), BTreeSet::from([53, 443, 6443]));
+}
+
+/// A Service's selector is a plain map; as `matchLabels` it compares like the others.
+fn as_label_selector(selector: &Value) -> Value {
+    let mut m = serde_yaml::Mapping::new();
+    m.insert("matchLabels".into(), selector.clone());
+    Value::Mapping(m)
+}
+
+#[test]
+fn apf_monitor_gets_a_priority_level_of_its_own() {
+    let schema = one("FlowSchema");
+    let spec = &schema["spec"];
+    assert_eq!(
+        schema["apiVersion"].as_str(),
+        Some("flowcontrol.apiserver.k8s.io/v1")
+    );
+    // Matched before the default schema its requests would fall into.
+    let own = spec["matchingPrecedence"].as_u64().unwrap();
+    let service_accounts = u64::from(default_precedence("service-accounts").unwrap());
+    assert!(own < service_accounts, "{own} >= {service_accounts}");
+
+    let level = one("PriorityLevelConfiguration");
+    assert_eq!(
+        spec["priorityLevelConfiguration"]["name"].as_str(),
+        Some(name(level))
+    );
+    let limited = &level["spec"]["limited"];
+    assert_eq!(level["spec"]["type"].as_str(), Some("Limited"));
+    assert_eq!(limited["lendablePercent"].as_u64(), Some(0));
+    assert_eq!(limited["limitResponse"]["type"].as_str(), Some("Queue"));
+    let shares = limited["nominalConcurrencyShares"].as_u64().unwrap();
+    assert!((1..=10).contains(&shares), "a small level: {shares} shares");
+
+    // Its subject is the Deployment's service account, and only that.
+    let (sa, sa_ns) = service_account();
+    let rules = spec["rules"].as_sequence().unwrap();
+    assert_eq!(rules.len(), 1);
+    let subjects = rules[0]["subjects"].as_sequence().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0]["kind"].as_str(), Some("ServiceAccount"));
+    assert_eq!(
+        subjects[0]["serviceAccount"]["name"].as_str(),
+        Some(sa.as_str())
+    );
+    assert_eq!(
+        subjects[0]["serviceAccount"]["namespace"].as_str(),
+        Some(sa_ns.as_str())
+    );
+
+    // It covers every request the RBAC rules allow, so none of them falls back to `service-accounts`.
+    let non_resource = rules[0]["nonResourceRules"].as_sequence().unwrap();
+    let resource = rules[0]["resourceRules"].as_sequence().unwrap();
+    for role in all("Role").into_iter().chain(all("ClusterRole")) {
+        for r in role["rules"].as_sequence().unwrap() {
+            let verbs = set(&r["verbs"]);
+            if !r["nonResourceURLs"].is_null() {
+                let urls = set(&r["nonResourceURLs"]);
+                assert!(
+                    non_resource
+                        .iter()
+                        .any(|n| set(&n["nonResourceURLs"]).is_superset(&urls)
+                            && set(&n["verbs"]).is_superset(&verbs)),
+                    "{}: {urls:?} {verbs:?} not in the FlowSchema",
+                    name(role)
+                );
+                continue;
+            }
+            let covered = resource.iter().any(|f| {
+                set(&f["verbs"]).is_superset(&verbs)
+                    && set(&f["apiGroups"]).is_superset(&set(&r["apiGroups"]))
+                    && set(&f["resources"]).is_superset(&set(&r["resources"]))
+                    && match namespace(role) {
+                        None => f["clusterScope"].as_bool() == Some(true),
+                        Some(ns) => strings(&f["namespaces"]).contains(&ns.to_string()),
+                    }
+            });
+            assert!(covered, "{}: {r:?} not in the FlowSchema", name(role));
+        }
+    }
+}
+
+/// The PrometheusRule's alerting rules, by name.
+fn prometheus_rules() -> Vec<&'static Value> {
+    let rule = one("PrometheusRule");
+    assert_eq!(
+        rule["apiVersion"].as_str(),
+        Some("monitoring.coreos.com/v1")
+    );
+    rule["spec"]["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_prometheus_rule_carries_the_built_in_alerts() {
+    let rules = prometheus_rules();
+    let names: Vec<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+    let built_in: Vec<&str> = RuleName::ALL.iter().map(|n| n.as_str()).collect();
+    assert_eq!(names, built_in);
+
+    let runbooks = std::fs::read_to_string(root().join("docs/runbooks.md")).unwrap();
+    let base = AlertingConfig::default().runbook_base_url;
+    for (r, n) in rules.iter().zip(RuleName::ALL) {
+        let spec = RuleSpec::of(n);
+        let a = n.as_str();
+        assert_eq!(
+            r["labels"]["severity"].as_str(),
+            Some(spec.severity.as_str()),
+            "{a}"
+        );
+        let for_ = parse_duration(r["for"].as_str().unwrap()).unwrap();
+        assert_eq!(for_, spec.for_, "{a}: for");
+        for key in ["summary", "description"] {
+            assert!(
+                !r["annotations"][key]
+                    .as_str()
+                    .unwrap_or_default()
+                    .is_empty(),
+                "{a}: {key}"
+            );
+        }
+        // The section of docs/runbooks.md the built-in rule links to, at the default base.
+        assert_eq!(
+            r["annotations"]["runbook_url"].as_str(),
+            Some(format!("{base}#{}", a.to_ascii_lowercase()).as_str()),
+            "{a}"
+        );
+        assert!(runbooks.contains(&format!("\n## {a}\n")), "{a}: no runbook");
+        let expr = r["expr"].as_str().unwrap();
+        if n != RuleName::APFScrapeFailing {
+            assert!(expr.contains(r#"priority_level!="exempt""#), "{a}: {expr}");
+        }
+    }
+}
+
+/// Runs promtool; its output on failure.
+fn promtool(args: &[&str], dir: &Path) {
+    let out = Command::new(binary("promtool", "prometheus"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool {args:?}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The PrometheusRule's `spec` (its groups) as a Prometheus rule file.
+fn rule_file(dir: &Path) {
+    let spec = &one("PrometheusRule")["spec"];
+    std::fs::write(dir.join("rules.yaml"), serde_yaml::to_string(spec).unwrap()).unwrap();
+}
+
+#[test]
+fn promtool_accepts_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    rule_file(dir.path());
+    promtool(&["check", "rules", "rules.yaml"], dir.path());
+}
+
+/// One alert's life in a promtool unit test: its series hold a healthy value for two evaluations (0s, 15s), the
+/// firing value from 30s to 210s, a value between the fire and clear thresholds from 225s to 330s, and a cleared
+/// value from 345s.
+struct Life {
+    rule: RuleName,
+    /// Each series (promtool's notation) with its four values: [healthy, firing, between, cleared].
+    series: Vec<(String, [f64; 4])>,
+    /// The alert's labels besides alertname, alertstate and severity.
+    labels: String,
+}
+
+const FIRE_FROM: u64 = 30;
+const HOLD_UNTIL: u64 = 330;
+const CLEAR_AT: u64 = 345;
+
+fn values([ok, fire, between, clear]: [f64; 4]) -> String {
+    // 2 healthy, 13 firing (30s..210s), 8 between (225s..330s), 4 cleared (345s..390s).
+    format!("{ok} {ok} {fire}x12 {between}x7 {clear}x3")
+}
+
+/// The series of one level as both apf-monitor pods export it: `pod="a"` sees `v`, `pod="b"` stays healthy, and
+/// the exempt level sees the firing value all along (never alerted on).
+fn level_series(metric: &str, extra: &str, v: [f64; 4]) -> Vec<(String, [f64; 4])> {
+    let s = |pod: &str, level: &str| {
+        format!(
+            r#"{metric}{{apiserver="10.0.0.5:6443",priority_level="{level}",pod="{pod}"{extra}}}"#
+        )
+    };
+    vec![
+        (s("a", "workload-low"), v),
+        (s("b", "workload-low"), [v[0]; 4]),
+        (s("a", "exempt"), [v[1]; 4]),
+    ]
+}
+
+/// Between the fire threshold and the clear threshold (on the firing side of the clear one).
+fn between(spec: &RuleSpec, scale: f64) -> f64 {
+    let (t, c) = (spec.threshold.unwrap(), spec.clear_threshold.unwrap());
+    (t + c) / 2.0 * scale
+}
+
+#[test]
+fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
+    // The queue length limit APFQueueNearFull is approximated with: every queuing default level's.
+    let queue_length_limit = default_priority_levels(KubeVersion::new(KubeVersion::MAX_MINOR, 0))
+        .into_iter()
+        .find(|p| p.name == "workload-low")
+        .and_then(|p| p.queue_length_limit)
+        .unwrap() as f64;
+    let level = r#"apiserver="10.0.0.5:6443",priority_level="workload-low""#;
+    let lives = [
+        {
+            let s = RuleSpec::of(RuleName::APFHeadroomLow);
+            let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
+            Life {
+                rule: RuleName::APFHeadroomLow,
+                series: level_series(
+                    "apf_priority_level_headroom_ratio",
+                    "",
+                    [0.9, t - 0.05, between(&s, 1.0), c + 0.05],
+                ),
+                labels: level.into(),
+            }
+        },
+        Life {
+            rule: RuleName::APFHeadroomExhausted,
+            series: level_series("apf_priority_level_inqueue_requests", "", [0.0, 5.0, 5.0, 0.0]),
+            labels: level.into(),
+        },
+        {
+            let s = RuleSpec::of(RuleName::APFQueueNearFull);
+            let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
+            Life {
+                rule: RuleName::APFQueueNearFull,
+                series: level_series(
+                    "apf_priority_level_fullest_queue_requests",
+                    "",
+                    [
+                        0.0,
+                        (t * queue_length_limit).ceil(),
+                        between(&s, queue_length_limit).ceil(),
+                        (c * queue_length_limit).floor() - 1.0,
+                    ],
+                ),
+                labels: level.into(),
+            }
+        },
+        {
+            let s = RuleSpec::of(RuleName::APFExhaustionPredicted);
+            let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
+            Life {
+                rule: RuleName::APFExhaustionPredicted,
+                series: level_series(
+                    "apf_priority_level_seconds_to_exhaustion",
+                    "",
+                    [3600.0, t - 60.0, between(&s, 1.0), c + 60.0],
+                ),
+                labels: level.into(),
+            }
+        },
+        Life {
+            rule: RuleName::APFRequestsRejected,
+            series: level_series(
+                "apf_priority_level_rejected_per_second",
+                r#",reason="queue-full""#,
+                [0.0, 1.5, 1.5, 0.0],
+            ),
+            labels: format!(r#"{level},reason="queue-full""#),
+        },
+        Life {
+            rule: RuleName::APFScrapeFailing,
+            series: vec![(
+                r#"apf_monitor_endpoint_available{apiserver="10.0.0.5:6443",endpoint="dump_queues",pod="a"}"#
+                    .into(),
+                [1.0, 0.0, 0.0, 1.0],
+            )],
+            labels: r#"apiserver="10.0.0.5:6443",endpoint="dump_queues""#.into(),
+        },
+    ];
+    for life in &lives {
+        let spec = RuleSpec::of(life.rule);
+        // A rule that clears past another threshold than it fires at must hold between the two.
+        if let (Some(t), Some(c)) = (spec.threshold, spec.clear_threshold) {
+            let holds_between = match spec.fires {
+                Fires::Below => c >= t,
+                Fires::Above => c <= t,
+            };
+            assert!(holds_between, "{:?}", life.rule);
+        }
+    }
+
+    let mut tests: Vec<serde_json::Value> = lives
+        .iter()
+        .map(|life| {
+            let spec = RuleSpec::of(life.rule);
+            let a = life.rule.as_str();
+            let firing = format!(
+                r#"ALERTS{{alertname="{a}",alertstate="firing",severity="{}",{}}}"#,
+                spec.severity.as_str(),
+                life.labels
+            );
+            let query = format!(r#"ALERTS{{alertname="{a}",alertstate="firing"}}"#);
+            let fires_at = FIRE_FROM + spec.for_.as_secs();
+            let mut checks = vec![
+                json!({"expr": query, "eval_time": format!("{}s", fires_at - 15), "exp_samples": []}),
+                json!({"expr": query, "eval_time": format!("{fires_at}s"),
+                       "exp_samples": [{"labels": firing, "value": 1}]}),
+                json!({"expr": query, "eval_time": format!("{HOLD_UNTIL}s"),
+                       "exp_samples": [{"labels": firing, "value": 1}]}),
+                json!({"expr": format!(r#"ALERTS{{alertname="{a}"}}"#),
+                       "eval_time": format!("{CLEAR_AT}s"), "exp_samples": []}),
+            ];
+            if spec.for_.is_zero() {
+                checks.remove(0);
+            }
+            json!({
+                "name": a,
+                "interval": "15s",
+                "input_series": life.series.iter()
+                    .map(|(s, v)| json!({"series": s, "values": values(*v)}))
+                    .collect::<Vec<_>>(),
+                "promql_expr_test": checks,
+            })
+        })
+        .collect();
+
+    // APFScrapeFailing on /metrics: the last success stops advancing at 60s; older than 30s from 105s, firing
+    // two minutes later.
+    let for_ = RuleSpec::of(RuleName::APFScrapeFailing).for_.as_secs();
+    let firing = r#"ALERTS{alertname="APFScrapeFailing",alertstate="firing",severity="warning",apiserver="10.0.0.6:6443"}"#;
+    let query = r#"ALERTS{alertname="APFScrapeFailing",alertstate="firing"}"#;
+    tests.push(json!({
+        "name": "APFScrapeFailing on /metrics",
+        "interval": "15s",
+        "input_series": [
+            {"series": r#"apf_monitor_last_scrape_success_timestamp_seconds{apiserver="10.0.0.6:6443",endpoint="metrics",pod="a"}"#,
+             "values": "0+15x4 60x20"},
+            {"series": r#"apf_monitor_last_scrape_success_timestamp_seconds{apiserver="10.0.0.6:6443",endpoint="metrics",pod="b"}"#,
+             "values": "0+15x24"},
+        ],
+        "promql_expr_test": [
+            {"expr": query, "eval_time": format!("{}s", 105 + for_ - 15), "exp_samples": []},
+            {"expr": query, "eval_time": format!("{}s", 105 + for_), "exp_samples": [{"labels": firing, "value": 1}]},
+        ],
+    }));
+    // ... and a replica never read since apf-monitor started: errors, no success.
+    let firing = r#"ALERTS{alertname="APFScrapeFailing",alertstate="firing",severity="warning",apiserver="10.0.0.7:6443"}"#;
+    tests.push(json!({
+        "name": "APFScrapeFailing, never read",
+        "interval": "15s",
+        "input_series": [
+            {"series": r#"apf_monitor_scrape_errors_total{apiserver="10.0.0.7:6443",endpoint="metrics",reason="connect",pod="a"}"#,
+             "values": "0+1x20"},
+        ],
+        "promql_expr_test": [
+            {"expr": query, "eval_time": format!("{}s", 15 + for_ - 15), "exp_samples": []},
+            {"expr": query, "eval_time": format!("{}s", 15 + for_), "exp_samples": [{"labels": firing, "value": 1}]},
+        ],
+    }));
+
+    let unit = json!({
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "15s",
+        "tests": tests,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    rule_file(dir.path());
+    std::fs::write(
+        dir.path().join("rules_test.yaml"),
+        serde_yaml::to_string(&unit).unwrap(),
+    )
+    .unwrap();
+    promtool(&["test", "rules", "rules_test.yaml"], dir.path());
+}
+
+#[test]
+fn the_in_cluster_config_is_valid_for_the_daemon() {
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["serve", "--check-config", "--config"])
+        .arg(deploy_dir().join("apf-monitor.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("config OK"), "{stdout}");
+    // The replicas come from discovery: no static target baked in.
+    assert!(in_cluster_config().targets.static_targets.is_empty());
+}
+
+#[test]
+fn the_receivers_secret_example_fits_the_deployment() {
+    let text = std::fs::read_to_string(deploy_dir().join("receivers-secret.example.yaml")).unwrap();
+    let secret: Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(kind(&secret), "Secret");
+    // Mounted by the Deployment (optional: the base runs without it), not rendered by the base.
+    let volume = pod_spec()["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"].as_str() == Some(name(&secret)))
+        .expect("the Deployment mounts the receivers' Secret");
+    assert_eq!(volume["secret"]["optional"].as_bool(), Some(true));
+    let mount = container()["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap()["mountPath"]
+        .as_str()
+        .unwrap();
+
+    // The receivers the comment shows are a valid config, reading their secrets from the Secret's files.
+    let example: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("#   receivers:"))
+        .take_while(|l| l.starts_with("#   "))
+        .map(|l| format!("{}\n", &l[4..]))
+        .collect();
+    let config = Config::from_yaml(&example).unwrap_or_else(|e| panic!("{e}\n{example}"));
+    let keys: BTreeSet<String> = secret["stringData"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    let files: Vec<PathBuf> = config
+        .receivers
+        .iter()
+        .flat_map(|r| {
+            [
+                r.slack.as_ref().and_then(|s| s.webhook_url_file.clone()),
+                r.email.as_ref().and_then(|e| e.password_file.clone()),
+            ]
+        })
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for f in files {
+        let key = f.strip_prefix(mount).unwrap().to_str().unwrap().to_string();
+        assert!(keys.contains(&key), "{key} is not in the Secret");
+    }
+}
+
+#[test]
+fn the_image_builds_with_the_release_command_and_runs_as_non_root() {
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    assert!(dockerfile.contains("cargo build --release --locked"));
+    assert!(dockerfile.contains("USER 65532"));
+    assert!(dockerfile.contains("FROM gcr.io/distroless/cc-debian12:nonroot"));
+    // The binary the Deployment runs is the one the image copies in.
+    let command = strings(&container()["command"]);
+    assert_eq!(command, ["/apf-monitor"]);
+    assert!(dockerfile.contains("target/release/apf-monitor /apf-monitor"));
+    assert!(dockerfile.contains(r#"ENTRYPOINT ["/apf-monitor"]"#));
+    // The README tells the same command, and CI checks the Dockerfile keeps it.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    assert!(readme.contains("cargo build --release --locked"));
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    assert!(ci.contains("cargo build --release --locked"));
+}

@@ -21,9 +21,10 @@
 //! ```
 //!
 //! Endpoints ([`router`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
-//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`,
+//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`, and the Kubernetes API: discovery
+//! (`/api`, `/apis`, ...) and list, get and watch of
 //! `/apis/flowcontrol.apiserver.k8s.io/{v1|v1beta3|...}/{flowschemas|prioritylevelconfigurations}` (only the API
-//! versions the simulated release serves; others 404 with a JSON Status).
+//! versions the simulated release serves; others 404 with a JSON Status) and the namespaces.
 //!
 //! Simplifications, each invisible to a scraper: priority levels are printed in definition order where a real
 //! server uses random map order (before 1.27); dispatch is round-robin over queues rather than virtual-finish-time
@@ -31,9 +32,15 @@
 //! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
 mod apf;
+mod api;
+mod discovery;
+mod lease;
+mod objects;
 mod render;
 mod scenario;
+mod selector;
 mod server;
+mod store;
 mod tabwriter;
 
 pub use crate::apf::KubeVersion;

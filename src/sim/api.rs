@@ -11,7 +11,9 @@ use super::discovery::{self, Resource};
 use super::lease;
 use super::selector::{Selector, SelectorError};
 use super::store::{Change, EventType, Gvr, ObjectKey, Store};
+use super::table;
 use super::KubeVersion;
+use crate::apf::endpoints::PRIORITY_LEVEL_CONFIGURATIONS;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -306,13 +308,16 @@ async fn dispatch(
     }
     let namespace = t.namespace.unwrap_or("");
     match (verb, t.name) {
-        ("watch", _) => watch_response(ctx, &r, t.namespace, &call.query),
-        ("list", _) => list(ctx, &r, t.namespace, &call.query),
+        ("watch", _) => watch_response(ctx, &r, t.namespace, &call),
+        ("list", _) => list(ctx, &r, t.namespace, &call),
         ("get", Some(name)) => {
             let object = ctx
                 .store
                 .get(&super::objects::key(r.gvr, namespace, name))
                 .ok_or_else(|| ApiError::object_not_found(&r, name))?;
+            if let Some(printer) = TablePrinter::for_call(ctx, &r, &call) {
+                return Ok(Json(printer.print(std::slice::from_ref(&object), None)).into_response());
+            }
             Ok(Json(object).into_response())
         }
         ("create", _) => {
@@ -370,19 +375,77 @@ fn list_item(mut object: Value) -> Value {
     object
 }
 
+/// How a request that asks for Tables gets its objects printed (list, get and each watch event).
+struct TablePrinter {
+    resource: Resource,
+    version: KubeVersion,
+    include_object: String,
+    /// The priority levels, for the FlowSchemas' MissingPL column.
+    levels: Vec<String>,
+}
+
+impl TablePrinter {
+    /// A printer when the request asks for Tables and the kind has columns.
+    fn for_call(ctx: &ApiContext, r: &Resource, call: &Call) -> Option<Self> {
+        let accept = call.headers.get(header::ACCEPT)?.to_str().ok()?;
+        if !table::wanted(accept) || !table::has_columns(r) {
+            return None;
+        }
+        let levels: Vec<String> = if r.kind == "FlowSchema" {
+            let plc = Gvr {
+                resource: PRIORITY_LEVEL_CONFIGURATIONS,
+                ..r.gvr
+            };
+            ctx.store
+                .list(plc, None)
+                .0
+                .iter()
+                .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(TablePrinter {
+            resource: *r,
+            version: ctx.version,
+            include_object: call
+                .query
+                .get("includeObject")
+                .cloned()
+                .unwrap_or_else(|| "Metadata".into()),
+            levels,
+        })
+    }
+
+    fn print(&self, objects: &[Value], resource_version: Option<String>) -> Value {
+        table::table(
+            &self.resource,
+            self.version,
+            objects,
+            resource_version,
+            &self.include_object,
+            &self.levels,
+        )
+        .unwrap_or(Value::Null)
+    }
+}
+
 fn list(
     ctx: &ApiContext,
     r: &Resource,
     namespace: Option<&str>,
-    query: &HashMap<String, String>,
+    call: &Call,
 ) -> Result<Response, ApiError> {
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(&call.query)?;
     let (items, revision) = ctx.store.list(r.gvr, namespace);
     let items: Vec<Value> = items
         .into_iter()
         .filter(|o| labels.matches(o) && fields.matches(o))
-        .map(list_item)
         .collect();
+    if let Some(printer) = TablePrinter::for_call(ctx, r, call) {
+        return Ok(Json(printer.print(&items, Some(revision.to_string()))).into_response());
+    }
+    let items: Vec<Value> = items.into_iter().map(list_item).collect();
     Ok(Json(json!({
         "kind": format!("{}List", r.kind),
         "apiVersion": r.api_version(),
@@ -398,6 +461,8 @@ struct WatchFilter {
     namespace: Option<String>,
     labels: Selector,
     fields: Selector,
+    /// Each event's object a one-row Table, when the watch asked for Tables (kubectl get -w).
+    printer: Option<TablePrinter>,
 }
 
 impl WatchFilter {
@@ -434,6 +499,15 @@ impl WatchFilter {
             }
             EventType::Deleted if before => (EventType::Deleted, c.object.clone()),
             _ => return None,
+        };
+        let object = match &self.printer {
+            Some(p) => {
+                let rv = object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string);
+                p.print(std::slice::from_ref(&object), rv)
+            }
+            None => object,
         };
         Some(json!({"type": kind.as_str(), "object": object}))
     }
@@ -494,8 +568,9 @@ fn watch_response(
     ctx: &ApiContext,
     r: &Resource,
     namespace: Option<&str>,
-    query: &HashMap<String, String>,
+    call: &Call,
 ) -> Result<Response, ApiError> {
+    let query = &call.query;
     let (labels, fields) = selectors(query)?;
     let from = match query.get("resourceVersion").map(String::as_str) {
         None | Some("") => None,
@@ -516,6 +591,7 @@ fn watch_response(
         namespace: namespace.map(str::to_string),
         labels,
         fields,
+        printer: TablePrinter::for_call(ctx, r, call),
     };
     let start = match ctx.store.watch(from, |k| filter.covers(k)) {
         Ok(s) => s,
@@ -743,6 +819,64 @@ mod tests {
         assert_eq!(first["object"]["metadata"]["name"], "kubernetes");
     }
 
+    #[tokio::test]
+    async fn kubectl_get_gets_tables_others_objects() {
+        use tower::ServiceExt;
+        let c = ctx();
+        let get = |uri: &str, accept: &str| {
+            axum::http::Request::builder()
+                .uri(uri)
+                .header(header::ACCEPT, accept)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        for (uri, accept, kind) in [
+            (
+                "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+                kubectl,
+                "Table",
+            ),
+            (
+                "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/exempt",
+                kubectl,
+                "Table",
+            ),
+            (
+                "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+                "application/json",
+                "FlowSchemaList",
+            ),
+        ] {
+            let resp = routes(c.clone()).oneshot(get(uri, accept)).await.unwrap();
+            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(v["kind"], kind, "{uri}");
+        }
+        let resp = routes(c.clone())
+            .oneshot(get(
+                "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+                kubectl,
+            ))
+            .await
+            .unwrap();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let t: Value = serde_json::from_slice(&bytes).unwrap();
+        let exempt = t["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cells"][0] == "exempt")
+            .unwrap();
+        assert_eq!(exempt["cells"][1], "exempt");
+        assert_eq!(exempt["cells"][5], "False", "the level exists");
+        assert_eq!(exempt["object"]["metadata"]["name"], "exempt");
+    }
+
     #[test]
     fn selectors_turn_changes_into_added_and_deleted() {
         let filter = WatchFilter {
@@ -750,6 +884,7 @@ mod tests {
             namespace: None,
             labels: Selector::labels("app=x").unwrap(),
             fields: Selector::default(),
+            printer: None,
         };
         let with = |app: &str| json!({"metadata": {"name": "s", "labels": {"app": app}}});
         let change = |kind, object, previous| Change {

@@ -62,6 +62,7 @@ mod scenario;
 mod selector;
 mod server;
 mod store;
+mod table;
 mod tabwriter;
 mod tls;
 

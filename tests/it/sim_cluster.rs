@@ -84,6 +84,23 @@ async fn kubectl_works_against(cluster: &Cluster, kubeconfig: &Path) {
     ] {
         assert!(out.contains(name), "{name} missing:\n{out}");
     }
+    // The columns kube-apiserver prints for these kinds (server-side Table), not only NAME and AGE.
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        row("flowschema.flowcontrol.apiserver.k8s.io/service-accounts")[1..4],
+        ["workload-low", "9000", "ByUser"],
+        "{out}"
+    );
+    assert_eq!(
+        row("prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/workload-low")[1..6],
+        ["Limited", "100", "128", "6", "50"],
+        "{out}"
+    );
 
     let (ok, out, err) = kubectl(kubeconfig, &["get", "endpointslices", "-n", "default"]).await;
     assert!(ok && out.contains("kubernetes"), "{out}{err}");

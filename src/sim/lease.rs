@@ -240,6 +240,7 @@ pub(super) fn patch(
         .get("metadata")
         .and_then(|m| m.get("resourceVersion"))
         .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty())
         .map(str::to_string);
     if let Some(n) = body
         .get("metadata")

@@ -321,25 +321,22 @@ async fn dispatch(
             Ok(Json(object).into_response())
         }
         ("create", _) => {
-            let object = lease::create(&ctx.store, &r, namespace, &call.body)?;
+            let manager = lease::manager_name(
+                call.query.get("fieldManager").map(String::as_str),
+                header_str(&call.headers, header::USER_AGENT),
+            );
+            let object = lease::create(&ctx.store, &r, namespace, &call.body, &manager)?;
             Ok((StatusCode::CREATED, Json(object)).into_response())
         }
         ("patch", Some(name)) => {
-            let content_type = call
-                .headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let field_manager = call.query.get("fieldManager").map(String::as_str);
-            let (object, created) = lease::patch(
-                &ctx.store,
-                &r,
-                namespace,
-                name,
-                content_type,
-                &call.body,
-                field_manager,
-            )?;
+            let request = lease::PatchRequest {
+                content_type: header_str(&call.headers, header::CONTENT_TYPE).unwrap_or_default(),
+                field_manager: call.query.get("fieldManager").map(String::as_str),
+                user_agent: header_str(&call.headers, header::USER_AGENT),
+                force: is_true(call.query.get("force")),
+            };
+            let (object, created) =
+                lease::patch(&ctx.store, &r, namespace, name, &request, &call.body)?;
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -349,6 +346,10 @@ async fn dispatch(
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// `true`, `1` and the other spellings Go's strconv.ParseBool accepts.

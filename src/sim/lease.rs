@@ -4,13 +4,14 @@
 //! Every patch type merges its body into the stored object as a JSON merge patch (RFC 7386: objects merge key by
 //! key, `null` removes a field, anything else replaces): for a Lease, whose spec has no lists, that is what a
 //! strategic-merge patch and a server-side apply (`application/apply-patch+yaml`, JSON or YAML) do too. An apply
-//! of a Lease that does not exist creates it. Simplification: server-side apply's field ownership is not tracked, so
-//! an apply never conflicts with another field manager's; a `metadata.resourceVersion` in the body is a
+//! of a Lease that does not exist creates it, and an apply that would change a field another field manager owns
+//! gets 409 Conflict unless forced ([`super::ownership`]). A `metadata.resourceVersion` in the body is a
 //! precondition, as in kube-apiserver (409 Conflict when the Lease changed since).
 
 use super::api::ApiError;
 use super::discovery::Resource;
 use super::objects::key;
+use super::ownership::{self, Operation};
 use super::store::{Store, StoreError};
 use serde_json::{json, Map, Value};
 
@@ -104,9 +105,6 @@ fn store_error(r: &Resource, name: &str, e: StoreError) -> ApiError {
     match e {
         StoreError::AlreadyExists => ApiError::AlreadyExists(format!("{what} already exists")),
         StoreError::NotFound => ApiError::object_not_found(r, name),
-        StoreError::Conflict => {
-            ApiError::Conflict(format!("Operation cannot be fulfilled on {what}: {e}"))
-        }
     }
 }
 
@@ -178,19 +176,54 @@ fn new_object(
     Ok((name, Value::Object(object)))
 }
 
+/// Who writes: the request's `fieldManager`, else (as kube-apiserver names managers) its User-Agent's product.
+pub(super) fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
+    match field_manager.filter(|m| !m.is_empty()) {
+        Some(m) => m.to_string(),
+        None => user_agent
+            .and_then(|ua| ua.split('/').next())
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .unwrap_or("unknown")
+            .to_string(),
+    }
+}
+
 /// POST to a collection: the created object, or 409 AlreadyExists.
 pub(super) fn create(
     store: &Store,
     r: &Resource,
     namespace: &str,
     body: &[u8],
+    manager: &str,
 ) -> Result<Value, ApiError> {
     let body = parse_object(body, false)?;
     check_type(r, &body, false)?;
-    let (name, object) = new_object(r, namespace, body, None)?;
+    let fields = Value::Object(body.clone());
+    let (name, mut object) = new_object(r, namespace, body, None)?;
+    let time = super::objects::now();
+    ownership::record(
+        &mut object,
+        &fields,
+        manager,
+        Operation::Update,
+        &r.api_version(),
+        &time,
+    );
     store
         .create(key(r.gvr, namespace, &name), object)
         .map_err(|e| store_error(r, &name, e))
+}
+
+/// What a PATCH request says besides its body.
+pub(super) struct PatchRequest<'a> {
+    pub content_type: &'a str,
+    /// The request's `fieldManager` (required for an apply).
+    pub field_manager: Option<&'a str>,
+    /// Falls back for the manager's name of other patches.
+    pub user_agent: Option<&'a str>,
+    /// `force=true`: an apply takes the fields other managers own instead of conflicting.
+    pub force: bool,
 }
 
 /// PATCH of `name`: the patched object, and whether an apply created it.
@@ -199,11 +232,11 @@ pub(super) fn patch(
     r: &Resource,
     namespace: &str,
     name: &str,
-    content_type: &str,
+    request: &PatchRequest<'_>,
     body: &[u8],
-    field_manager: Option<&str>,
 ) -> Result<(Value, bool), ApiError> {
-    let media = content_type
+    let media = request
+        .content_type
         .split(';')
         .next()
         .unwrap_or_default()
@@ -219,23 +252,19 @@ pub(super) fn patch(
         )))
         }
     };
-    if apply && field_manager.is_none_or(str::is_empty) {
+    if apply && request.field_manager.is_none_or(str::is_empty) {
         return Err(ApiError::BadRequest(
             "PATCH, application/apply-patch+yaml requires fieldManager to be set".into(),
         ));
     }
+    let manager = manager_name(request.field_manager, request.user_agent);
+    let operation = if apply {
+        Operation::Apply
+    } else {
+        Operation::Update
+    };
     let body = parse_object(body, apply)?;
     check_type(r, &body, apply)?;
-    let object_key = key(r.gvr, namespace, name);
-    if apply && store.get(&object_key).is_none() {
-        let (_, object) = new_object(r, namespace, body.clone(), Some(name))?;
-        match store.create(object_key.clone(), object) {
-            Ok(o) => return Ok((o, true)),
-            // Created since the look-up: patch it like any other.
-            Err(StoreError::AlreadyExists) => {}
-            Err(e) => return Err(store_error(r, name, e)),
-        }
-    }
     let precondition = body
         .get("metadata")
         .and_then(|m| m.get("resourceVersion"))
@@ -253,7 +282,7 @@ pub(super) fn patch(
             )));
         }
     }
-    let mut patch = Value::Object(body);
+    let mut patch = Value::Object(body.clone());
     // What the server owns is not the client's to change.
     if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in [
@@ -262,6 +291,7 @@ pub(super) fn patch(
             "uid",
             "creationTimestamp",
             "resourceVersion",
+            "managedFields",
         ] {
             meta.remove(field);
         }
@@ -270,23 +300,46 @@ pub(super) fn patch(
         obj.remove("kind");
         obj.remove("apiVersion");
     }
-    let updated = store
-        .update(&object_key, |old| {
-            if let Some(want) = &precondition {
-                if old
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    != Some(want)
-                {
-                    return Err(StoreError::Conflict);
-                }
+    let what = format!("{} \"{name}\"", r.qualified_name());
+    let time = super::objects::now();
+    store.write(&key(r.gvr, namespace, name), |old| {
+        let Some(old) = old else {
+            // Server-side apply creates what does not exist; the other patches need an object.
+            if !apply {
+                return Err(ApiError::object_not_found(r, name));
             }
-            let mut new = old.clone();
-            merge(&mut new, &patch);
-            Ok(new)
-        })
-        .map_err(|e| store_error(r, name, e))?;
-    Ok((updated, false))
+            let (_, mut object) = new_object(r, namespace, body, Some(name))?;
+            ownership::record(&mut object, &patch, &manager, operation, &r.api_version(), &time);
+            return Ok(object);
+        };
+        if let Some(want) = &precondition {
+            if old.pointer("/metadata/resourceVersion").and_then(Value::as_str) != Some(want) {
+                return Err(ApiError::Conflict(format!(
+                    "Operation cannot be fulfilled on {what}: the object has been modified; please apply your \
+                     changes to the latest version and try again"
+                )));
+            }
+        }
+        if apply && !request.force {
+            let conflicts = ownership::conflicts(old, &patch, &manager);
+            if !conflicts.is_empty() {
+                let list: Vec<String> = conflicts
+                    .iter()
+                    .map(|(other, field)| format!("conflict with \"{other}\": {field}"))
+                    .collect();
+                return Err(ApiError::Conflict(format!(
+                    "Apply failed with {} conflict{}: {}",
+                    conflicts.len(),
+                    if conflicts.len() == 1 { "" } else { "s" },
+                    list.join(", ")
+                )));
+            }
+        }
+        let mut new = old.clone();
+        merge(&mut new, &patch);
+        ownership::record(&mut new, &patch, &manager, operation, &r.api_version(), &time);
+        Ok(new)
+    })
 }
 
 #[cfg(test)]
@@ -294,6 +347,108 @@ mod tests {
     use super::*;
     use crate::sim::discovery::{self, LEASES};
     use crate::sim::KubeVersion;
+
+    /// A patch the old way round: content type, body, field manager; never forced.
+    fn patch_as(
+        s: &Store,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        content_type: &str,
+        body: &[u8],
+        field_manager: Option<&str>,
+    ) -> Result<(Value, bool), ApiError> {
+        let request = PatchRequest {
+            content_type,
+            field_manager,
+            user_agent: Some("kubectl/v1.32.4 (linux/amd64)"),
+            force: false,
+        };
+        patch(s, r, ns, name, &request, body)
+    }
+
+    #[test]
+    fn racing_applies_conflict_and_a_release_frees_the_fields() {
+        let s = Store::new();
+        let r = leases();
+        create(
+            &s,
+            &r,
+            "default",
+            br#"{"metadata":{"name":"lock"}}"#,
+            "test",
+        )
+        .unwrap();
+        let take = |who: &str| {
+            format!(
+                r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","spec":{{"holderIdentity":"{who}"}}}}"#
+            )
+        };
+        patch_as(
+            &s,
+            &r,
+            "default",
+            "lock",
+            APPLY_PATCH,
+            take("a").as_bytes(),
+            Some("ma"),
+        )
+        .unwrap();
+        let e = patch_as(
+            &s,
+            &r,
+            "default",
+            "lock",
+            APPLY_PATCH,
+            take("b").as_bytes(),
+            Some("mb"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            ApiError::Conflict(
+                "Apply failed with 1 conflict: conflict with \"ma\": .spec.holderIdentity".into()
+            )
+        );
+        // Forced, the apply wins.
+        let forced = PatchRequest {
+            content_type: APPLY_PATCH,
+            field_manager: Some("mc"),
+            user_agent: None,
+            force: true,
+        };
+        let (o, _) = patch(&s, &r, "default", "lock", &forced, take("c").as_bytes()).unwrap();
+        assert_eq!(o["spec"]["holderIdentity"], "c");
+        assert_eq!(o["metadata"]["managedFields"][0]["manager"], "mc");
+        // Released (a strategic-merge patch with nulls, recorded under the User-Agent's product), anyone applies.
+        let release = br#"{"spec":{"holderIdentity":null}}"#;
+        let (o, _) = patch_as(
+            &s,
+            &r,
+            "default",
+            "lock",
+            STRATEGIC_MERGE_PATCH,
+            release,
+            None,
+        )
+        .unwrap();
+        assert!(o["metadata"].get("managedFields").is_none());
+        patch_as(
+            &s,
+            &r,
+            "default",
+            "lock",
+            APPLY_PATCH,
+            take("b").as_bytes(),
+            Some("mb"),
+        )
+        .unwrap();
+        assert_eq!(
+            manager_name(None, Some("kubectl/v1.32.4 (linux/amd64)")),
+            "kubectl"
+        );
+        assert_eq!(manager_name(Some(""), None), "unknown");
+    }
 
     fn leases() -> Resource {
         discovery::find(
@@ -317,25 +472,17 @@ mod tests {
         let s = Store::new();
         let r = leases();
         let body = br#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"lock"},"spec":{}}"#;
-        let o = create(&s, &r, "default", body).unwrap();
+        let o = create(&s, &r, "default", body, "test").unwrap();
         assert_eq!(o["metadata"]["namespace"], "default");
         assert_eq!(o["metadata"]["uid"].as_str().unwrap().len(), 36);
-        let e = create(&s, &r, "default", body).unwrap_err();
+        let e = create(&s, &r, "default", body, "test").unwrap_err();
         assert_eq!(
             e,
             ApiError::AlreadyExists("leases.coordination.k8s.io \"lock\" already exists".into())
         );
         let elsewhere = br#"{"metadata":{"name":"lock","namespace":"default"}}"#;
         assert!(matches!(
-            create(&s, &r, "other", elsewhere).unwrap_err(),
-            ApiError::BadRequest(_)
-        ));
-        assert!(matches!(
-            create(&s, &r, "default", br#"{"metadata":{"name":"Bad_Name"}}"#).unwrap_err(),
-            ApiError::Invalid(_)
-        ));
-        assert!(matches!(
-            create(&s, &r, "default", b"[]").unwrap_err(),
+            create(&s, &r, "other", elsewhere, "test").unwrap_err(),
             ApiError::BadRequest(_)
         ));
         assert!(matches!(
@@ -343,7 +490,23 @@ mod tests {
                 &s,
                 &r,
                 "default",
-                br#"{"kind":"Pod","metadata":{"name":"x"}}"#
+                br#"{"metadata":{"name":"Bad_Name"}}"#,
+                "test"
+            )
+            .unwrap_err(),
+            ApiError::Invalid(_)
+        ));
+        assert!(matches!(
+            create(&s, &r, "default", b"[]", "test").unwrap_err(),
+            ApiError::BadRequest(_)
+        ));
+        assert!(matches!(
+            create(
+                &s,
+                &r,
+                "default",
+                br#"{"kind":"Pod","metadata":{"name":"x"}}"#,
+                "test"
             )
             .unwrap_err(),
             ApiError::BadRequest(_)
@@ -354,14 +517,22 @@ mod tests {
     fn patches_merge_and_null_removes() {
         let s = Store::new();
         let r = leases();
-        let created = create(&s, &r, "default", br#"{"metadata":{"name":"lock"}}"#).unwrap();
+        let created = create(
+            &s,
+            &r,
+            "default",
+            br#"{"metadata":{"name":"lock"}}"#,
+            "test",
+        )
+        .unwrap();
         let rv0: u64 = created["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
             .parse()
             .unwrap();
         let apply = br#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","spec":{"holderIdentity":"a","leaseDurationSeconds":15}}"#;
-        let (o, created) = patch(&s, &r, "default", "lock", APPLY_PATCH, apply, Some("m")).unwrap();
+        let (o, created) =
+            patch_as(&s, &r, "default", "lock", APPLY_PATCH, apply, Some("m")).unwrap();
         assert!(!created);
         assert_eq!(o["spec"]["holderIdentity"], "a");
         let rv1: u64 = o["metadata"]["resourceVersion"]
@@ -371,7 +542,7 @@ mod tests {
             .unwrap();
         assert!(rv1 > rv0);
         let release = br#"{"spec":{"holderIdentity":null,"leaseDurationSeconds":null}}"#;
-        let (o, _) = patch(
+        let (o, _) = patch_as(
             &s,
             &r,
             "default",
@@ -384,7 +555,7 @@ mod tests {
         assert_eq!(o["spec"], json!({}));
         assert_eq!(o["metadata"]["name"], "lock");
         // The name and uid stay the server's.
-        let (o, _) = patch(
+        let (o, _) = patch_as(
             &s,
             &r,
             "default",
@@ -400,7 +571,7 @@ mod tests {
         let stale = format!(
             r#"{{"metadata":{{"resourceVersion":"{rv0}"}},"spec":{{"holderIdentity":"b"}}}}"#
         );
-        let e = patch(
+        let e = patch_as(
             &s,
             &r,
             "default",
@@ -412,11 +583,11 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, ApiError::Conflict(_)), "{e:?}");
         assert!(matches!(
-            patch(&s, &r, "default", "nope", MERGE_PATCH, b"{}", None).unwrap_err(),
+            patch_as(&s, &r, "default", "nope", MERGE_PATCH, b"{}", None).unwrap_err(),
             ApiError::NotFound(_)
         ));
         assert!(matches!(
-            patch(
+            patch_as(
                 &s,
                 &r,
                 "default",
@@ -429,7 +600,7 @@ mod tests {
             ApiError::UnsupportedMediaType(_)
         ));
         assert!(matches!(
-            patch(&s, &r, "default", "lock", APPLY_PATCH, apply, None).unwrap_err(),
+            patch_as(&s, &r, "default", "lock", APPLY_PATCH, apply, None).unwrap_err(),
             ApiError::BadRequest(_)
         ));
     }
@@ -439,7 +610,7 @@ mod tests {
         let s = Store::new();
         let r = leases();
         let yaml = b"apiVersion: coordination.k8s.io/v1\nkind: Lease\nspec:\n  holderIdentity: a\n";
-        let (o, created) = patch(
+        let (o, created) = patch_as(
             &s,
             &r,
             "kube-system",

@@ -57,6 +57,7 @@ mod cluster;
 mod discovery;
 mod lease;
 mod objects;
+mod ownership;
 mod render;
 mod scenario;
 mod selector;

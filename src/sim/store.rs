@@ -65,9 +65,6 @@ pub(super) enum StoreError {
     AlreadyExists,
     #[error("not found")]
     NotFound,
-    /// The caller's `metadata.resourceVersion` precondition is not the object's revision any more.
-    #[error("the object has been modified; please apply your changes to the latest version and try again")]
-    Conflict,
 }
 
 /// Where a watch starts: the revision it was asked from and the changes it must replay.
@@ -180,20 +177,23 @@ impl Store {
         }
     }
 
-    /// Changes an existing object with `edit`, which sees the stored object and returns the new one (or refuses).
-    pub fn update(
+    /// Writes `key` atomically: `edit` sees the stored object (`None` when there is none) and returns the new one,
+    /// or refuses with its own error. Returns the stored object and whether it was created.
+    pub fn write<E>(
         &self,
         key: &ObjectKey,
-        edit: impl FnOnce(&Value) -> Result<Value, StoreError>,
-    ) -> Result<Value, StoreError> {
+        edit: impl FnOnce(Option<&Value>) -> Result<Value, E>,
+    ) -> Result<(Value, bool), E> {
         let mut inner = self.lock();
-        let old = inner
-            .objects
-            .get(key)
-            .cloned()
-            .ok_or(StoreError::NotFound)?;
-        let new = edit(&old)?;
-        Ok(inner.commit(EventType::Modified, key.clone(), new, Some(old)))
+        let old = inner.objects.get(key).cloned();
+        let new = edit(old.as_ref())?;
+        Ok(match old {
+            Some(old) => (
+                inner.commit(EventType::Modified, key.clone(), new, Some(old)),
+                false,
+            ),
+            None => (inner.commit(EventType::Added, key.clone(), new, None), true),
+        })
     }
 
     pub fn delete(&self, key: &ObjectKey) -> Result<Value, StoreError> {
@@ -336,12 +336,23 @@ mod tests {
         let (items, rev) = s.list(LEASES, Some("default"));
         assert_eq!((items.len(), rev), (2, rb));
         assert!(s.list(LEASES, Some("other")).0.is_empty());
-        let a2 = s.update(&key("a"), |_| Ok(obj("a", "z"))).unwrap();
+        let (a2, created) = s
+            .write(&key("a"), |old| {
+                assert!(old.is_some());
+                Ok::<_, StoreError>(obj("a", "z"))
+            })
+            .unwrap();
+        assert!(!created);
         assert_eq!(a2["metadata"]["resourceVersion"], (rb + 1).to_string());
-        assert_eq!(
-            s.update(&key("c"), |o| Ok(o.clone())),
-            Err(StoreError::NotFound)
-        );
+        let refused = s.write(&key("c"), |old| match old {
+            Some(o) => Ok(o.clone()),
+            None => Err(StoreError::NotFound),
+        });
+        assert_eq!(refused, Err(StoreError::NotFound));
+        let (_, created) = s
+            .write(&key("c"), |_| Ok::<_, StoreError>(obj("c", "x")))
+            .unwrap();
+        assert!(created);
     }
 
     #[test]

@@ -57,10 +57,6 @@ impl ApiContext {
         }
     }
 
-    pub fn resources(&self) -> &[Resource] {
-        &self.resources
-    }
-
     fn find(&self, group: &str, version: &str, resource: &str) -> Option<Resource> {
         self.resources.iter().copied().find(|r| {
             r.gvr.group == group && r.gvr.version == version && r.gvr.resource == resource
@@ -631,7 +627,7 @@ mod tests {
         let v = KubeVersion::new(34, 0);
         let store = Store::new();
         let c = ApiContext::new(store, v, Some("127.0.0.2:6443".into()), None);
-        objects::seed(&c.store, v, c.resources());
+        objects::seed(&c.store, v, &c.resources);
         objects::write_endpoints(&c.store, &["127.0.0.2:6443".parse().unwrap()]);
         c
     }

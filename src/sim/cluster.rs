@@ -14,6 +14,7 @@
 
 use super::api::{self, ApiContext};
 use super::auth::require_token;
+use super::discovery;
 use super::server::replica_routes;
 use super::store::Store;
 use super::tls::{Pki, TlsError, TlsListener};
@@ -198,8 +199,8 @@ impl Cluster {
             }),
             opts,
         };
-        let ctx = ApiContext::new(cluster.store.clone(), cluster.opts.version, None, None);
-        objects::seed(&cluster.store, cluster.opts.version, ctx.resources());
+        let resources = discovery::resources(cluster.opts.version);
+        objects::seed(&cluster.store, cluster.opts.version, &resources);
         for _ in 0..cluster.opts.replicas {
             // On an error, dropping `cluster` stops the replicas already started.
             cluster.add_replica().await?;

@@ -4,7 +4,7 @@
 use super::api::{self, ApiContext, ApiError};
 use super::render::{git_commit, go_version};
 use super::store::Store;
-use super::{objects, Simulator};
+use super::{discovery, objects, Simulator};
 use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Query, State};
 use axum::http::header;
@@ -20,9 +20,9 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// default flowcontrol objects (no `kubernetes` endpoints: the address it is served on is not known here).
 pub fn router(sim: Simulator) -> Router {
     let version = sim.lock().version;
-    let ctx = ApiContext::new(Store::new(), version, None, None);
-    objects::seed(&ctx.store, version, ctx.resources());
-    replica_routes(sim).merge(api::routes(ctx))
+    let store = Store::new();
+    objects::seed(&store, version, &discovery::resources(version));
+    replica_routes(sim).merge(api::routes(ApiContext::new(store, version, None, None)))
 }
 
 /// Serves `router(sim)` on `listener` until the future is dropped.

@@ -1,5 +1,5 @@
-//! `apf-monitor simulate` (a simulated kube-apiserver) and `apf-monitor demo` (the simulator and the daemon in one
-//! process, alerts to the console): no cluster needed.
+//! `apf-monitor simulate` (a simulated cluster of kube-apiservers) and `apf-monitor demo` (the simulator and the
+//! daemon in one process, alerts to the console): no cluster needed.
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
-//! `apf-monitor simulate` (a simulated kube-apiserver) and `apf-monitor demo` (the simulator and the daemon in one
-//! process, alerts to the console): no cluster needed.
+//! `apf-monitor simulate` (a simulated cluster of kube-apiservers) and `apf-monitor demo` (the simulator and the
+//! daemon in one process, alerts to the console): no cluster needed.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,32 +13,174 @@ use crate::daemon::Daemon;
 
 pub async fn simulate(args: SimulateArgs) -> Result<()> {
     init_logging(LogFormat::Text, "info")?;
-    let sim = build_simulator(
-        &args.kubernetes_version,
-        &args.scenario,
-        args.seed,
-        args.server_concurrency,
-    )?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {}: is another process using it? Use --listen",
-                args.listen
-            )
-        })?;
-    let addr = listener.local_addr()?;
-    let _clock = sim.spawn_clock(Duration::from_millis(100));
+    let version: crate::sim::KubeVersion = args
+        .kubernetes_version
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--kubernetes-version {:?}: {e}", args.kubernetes_version))?;
+    let source: crate::sim::ScenarioSource = args
+        .scenario
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--scenario {:?}: {e}", args.scenario))?;
+    let scenario = crate::sim::Scenario::load(&source)
+        .map_err(|e| anyhow::anyhow!("--scenario {:?}: {e}", args.scenario))?;
+    let replicas = usize::from(args.replicas);
+    let first_address = first_replica_address(args.listen.ip(), replicas)?;
+    let token = match (&args.token_file, args.require_token) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--token-file {}", path.display()))?;
+            let token = text.trim().to_string();
+            anyhow::ensure!(
+                !token.is_empty(),
+                "--token-file {}: the file is empty",
+                path.display()
+            );
+            Some(token)
+        }
+        (None, true) => Some(crate::sim::generate_token()),
+        (None, false) => None,
+    };
+    let cluster = crate::sim::Cluster::start(crate::sim::ClusterOptions {
+        seed: args.seed,
+        server_concurrency: args.server_concurrency,
+        replicas,
+        first_address,
+        listen_port: args.listen.port(),
+        tls: args.tls,
+        token: token.clone(),
+        ..crate::sim::ClusterOptions::new(version, scenario)
+    })
+    .await
+    .map_err(|e| match e {
+        crate::sim::ClusterError::Bind { .. } => {
+            anyhow::anyhow!("{e}: is another process using it? Use --listen")
+        }
+        e => e.into(),
+    })?;
+
+    // Files beside the kubeconfig: the token (unless the user gave one), the CA and a config to scrape with.
+    let kubeconfig = absolute(&args.kubeconfig_out);
+    cluster
+        .kubeconfig(&kubeconfig)
+        .context("cannot write the kubeconfig; use --kubeconfig-out")?;
+    let token_file = match (&args.token_file, &token) {
+        (Some(path), _) => Some(absolute(path)),
+        (None, Some(t)) => {
+            let path = kubeconfig.with_extension("token");
+            crate::sim::write_private(&path, &format!("{t}\n"))?;
+            Some(path)
+        }
+        (None, None) => None,
+    };
+    let ca_file = match cluster.ca_pem() {
+        Some(pem) => {
+            let path = kubeconfig.with_extension("ca.crt");
+            std::fs::write(&path, pem)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Some(path)
+        }
+        None => None,
+    };
+
+    let shares = crate::sim::load_shares(replicas);
     println!(
-        "simulated kube-apiserver v{} ({}) on http://{addr}",
-        args.kubernetes_version, args.scenario
+        "simulated Kubernetes v{} cluster under the {:?} load scenario: {replicas} kube-apiserver replica{}",
+        args.kubernetes_version,
+        args.scenario,
+        if replicas == 1 { "" } else { "s" }
     );
-    println!("  scrape it:  apf-monitor serve --target http://{addr}   or   apf-monitor check --target http://{addr}");
-    tokio::select! {
-        r = crate::sim::serve(listener, sim) => r.context("the simulated apiserver stopped")?,
-        _ = shutdown_signal() => {}
+    for ((index, _), (url, share)) in cluster
+        .replicas()
+        .iter()
+        .zip(cluster.replica_urls().iter().zip(&shares))
+    {
+        println!(
+            "  replica {index}  {url}   {:.0}% of the load",
+            share * 100.0
+        );
     }
+    let k = kubeconfig.display();
+    println!("kubeconfig: {k}");
+    if let Some(t) = &token_file {
+        println!("  bearer token (required): {}", t.display());
+    }
+    if let Some(c) = &ca_file {
+        println!("  CA certificate: {}", c.display());
+    }
+    println!("  kubectl --kubeconfig {k} get flowschemas,prioritylevelconfigurations");
+    println!("  kubectl --kubeconfig {k} get endpointslices -n default");
+    println!("  kubectl --kubeconfig {k} version");
+    let urls = cluster.replica_urls();
+    if token_file.is_none() && ca_file.is_none() {
+        let targets: Vec<String> = urls.iter().map(|u| format!("--target {u}")).collect();
+        println!("scrape every replica:");
+        println!("  apf-monitor serve {}", targets.join(" "));
+        println!("  apf-monitor check {}", targets.join(" "));
+    } else {
+        // --target takes a URL only: the CA and the token go through a config file.
+        let path = kubeconfig.with_extension("serve.yaml");
+        let config = scrape_config(&cluster, ca_file.as_deref(), token_file.as_deref());
+        std::fs::write(&path, config)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("scrape every replica (the config names the CA and the token):");
+        println!("  apf-monitor serve --config {}", path.display());
+        println!("  apf-monitor check --config {}", path.display());
+    }
+    shutdown_signal().await;
+    cluster.stop().await;
     Ok(())
+}
+
+/// Replica 0's address: `--listen`'s with one replica (as `simulate` always was); with more, consecutive loopback
+/// addresses from 127.0.0.2 (127.0.0.1 stays free for the user's tools), or from `--listen`'s when it is another
+/// 127.x.y.z.
+fn first_replica_address(listen: std::net::IpAddr, replicas: usize) -> Result<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr};
+    if replicas == 1 {
+        return Ok(listen);
+    }
+    match listen {
+        IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => Ok(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))),
+        IpAddr::V4(a) if a.is_loopback() => Ok(listen),
+        _ => anyhow::bail!(
+            "--replicas {replicas} needs loopback addresses of its own (127.0.0.2, 127.0.0.3, ...): --listen {listen} \
+             is not one; give --listen 127.0.0.1:PORT (the default) or another 127.x.y.z"
+        ),
+    }
+}
+
+fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// A config for `serve --config` and `check --config` with every replica as a target, its CA and token.
+fn scrape_config(
+    cluster: &crate::sim::Cluster,
+    ca_file: Option<&std::path::Path>,
+    token_file: Option<&std::path::Path>,
+) -> String {
+    let targets: Vec<serde_json::Value> = cluster
+        .replicas()
+        .iter()
+        .zip(cluster.replica_urls())
+        .map(|((index, _), url)| {
+            let mut t = serde_json::json!({"url": url, "name": format!("sim-apiserver-{index}")});
+            if let Some(obj) = t.as_object_mut() {
+                if let Some(ca) = ca_file {
+                    obj.insert("ca_file".into(), serde_json::json!(ca));
+                }
+                if let Some(token) = token_file {
+                    obj.insert("bearer_token_file".into(), serde_json::json!(token));
+                }
+            }
+            t
+        })
+        .collect();
+    let config = serde_json::json!({"targets": {"static": targets}});
+    format!(
+        "# Written by `apf-monitor simulate`: scrape every replica of the simulated cluster.\n{}",
+        serde_yaml::to_string(&config).unwrap_or_default()
+    )
 }
 
 fn build_simulator(

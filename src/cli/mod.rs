@@ -105,18 +105,41 @@ pub struct SimulateArgs {
     /// The Kubernetes version whose metrics, dumps and default objects are served (1.20 to 1.36).
     #[arg(long, default_value = "1.34")]
     pub kubernetes_version: String,
-    /// Load scenario: idle, ramp, storm, or a YAML file (see config/scenarios/example.yaml).
+    /// Load scenario: idle, ramp, storm, or a YAML file (see config/scenarios/example.yaml). It is the load of the
+    /// whole cluster: with several replicas each receives its share.
     #[arg(long, default_value = "ramp")]
     pub scenario: String,
-    /// Where the simulated apiserver listens (plain HTTP, like `kubectl proxy`).
+    /// Where the simulated apiserver listens. With --replicas above 1, replica i listens on the i-th address from
+    /// 127.0.0.2 (or from this address when it is another 127.x.y.z), all on this port; port 0 gives each replica
+    /// a free port of its own.
     #[arg(long, default_value = "127.0.0.1:8001")]
     pub listen: SocketAddr,
-    /// Seed of the random arrivals: the same seed gives the same run.
+    /// Seed of the random arrivals: the same seed gives the same run (replica i uses seed + i).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// --max-requests-inflight + --max-mutating-requests-inflight of the simulated apiserver.
+    /// --max-requests-inflight + --max-mutating-requests-inflight of each simulated apiserver.
     #[arg(long, default_value_t = 600)]
     pub server_concurrency: u32,
+    /// How many kube-apiserver replicas: each its own simulator on its own address, the first the hottest (of n
+    /// replicas the k-th receives (n - k) / (1 + ... + n) of the load: 50 / 33 / 17 % for 3).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=200))]
+    pub replicas: u16,
+    /// Serve HTTPS with a CA made at start (written beside the kubeconfig, and into it).
+    #[arg(long)]
+    pub tls: bool,
+    /// Require a bearer token: a generated one, written beside the kubeconfig and into it.
+    #[arg(long)]
+    pub require_token: bool,
+    /// Require the bearer token held in this file (implies --require-token).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Where to write a kubeconfig for the simulated cluster (kubectl --kubeconfig FILE ...).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "apf-monitor-sim.kubeconfig"
+    )]
+    pub kubeconfig_out: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -216,6 +216,8 @@ pub(super) struct State {
     scenario_ns: u64,
     rng: StdRng,
     pub wall_start: SystemTime,
+    /// The part of the scenario's rates this replica receives (a cluster splits its load between replicas).
+    load_share: f64,
 }
 
 /// The simulated apiserver's APF state, shared between the clock, the HTTP handlers and tests.
@@ -371,6 +373,7 @@ impl Simulator {
             scenario_ns: (opts.scenario.duration.as_nanos() as u64).max(TICK_NS),
             rng: StdRng::seed_from_u64(opts.seed),
             wall_start: SystemTime::now(),
+            load_share: 1.0,
         };
         let mut state = state;
         // The gauges of every flow schema exist from start-up, as in the captures; counters appear on first use.
@@ -396,6 +399,21 @@ impl Simulator {
     /// Sets the simulated wall clock at time 0 (times in `dump_requests`); defaults to the creation time.
     pub fn set_wall_start(&self, t: SystemTime) {
         self.lock().wall_start = t;
+    }
+
+    /// Scales every flow's rate by `share` from now on (1.0, the default, is the scenario as written): a replica
+    /// of a cluster receives only its part of the cluster's load. Negative, infinite or NaN shares count as 0.
+    pub fn set_load_share(&self, share: f64) {
+        self.lock().load_share = if share.is_finite() {
+            share.max(0.0)
+        } else {
+            0.0
+        };
+    }
+
+    /// The part of the scenario's rates this simulator receives (see [`Simulator::set_load_share`]).
+    pub fn load_share(&self) -> f64 {
+        self.lock().load_share
     }
 
     /// Advances simulated time by `dt`, deterministically for a seed.
@@ -525,7 +543,8 @@ impl State {
         let in_scenario = Duration::from_nanos(t0 % self.scenario_ns);
         for fi in 0..self.flows.len() {
             let f = &self.flows[fi];
-            let lambda = f.rate.rps_at(in_scenario) * f.rate_scale * TICK_NS as f64 / 1e9;
+            let lambda =
+                f.rate.rps_at(in_scenario) * f.rate_scale * self.load_share * TICK_NS as f64 / 1e9;
             for _ in 0..poisson(&mut self.rng, lambda) {
                 arrivals.push((t0 + self.rng.gen_range(1..=TICK_NS), fi));
             }
@@ -1093,6 +1112,23 @@ pub(super) mod tests {
             .to_string();
         assert!(e.contains("does not exist in Kubernetes 1.21"), "{e}");
         assert!(Simulator::try_new(SimOptions::new(KubeVersion::new(22, 0), sc)).is_ok());
+    }
+
+    #[test]
+    fn a_load_share_scales_the_arrivals() {
+        let dispatched = |share: f64| {
+            let s = sim(34, ScenarioSource::Idle, 3);
+            s.set_load_share(share);
+            s.step(Duration::from_secs(120));
+            s.truth().iter().map(|l| l.dispatched_total).sum::<u64>() as f64
+        };
+        let (full, third, none) = (dispatched(1.0), dispatched(1.0 / 3.0), dispatched(0.0));
+        assert!(full > 1000.0, "{full}");
+        assert!((third / full - 1.0 / 3.0).abs() < 0.05, "{third} of {full}");
+        assert_eq!(none, 0.0);
+        let s = sim(34, ScenarioSource::Idle, 3);
+        s.set_load_share(f64::NAN);
+        assert_eq!(s.load_share(), 0.0);
     }
 }
 

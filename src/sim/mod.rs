@@ -21,9 +21,29 @@
 //! ```
 //!
 //! Endpoints ([`router`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
-//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`,
+//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`, and the Kubernetes API: discovery
+//! (`/api`, `/apis`, ...) and list, get and watch of
 //! `/apis/flowcontrol.apiserver.k8s.io/{v1|v1beta3|...}/{flowschemas|prioritylevelconfigurations}` (only the API
-//! versions the simulated release serves; others 404 with a JSON Status).
+//! versions the simulated release serves; others 404 with a JSON Status) and the namespaces.
+//!
+//! [`Cluster`] runs several replicas that a real client can talk to: each its own simulator on its own loopback
+//! address, one shared API with the `kubernetes` Endpoints and EndpointSlices naming the replicas, Leases for
+//! leader election, optional TLS and bearer token, and a kubeconfig:
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use apf_monitor::sim::{Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource};
+//! let scenario = Scenario::load(&ScenarioSource::Ramp)?;
+//! let cluster = Cluster::start(ClusterOptions {
+//!     replicas: 3,
+//!     tls: true,
+//!     ..ClusterOptions::new("1.33".parse::<KubeVersion>()?, scenario)
+//! })
+//! .await?;
+//! cluster.kubeconfig(std::path::Path::new("apf-monitor-sim.kubeconfig"))?;
+//! println!("{:?}", cluster.replica_urls()); // https://127.0.0.2:PORT, https://127.0.0.3:PORT, ...
+//! # Ok(()) }
+//! ```
 //!
 //! Simplifications, each invisible to a scraper: priority levels are printed in definition order where a real
 //! server uses random map order (before 1.27); dispatch is round-robin over queues rather than virtual-finish-time
@@ -31,16 +51,32 @@
 //! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
 mod apf;
+mod api;
+mod auth;
+mod cluster;
+mod discovery;
+mod lease;
+mod objects;
+mod ownership;
 mod render;
 mod scenario;
+mod selector;
 mod server;
+mod store;
+mod table;
 mod tabwriter;
+mod tls;
 
 pub use crate::apf::KubeVersion;
 pub use apf::{LevelTruth, SimOptions, Simulator};
+pub use cluster::{
+    generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
+    KUBECONFIG_CONTEXT,
+};
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
 pub use server::{router, serve};
 pub use tabwriter::tabwrite;
+pub use tls::{TlsError, SERVICE_NAMES};
 
 /// Everything that can go wrong when setting up a simulation.
 #[derive(Debug, thiserror::Error)]

@@ -1,11 +1,13 @@
-//! The HTTP surface of the simulated apiserver (axum).
+//! The HTTP surface of one simulated apiserver (axum): what is its own (`/metrics`, the APF dumps, `/version`,
+//! `/healthz`) and, through [`super::api`], the cluster's API.
 
+use super::api::{self, ApiContext, ApiError};
 use super::render::{git_commit, go_version};
-use super::Simulator;
-use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
+use super::store::Store;
+use super::{discovery, objects, Simulator};
 use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
-use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Query, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -14,29 +16,38 @@ use std::collections::HashMap;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
-/// Routes: `/metrics`, the three APF dumps, `/version`, the flowcontrol API lists, `/healthz`.
+/// One apiserver on its own: its routes and the API of a cluster of one, whose store holds the namespaces and the
+/// default flowcontrol objects (no `kubernetes` endpoints: the address it is served on is not known here).
 pub fn router(sim: Simulator) -> Router {
+    let version = sim.lock().version;
+    let store = Store::new();
+    objects::seed(&store, version, &discovery::resources(version));
+    replica_routes(sim).merge(api::routes(ApiContext::new(store, version, None, None)))
+}
+
+/// Serves `router(sim)` on `listener` until the future is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, sim: Simulator) -> std::io::Result<()> {
+    axum::serve(listener, router(sim)).await
+}
+
+/// What is each replica's own: `/metrics`, the three APF dumps, `/version`, `/healthz`, `/livez`, `/readyz`; any
+/// other path not under `/api` or `/apis` is a 404 Status.
+pub(super) fn replica_routes(sim: Simulator) -> Router {
     Router::new()
         .route(endpoints::METRICS_PATH, get(metrics))
         .route(Dump::PriorityLevels.path(), get(dump_priority_levels))
         .route(Dump::Queues.path(), get(dump_queues))
         .route(Dump::Requests.path(), get(dump_requests))
         .route("/version", get(version))
-        .route(
-            "/healthz",
-            get(|| async { ([(header::CONTENT_TYPE, TEXT)], "ok") }),
-        )
-        .route(
-            &endpoints::flowcontrol_path("{version}", "{resource}"),
-            get(flowcontrol_list),
-        )
-        .fallback(|| async { not_found() })
+        .route("/healthz", get(ok))
+        .route("/livez", get(ok))
+        .route("/readyz", get(ok))
+        .fallback(|| async { ApiError::no_such_path().into_response() })
         .with_state(sim)
 }
 
-/// Serves `router(sim)` on `listener` until the future is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, sim: Simulator) -> std::io::Result<()> {
-    axum::serve(listener, router(sim)).await
+async fn ok() -> Response {
+    ([(header::CONTENT_TYPE, TEXT)], "ok").into_response()
 }
 
 async fn metrics(State(sim): State<Simulator>) -> Response {
@@ -88,196 +99,6 @@ async fn version(State(sim): State<Simulator>) -> Json<Value> {
         "compiler": "gc",
         "platform": "linux/amd64",
     }))
-}
-
-fn not_found() -> Response {
-    let body = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "the server could not find the requested resource",
-        "reason": "NotFound",
-        "details": {},
-        "code": 404,
-    });
-    (StatusCode::NOT_FOUND, Json(body)).into_response()
-}
-
-/// A stable UID per object name.
-fn uid(kind: &str, name: &str) -> String {
-    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    for b in kind.bytes().chain(name.bytes()) {
-        h ^= b as u128;
-        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
-    }
-    let s = format!("{h:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &s[0..8],
-        &s[8..12],
-        &s[12..16],
-        &s[16..20],
-        &s[20..32]
-    )
-}
-
-fn metadata(kind: &str, name: &str) -> Value {
-    json!({
-        "name": name,
-        "uid": uid(kind, name),
-        "resourceVersion": "42",
-        "generation": 1,
-        "creationTimestamp": "2025-01-01T00:00:00Z",
-        "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"},
-    })
-}
-
-/// The rules of the default FlowSchemas (B), close enough for a reader of subjects and resources.
-fn flow_schema_rules(name: &str) -> Value {
-    let user = |n: &str| json!({"kind": "User", "user": {"name": n}});
-    let group = |n: &str| json!({"kind": "Group", "group": {"name": n}});
-    let sa = |ns: &str, n: &str| json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": ns, "name": n}});
-    let all_resources = json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}]);
-    let all_urls = json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]);
-    let leases = json!([{"verbs": ["get", "create", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "namespaces": ["*"]}]);
-    let everyone = vec![
-        group("system:unauthenticated"),
-        group("system:authenticated"),
-    ];
-    let (subjects, resource_rules, non_resource_rules) = match name {
-        "exempt" => (vec![group("system:masters")], all_resources, all_urls),
-        "probes" => (
-            everyone,
-            json!([]),
-            json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/readyz", "/livez"]}]),
-        ),
-        "system-leader-election" => (
-            vec![
-                user("system:kube-controller-manager"),
-                user("system:kube-scheduler"),
-                sa("kube-system", "*"),
-            ],
-            leases,
-            json!([]),
-        ),
-        "workload-leader-election" => (vec![sa("kube-system", "*")], leases, json!([])),
-        "endpoint-controller" => (
-            vec![
-                user("system:kube-controller-manager"),
-                sa("kube-system", "endpoint-controller"),
-            ],
-            json!([{"verbs": ["get", "create", "update"], "apiGroups": [""], "resources": ["endpoints"], "namespaces": ["*"]}]),
-            json!([]),
-        ),
-        "system-node-high" => (
-            vec![group("system:nodes")],
-            json!([{"verbs": ["*"], "apiGroups": ["", "coordination.k8s.io"], "resources": ["nodes", "nodes/status", "leases"], "clusterScope": true, "namespaces": ["*"]}]),
-            json!([]),
-        ),
-        "system-nodes" => (vec![group("system:nodes")], all_resources, all_urls),
-        "kube-controller-manager" => (
-            vec![user("system:kube-controller-manager")],
-            all_resources,
-            all_urls,
-        ),
-        "kube-scheduler" => (vec![user("system:kube-scheduler")], all_resources, all_urls),
-        "kube-system-service-accounts" => (vec![sa("kube-system", "*")], all_resources, all_urls),
-        "service-accounts" => (
-            vec![group("system:serviceaccounts")],
-            all_resources,
-            all_urls,
-        ),
-        _ => (everyone, all_resources, all_urls),
-    };
-    let mut rule = serde_json::Map::new();
-    rule.insert("subjects".into(), Value::Array(subjects));
-    if resource_rules.as_array().is_some_and(|a| !a.is_empty()) {
-        rule.insert("resourceRules".into(), resource_rules);
-    }
-    if non_resource_rules.as_array().is_some_and(|a| !a.is_empty()) {
-        rule.insert("nonResourceRules".into(), non_resource_rules);
-    }
-    json!([rule])
-}
-
-async fn flowcontrol_list(
-    State(sim): State<Simulator>,
-    Path((api, resource)): Path<(String, String)>,
-) -> Response {
-    let v = sim.lock().version;
-    if !endpoints::served_api_versions(v).contains(&api.as_str()) {
-        return not_found();
-    }
-    let new_names = api == "v1" || api == "v1beta3";
-    let api_version = endpoints::flowcontrol_api_version(&api);
-    let (kind, items): (&str, Vec<Value>) = match resource.as_str() {
-        endpoints::PRIORITY_LEVEL_CONFIGURATIONS => {
-            let items = default_priority_levels(v)
-                .iter()
-                .map(|p| {
-                    let mut spec = serde_json::Map::new();
-                    if p.exempt {
-                        spec.insert("type".into(), json!("Exempt"));
-                        // The exempt spec has fields from 1.28 (the table leaves them out before).
-                        if let (Some(shares), Some(lendable)) = (p.shares, p.lendable_percent) {
-                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": shares, "lendablePercent": lendable}));
-                        }
-                    } else {
-                        spec.insert("type".into(), json!("Limited"));
-                        let mut limited = serde_json::Map::new();
-                        let key = if new_names { "nominalConcurrencyShares" } else { "assuredConcurrencyShares" };
-                        limited.insert(key.into(), json!(p.shares));
-                        if let Some(lendable) = p.lendable_percent {
-                            limited.insert("lendablePercent".into(), json!(lendable));
-                        }
-                        let lr = if p.rejects() {
-                            json!({"type": "Reject"})
-                        } else {
-                            json!({"type": "Queue", "queuing": {"queues": p.queues, "handSize": p.hand_size, "queueLengthLimit": p.queue_length_limit}})
-                        };
-                        limited.insert("limitResponse".into(), lr);
-                        spec.insert("limited".into(), Value::Object(limited));
-                    }
-                    json!({
-                        "metadata": metadata("PriorityLevelConfiguration", &p.name),
-                        "spec": spec,
-                        "status": {"conditions": []},
-                    })
-                })
-                .collect();
-            ("PriorityLevelConfigurationList", items)
-        }
-        endpoints::FLOW_SCHEMAS => {
-            let items = default_flow_schemas(v)
-                .iter()
-                .map(|f| {
-                    let mut spec = json!({
-                        "priorityLevelConfiguration": {"name": f.priority_level},
-                        "matchingPrecedence": f.precedence,
-                        "rules": flow_schema_rules(f.name),
-                    });
-                    if let (Some(d), Some(obj)) = (f.distinguisher.method_type(), spec.as_object_mut()) {
-                        obj.insert("distinguisherMethod".into(), json!({"type": d}));
-                    }
-                    json!({
-                        "metadata": metadata("FlowSchema", f.name),
-                        "spec": spec,
-                        "status": {"conditions": [{"type": "Dangling", "status": "False", "reason": "Found"}]},
-                    })
-                })
-                .collect();
-            ("FlowSchemaList", items)
-        }
-        _ => return not_found(),
-    };
-    Json(json!({
-        "kind": kind,
-        "apiVersion": api_version,
-        "metadata": {"resourceVersion": "42"},
-        "items": items,
-    }))
-    .into_response()
 }
 
 #[cfg(test)]

@@ -17,5 +17,6 @@ mod prometheus_scrape;
 mod serve_resilience;
 mod serve_sim;
 mod silences_api;
+mod sim_cluster;
 mod sim_versions;
 mod tls;

@@ -1,0 +1,335 @@
+//! The objects a simulated cluster starts with and maintains, in the JSON of the real API: the default
+//! FlowSchemas and PriorityLevelConfigurations of the version (in each served API version), the namespaces, and
+//! the `kubernetes` Endpoints and EndpointSlices naming every replica, as kube-apiserver's endpoint reconciler
+//! writes them (kubernetes/kubernetes pkg/controlplane/reconcilers).
+
+use super::discovery::{Resource, ENDPOINTS, ENDPOINT_SLICES, NAMESPACES};
+use super::store::{Gvr, ObjectKey, Store};
+use super::KubeVersion;
+use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
+use crate::apf::endpoints::{self, FLOWCONTROL_GROUP};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+
+/// Now, as an object's `creationTimestamp` spells it: objects that exist from the start were created when the
+/// cluster started (kubectl's AGE column counts from then).
+pub(super) fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+/// The label that ties an EndpointSlice to its Service (discovery.k8s.io/v1 `LabelServiceName`).
+pub(super) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// The Service whose endpoints are the apiservers.
+const KUBERNETES: &str = "kubernetes";
+const DEFAULT_NAMESPACE: &str = "default";
+/// The port name the reconciler gives the apiservers' port.
+const PORT_NAME: &str = "https";
+
+/// The store's key of an object.
+pub(super) fn key(gvr: Gvr, namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        gvr,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+/// Writes the objects every cluster of `v` has from the start: namespaces and the default flowcontrol objects.
+pub(super) fn seed(store: &Store, v: KubeVersion, resources: &[Resource]) {
+    let created = now();
+    for ns in ["default", "kube-node-lease", "kube-public", "kube-system"] {
+        let object = json!({
+            "kind": "Namespace",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": ns,
+                "uid": uid("Namespace", ns),
+                "creationTimestamp": created,
+                "labels": {"kubernetes.io/metadata.name": ns},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        store.put(key(NAMESPACES, "", ns), object);
+    }
+    for r in resources
+        .iter()
+        .filter(|r| r.gvr.group == FLOWCONTROL_GROUP)
+    {
+        for object in flowcontrol_objects(v, r.gvr.version, r.gvr.resource, &created) {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let mut object = object;
+            if let Some(obj) = object.as_object_mut() {
+                obj.insert("kind".into(), json!(r.kind));
+                obj.insert("apiVersion".into(), json!(r.api_version()));
+            }
+            store.put(key(r.gvr, "", &name), object);
+        }
+    }
+}
+
+/// Writes the `kubernetes` Endpoints and EndpointSlices for the replicas at `addrs`, in order. An EndpointSlice
+/// has one port list for all its endpoints, so replicas on different ports get one slice per port: `kubernetes`
+/// for the first replica's port, `kubernetes-PORT` for the others (each labelled with the Service name, which is
+/// how clients find them). Slices of ports no replica uses any more are deleted.
+pub(super) fn write_endpoints(store: &Store, addrs: &[SocketAddr]) {
+    // A rewrite keeps the object's creation time: it is the same object, changed.
+    let created = |gvr, name: &str| {
+        store
+            .get(&key(gvr, DEFAULT_NAMESPACE, name))
+            .and_then(|o| {
+                o["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(now)
+    };
+    let mut by_port: Vec<(u16, Vec<&SocketAddr>)> = Vec::new();
+    for a in addrs {
+        match by_port.iter_mut().find(|(p, _)| *p == a.port()) {
+            Some((_, group)) => group.push(a),
+            None => by_port.push((a.port(), vec![a])),
+        }
+    }
+    let subsets: Vec<Value> = by_port
+        .iter()
+        .map(|(port, group)| {
+            json!({
+                "addresses": group.iter().map(|a| json!({"ip": a.ip().to_string()})).collect::<Vec<_>>(),
+                "ports": [{"name": PORT_NAME, "port": port, "protocol": "TCP"}],
+            })
+        })
+        .collect();
+    let mut endpoints = json!({
+        "kind": "Endpoints",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": KUBERNETES,
+            "namespace": DEFAULT_NAMESPACE,
+            "uid": uid("Endpoints", KUBERNETES),
+            "creationTimestamp": created(ENDPOINTS, KUBERNETES),
+            // The reconciler keeps the mirroring controller off this object: it writes the slices itself.
+            "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+        },
+    });
+    if let (false, Some(obj)) = (subsets.is_empty(), endpoints.as_object_mut()) {
+        obj.insert("subsets".into(), json!(subsets));
+    }
+    store.put(key(ENDPOINTS, DEFAULT_NAMESPACE, KUBERNETES), endpoints);
+
+    let slice_name = |i: usize, port: u16| {
+        if i == 0 {
+            KUBERNETES.to_string()
+        } else {
+            format!("{KUBERNETES}-{port}")
+        }
+    };
+    let mut wanted = Vec::new();
+    // With no replica left the primary slice stays, empty, as the Service does.
+    let groups: Vec<(u16, Vec<&SocketAddr>)> = if by_port.is_empty() {
+        vec![(0, Vec::new())]
+    } else {
+        by_port
+    };
+    for (i, (port, group)) in groups.iter().enumerate() {
+        let name = slice_name(i, *port);
+        let family = match group.first() {
+            Some(SocketAddr::V6(_)) => "IPv6",
+            _ => "IPv4",
+        };
+        let ports = if group.is_empty() {
+            json!([])
+        } else {
+            json!([{"name": PORT_NAME, "port": port, "protocol": "TCP"}])
+        };
+        let slice = json!({
+            "kind": "EndpointSlice",
+            "apiVersion": "discovery.k8s.io/v1",
+            "metadata": {
+                "name": name,
+                "namespace": DEFAULT_NAMESPACE,
+                "uid": uid("EndpointSlice", &name),
+                "creationTimestamp": created(ENDPOINT_SLICES, &name),
+                "labels": {SERVICE_NAME_LABEL: KUBERNETES},
+            },
+            "addressType": family,
+            "endpoints": group.iter().map(|a| json!({
+                "addresses": [a.ip().to_string()],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+            })).collect::<Vec<_>>(),
+            "ports": ports,
+        });
+        store.put(key(ENDPOINT_SLICES, DEFAULT_NAMESPACE, &name), slice);
+        wanted.push(name);
+    }
+    let (slices, _) = store.list(ENDPOINT_SLICES, Some(DEFAULT_NAMESPACE));
+    for s in slices {
+        let Some(name) = s["metadata"]["name"].as_str() else {
+            continue;
+        };
+        let ours = s["metadata"]["labels"][SERVICE_NAME_LABEL] == KUBERNETES;
+        if ours && !wanted.iter().any(|w| w == name) {
+            let _ = store.delete(&key(ENDPOINT_SLICES, DEFAULT_NAMESPACE, name));
+        }
+    }
+}
+
+/// A stable UID per object name.
+pub(super) fn uid(kind: &str, name: &str) -> String {
+    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in kind.bytes().chain(name.bytes()) {
+        h ^= b as u128;
+        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    let s = format!("{h:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &s[0..8],
+        &s[8..12],
+        &s[12..16],
+        &s[16..20],
+        &s[20..32]
+    )
+}
+
+/// The metadata of a default flowcontrol object: the store sets `resourceVersion`.
+fn flowcontrol_metadata(kind: &str, name: &str, created: &str) -> Value {
+    json!({
+        "name": name,
+        "uid": uid(kind, name),
+        "generation": 1,
+        "creationTimestamp": created,
+        "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"},
+    })
+}
+
+/// The rules of the default FlowSchemas (B), close enough for a reader of subjects and resources.
+fn flow_schema_rules(name: &str) -> Value {
+    let user = |n: &str| json!({"kind": "User", "user": {"name": n}});
+    let group = |n: &str| json!({"kind": "Group", "group": {"name": n}});
+    let sa = |ns: &str, n: &str| json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": ns, "name": n}});
+    let all_resources = json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}]);
+    let all_urls = json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]);
+    let leases = json!([{"verbs": ["get", "create", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "namespaces": ["*"]}]);
+    let everyone = vec![
+        group("system:unauthenticated"),
+        group("system:authenticated"),
+    ];
+    let (subjects, resource_rules, non_resource_rules) = match name {
+        "exempt" => (vec![group("system:masters")], all_resources, all_urls),
+        "probes" => (
+            everyone,
+            json!([]),
+            json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/readyz", "/livez"]}]),
+        ),
+        "system-leader-election" => (
+            vec![
+                user("system:kube-controller-manager"),
+                user("system:kube-scheduler"),
+                sa("kube-system", "*"),
+            ],
+            leases,
+            json!([]),
+        ),
+        "workload-leader-election" => (vec![sa("kube-system", "*")], leases, json!([])),
+        "endpoint-controller" => (
+            vec![
+                user("system:kube-controller-manager"),
+                sa("kube-system", "endpoint-controller"),
+            ],
+            json!([{"verbs": ["get", "create", "update"], "apiGroups": [""], "resources": ["endpoints"], "namespaces": ["*"]}]),
+            json!([]),
+        ),
+        "system-node-high" => (
+            vec![group("system:nodes")],
+            json!([{"verbs": ["*"], "apiGroups": ["", "coordination.k8s.io"], "resources": ["nodes", "nodes/status", "leases"], "clusterScope": true, "namespaces": ["*"]}]),
+            json!([]),
+        ),
+        "system-nodes" => (vec![group("system:nodes")], all_resources, all_urls),
+        "kube-controller-manager" => (
+            vec![user("system:kube-controller-manager")],
+            all_resources,
+            all_urls,
+        ),
+        "kube-scheduler" => (vec![user("system:kube-scheduler")], all_resources, all_urls),
+        "kube-system-service-accounts" => (vec![sa("kube-system", "*")], all_resources, all_urls),
+        "service-accounts" => (
+            vec![group("system:serviceaccounts")],
+            all_resources,
+            all_urls,
+        ),
+        _ => (everyone, all_resources, all_urls),
+    };
+    let mut rule = serde_json::Map::new();
+    rule.insert("subjects".into(), Value::Array(subjects));
+    if resource_rules.as_array().is_some_and(|a| !a.is_empty()) {
+        rule.insert("resourceRules".into(), resource_rules);
+    }
+    if non_resource_rules.as_array().is_some_and(|a| !a.is_empty()) {
+        rule.insert("nonResourceRules".into(), non_resource_rules);
+    }
+    json!([rule])
+}
+
+/// The default objects of `resource` (flowschemas or prioritylevelconfigurations) of Kubernetes `v` as API
+/// version `api` spells them, without kind and apiVersion.
+fn flowcontrol_objects(v: KubeVersion, api: &str, resource: &str, created: &str) -> Vec<Value> {
+    // v1beta3 renamed assuredConcurrencyShares to nominalConcurrencyShares.
+    let new_names = api == "v1" || api == "v1beta3";
+    match resource {
+        endpoints::PRIORITY_LEVEL_CONFIGURATIONS => default_priority_levels(v)
+                .iter()
+                .map(|p| {
+                    let mut spec = serde_json::Map::new();
+                    if p.exempt {
+                        spec.insert("type".into(), json!("Exempt"));
+                        // The exempt spec has fields from 1.28 (the table leaves them out before).
+                        if let (Some(shares), Some(lendable)) = (p.shares, p.lendable_percent) {
+                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": shares, "lendablePercent": lendable}));
+                        }
+                    } else {
+                        spec.insert("type".into(), json!("Limited"));
+                        let mut limited = serde_json::Map::new();
+                        let key = if new_names { "nominalConcurrencyShares" } else { "assuredConcurrencyShares" };
+                        limited.insert(key.into(), json!(p.shares));
+                        if let Some(lendable) = p.lendable_percent {
+                            limited.insert("lendablePercent".into(), json!(lendable));
+                        }
+                        let lr = if p.rejects() {
+                            json!({"type": "Reject"})
+                        } else {
+                            json!({"type": "Queue", "queuing": {"queues": p.queues, "handSize": p.hand_size, "queueLengthLimit": p.queue_length_limit}})
+                        };
+                        limited.insert("limitResponse".into(), lr);
+                        spec.insert("limited".into(), Value::Object(limited));
+                    }
+                    json!({
+                        "metadata": flowcontrol_metadata("PriorityLevelConfiguration", &p.name, created),
+                        "spec": spec,
+                        "status": {"conditions": []},
+                    })
+                })
+                .collect(),
+        endpoints::FLOW_SCHEMAS => default_flow_schemas(v)
+                .iter()
+                .map(|f| {
+                    let mut spec = json!({
+                        "priorityLevelConfiguration": {"name": f.priority_level},
+                        "matchingPrecedence": f.precedence,
+                        "rules": flow_schema_rules(f.name),
+                    });
+                    if let (Some(d), Some(obj)) = (f.distinguisher.method_type(), spec.as_object_mut()) {
+                        obj.insert("distinguisherMethod".into(), json!({"type": d}));
+                    }
+                    json!({
+                        "metadata": flowcontrol_metadata("FlowSchema", f.name, created),
+                        "spec": spec,
+                        "status": {"conditions": [{"type": "Dangling", "status": "False", "reason": "Found"}]},
+                    })
+                })
+                .collect(),
+        _ => Vec::new(),
+    }
+}

@@ -216,19 +216,37 @@ impl Cluster {
     /// Starts one more replica on the next address; returns its index. The Endpoints and EndpointSlices name it
     /// (open watches see the change) and the load is split again.
     pub async fn add_replica(&self) -> Result<usize, ClusterError> {
+        self.add_replica_signed_by(self.pki.as_ref()).await
+    }
+
+    /// Starts one more replica whose certificate a CA of its own signed, not the cluster's (with `tls`): an
+    /// impostor a client must refuse. The endpoints list it like any other replica.
+    pub async fn add_replica_with_foreign_certificate(&self) -> Result<usize, ClusterError> {
+        let foreign = match &self.pki {
+            Some(_) => Some(Pki::new()?),
+            None => None,
+        };
+        self.add_replica_signed_by(foreign.as_ref()).await
+    }
+
+    async fn add_replica_signed_by(&self, pki: Option<&Pki>) -> Result<usize, ClusterError> {
         let index = {
             let mut s = self.serving();
             s.next_index += 1;
             s.next_index - 1
         };
-        let replica = self.start_replica(index).await?;
+        let replica = self.start_replica(index, pki).await?;
         tracing::info!(replica = index, addr = %replica.addr, "simulated apiserver started");
         self.serving().replicas.push(replica);
         self.membership_changed();
         Ok(index)
     }
 
-    async fn start_replica(&self, index: usize) -> Result<Replica, ClusterError> {
+    async fn start_replica(
+        &self,
+        index: usize,
+        pki: Option<&Pki>,
+    ) -> Result<Replica, ClusterError> {
         let ip = nth_address(self.opts.first_address, index)?;
         // Lenient, as `simulate` has always been: a flow whose schema the version lacks is skipped with a warning.
         let sim = Simulator::new(SimOptions {
@@ -263,7 +281,7 @@ impl Cluster {
         let shutdown = async move {
             let _ = signal.wait_for(|s| *s).await;
         };
-        let server = match &self.pki {
+        let server = match pki {
             Some(pki) => {
                 let tls = TlsListener::new(listener, pki.server_config(addr.ip())?)
                     .map_err(|source| ClusterError::Bind { addr: bind, source })?;

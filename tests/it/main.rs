@@ -8,6 +8,7 @@ mod check_cli;
 mod daemon_lifecycle;
 mod demo_cli;
 mod deploy;
+mod discovery;
 mod lead_time;
 mod leader_gate;
 mod model_captures;

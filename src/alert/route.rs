@@ -46,6 +46,9 @@ pub struct Router {
     groups: BTreeMap<String, Group>,
     /// Why each alert of the last tick was muted.
     muted: BTreeMap<u64, &'static str>,
+    /// Receivers this replica of apf-monitor does not send to now (it does not hold the Lease): no notification
+    /// is made for them, so none is booked as sent, and when it takes over they get what is owed.
+    paused: BTreeSet<String>,
 }
 
 fn elapsed(now: SystemTime, since: SystemTime) -> Duration {
@@ -106,7 +109,13 @@ impl Router {
             external_url: external_url.into(),
             groups: BTreeMap::new(),
             muted: BTreeMap::new(),
+            paused: BTreeSet::new(),
         }
+    }
+
+    /// The receivers not to send to from now on (the rest are sent to again).
+    pub fn pause(&mut self, receivers: BTreeSet<String>) {
+        self.paused = receivers;
     }
 
     /// Restores the bookkeeping saved by `groups()` (a restart); logs of receivers no longer routed are dropped.
@@ -272,7 +281,7 @@ impl Router {
         };
         group.next_flush = now + self.group_interval;
         let mut out = Vec::new();
-        for receiver in &self.receivers {
+        for receiver in self.receivers.iter().filter(|r| !self.paused.contains(*r)) {
             let log = group.receivers.entry(receiver.clone()).or_default();
             // Notified firing and now resolved, or gone altogether (then resolved now).
             let mut resolved: Vec<Alert> = Vec::new();
@@ -615,6 +624,25 @@ mod tests {
         r.undo(&first[0], t(2));
         let n = r.tick(t(3), std::slice::from_ref(&low), &s);
         assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-low"]);
+    }
+
+    #[test]
+    fn a_paused_receiver_is_booked_nothing_and_gets_what_is_owed_when_resumed() {
+        let s = Silences::default();
+        let mut r = router(&["slack", "am-feed"]);
+        r.pause(["slack".to_string()].into());
+        let low = alert("APFHeadroomLow", "warning", "workload-low", 0, None);
+        r.tick(t(0), std::slice::from_ref(&low), &s);
+        assert_eq!(
+            summary(&r.tick(t(30), std::slice::from_ref(&low), &s)),
+            ["am-feed APFHeadroomLow/workload-low"]
+        );
+        // This replica takes the Lease over: the next flush sends Slack what it never had.
+        r.pause(BTreeSet::new());
+        assert_eq!(
+            summary(&r.tick(t(330), std::slice::from_ref(&low), &s)),
+            ["slack APFHeadroomLow/workload-low"]
+        );
     }
 
     #[test]

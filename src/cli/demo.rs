@@ -8,21 +8,12 @@ use anyhow::{Context, Result};
 use super::check::fmt_num;
 use super::{init_logging, shutdown_signal, DemoArgs, SimulateArgs};
 use crate::analyze::StatusReport;
-use crate::config::{self, Config, LogFormat, StaticTarget};
+use crate::config::{self, Config, LogFormat};
 use crate::daemon::Daemon;
 
 pub async fn simulate(args: SimulateArgs) -> Result<()> {
     init_logging(LogFormat::Text, "info")?;
-    let version: crate::sim::KubeVersion = args
-        .kubernetes_version
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--kubernetes-version {:?}: {e}", args.kubernetes_version))?;
-    let source: crate::sim::ScenarioSource = args
-        .scenario
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--scenario {:?}: {e}", args.scenario))?;
-    let scenario = crate::sim::Scenario::load(&source)
-        .map_err(|e| anyhow::anyhow!("--scenario {:?}: {e}", args.scenario))?;
+    let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
     let replicas = usize::from(args.replicas);
     let first_address = first_replica_address(args.listen.ip(), replicas)?;
     let token = match (&args.token_file, args.require_token) {
@@ -110,22 +101,10 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     println!("  kubectl --kubeconfig {k} get flowschemas,prioritylevelconfigurations");
     println!("  kubectl --kubeconfig {k} get endpointslices -n default");
     println!("  kubectl --kubeconfig {k} version");
-    let urls = cluster.replica_urls();
-    if token_file.is_none() && ca_file.is_none() {
-        let targets: Vec<String> = urls.iter().map(|u| format!("--target {u}")).collect();
-        println!("scrape every replica:");
-        println!("  apf-monitor serve {}", targets.join(" "));
-        println!("  apf-monitor check {}", targets.join(" "));
-    } else {
-        // --target takes a URL only: the CA and the token go through a config file.
-        let path = kubeconfig.with_extension("serve.yaml");
-        let config = scrape_config(&cluster, ca_file.as_deref(), token_file.as_deref());
-        std::fs::write(&path, config)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("scrape every replica (the config names the CA and the token):");
-        println!("  apf-monitor serve --config {}", path.display());
-        println!("  apf-monitor check --config {}", path.display());
-    }
+    // The replicas are discovered from the cluster's EndpointSlices, as in a real cluster.
+    println!("scrape every replica:");
+    println!("  apf-monitor serve --kubeconfig {k}");
+    println!("  apf-monitor check --kubeconfig {k}");
     shutdown_signal().await;
     cluster.stop().await;
     Ok(())
@@ -153,42 +132,11 @@ fn absolute(path: &std::path::Path) -> std::path::PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// A config for `serve --config` and `check --config` with every replica as a target, its CA and token.
-fn scrape_config(
-    cluster: &crate::sim::Cluster,
-    ca_file: Option<&std::path::Path>,
-    token_file: Option<&std::path::Path>,
-) -> String {
-    let targets: Vec<serde_json::Value> = cluster
-        .replicas()
-        .iter()
-        .zip(cluster.replica_urls())
-        .map(|((index, _), url)| {
-            let mut t = serde_json::json!({"url": url, "name": format!("sim-apiserver-{index}")});
-            if let Some(obj) = t.as_object_mut() {
-                if let Some(ca) = ca_file {
-                    obj.insert("ca_file".into(), serde_json::json!(ca));
-                }
-                if let Some(token) = token_file {
-                    obj.insert("bearer_token_file".into(), serde_json::json!(token));
-                }
-            }
-            t
-        })
-        .collect();
-    let config = serde_json::json!({"targets": {"static": targets}});
-    format!(
-        "# Written by `apf-monitor simulate`: scrape every replica of the simulated cluster.\n{}",
-        serde_yaml::to_string(&config).unwrap_or_default()
-    )
-}
-
-fn build_simulator(
+/// `--kubernetes-version` and `--scenario`, read; errors name the flag.
+fn version_and_scenario(
     version: &str,
     scenario: &str,
-    seed: u64,
-    server_concurrency: u32,
-) -> Result<crate::sim::Simulator> {
+) -> Result<(crate::sim::KubeVersion, crate::sim::Scenario)> {
     let version: crate::sim::KubeVersion = version
         .parse()
         .map_err(|e| anyhow::anyhow!("--kubernetes-version {version:?}: {e}"))?;
@@ -197,24 +145,42 @@ fn build_simulator(
         .map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
     let scenario = crate::sim::Scenario::load(&source)
         .map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
-    Ok(crate::sim::Simulator::new(crate::sim::SimOptions {
-        version,
-        scenario,
-        seed,
-        server_concurrency,
-    }))
+    Ok((version, scenario))
 }
 
 pub async fn demo(args: DemoArgs) -> Result<()> {
     // Alerts go to the console receiver, whose lines are the point of the demo.
     init_logging(LogFormat::Text, "warn,apf_monitor::alerts=info")?;
-    let sim = build_simulator(&args.kubernetes_version, &args.scenario, args.seed, 600)?;
-    let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("cannot open a local port")?;
-    let sim_addr = sim_listener.local_addr()?;
-    let _clock = sim.spawn_clock(Duration::from_millis(100));
-    tokio::spawn(crate::sim::serve(sim_listener, sim));
+    let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
+    // A small cluster over TLS with a bearer token, found the way a real one is: from its EndpointSlices.
+    let options = crate::sim::ClusterOptions {
+        seed: args.seed,
+        replicas: usize::from(args.replicas),
+        tls: true,
+        token: Some(crate::sim::generate_token()),
+        ..crate::sim::ClusterOptions::new(version, scenario)
+    };
+    let cluster = match crate::sim::Cluster::start(options.clone()).await {
+        Ok(c) => c,
+        // Not every system routes all of 127.0.0.0/8 (macOS has 127.0.0.1 only): one replica there.
+        Err(crate::sim::ClusterError::Bind { .. }) if options.replicas > 1 => {
+            println!("(127.0.0.2 cannot be bound here: the simulated cluster has one replica, on 127.0.0.1)");
+            crate::sim::Cluster::start(crate::sim::ClusterOptions {
+                replicas: 1,
+                first_address: std::net::Ipv4Addr::LOCALHOST.into(),
+                ..options
+            })
+            .await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "apf-monitor-demo-{}.kubeconfig",
+        std::process::id()
+    ));
+    cluster
+        .kubeconfig(&kubeconfig)
+        .context("cannot write the simulated cluster's kubeconfig")?;
 
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
@@ -228,12 +194,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     config.scrape.interval = args.interval;
     config.scrape.timeout = args.interval;
     config.analysis.window = config::Interval((args.interval.0 * 2).max(Duration::from_secs(60)));
-    let url =
-        config::parse_target_url(&format!("http://{sim_addr}")).map_err(anyhow::Error::msg)?;
-    config.targets.static_targets = vec![StaticTarget {
-        name: Some("sim-apiserver".into()),
-        ..StaticTarget::from_url(url)
-    }];
+    config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
     // The built-in rules with their defaults, to the console; groups are sent sooner than Alertmanager's defaults so
     // a newcomer sees an alert fire and resolve within a few minutes.
     config.receivers = vec![config::ReceiverConfig {
@@ -247,21 +208,50 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     }];
     config.route.group_wait = config::DurationValue(Duration::from_secs(5));
     config.route.group_interval = config::Interval(Duration::from_secs(30));
+    config.alerting.leader_election.enabled = Some(false);
     config
         .check()
         .map_err(|e| anyhow::anyhow!("the demo's config: {e}"))?;
     let loader: crate::daemon::Loader = Arc::new(move || Ok(config.clone()));
     let daemon = Daemon::start(loader, listener).await?;
 
+    let replicas = cluster.replicas();
     println!(
-        "apf-monitor demo: a simulated kube-apiserver v{} under the {:?} load scenario",
-        args.kubernetes_version, args.scenario
+        "apf-monitor demo: a simulated Kubernetes v{} cluster of {} kube-apiserver replica{} under the {:?} load \
+         scenario,\nfound from its EndpointSlices as in a real cluster, each scraped at its own address:",
+        args.kubernetes_version,
+        replicas.len(),
+        if replicas.len() == 1 { "" } else { "s" },
+        args.scenario
     );
-    println!("  simulated apiserver:  http://{sim_addr}/metrics");
+    let shares = crate::sim::load_shares(replicas.len());
+    for (i, ((_, addr), share)) in replicas.iter().zip(&shares).enumerate() {
+        let hot = if i == 0 && replicas.len() > 1 {
+            "  (the hot one)"
+        } else {
+            ""
+        };
+        println!(
+            "  replica {addr}   {:>3.0}% of the load{hot}",
+            share * 100.0
+        );
+    }
+    let hot = replicas
+        .first()
+        .map(|(_, a)| a.to_string())
+        .unwrap_or_default();
     println!("  apf-monitor metrics:  http://{listen}/metrics   (apf_priority_level_headroom_seats, ...)");
     println!("  status page:          http://{listen}/");
     println!("  status as JSON:       http://{listen}/api/v1/status");
-    println!("Every {}s, one line per priority level: limit, seats in use, headroom, queued, rejected/s. Ctrl-C stops.\n", args.interval.0.as_secs());
+    println!(
+        "  the cluster:          kubectl --kubeconfig {} get endpointslices -n default",
+        kubeconfig.display()
+    );
+    println!(
+        "Every {}s, one line per priority level of the hot replica and the tightest level of each other one: limit, \
+         seats in use, headroom, queued, rejected/s. Ctrl-C stops.\n",
+        args.interval.0.as_secs()
+    );
 
     let mut ticker = tokio::time::interval(args.interval.0);
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d.0);
@@ -277,26 +267,48 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
             break;
         }
         let report = daemon.status();
-        for line in demo_lines(&report, started.elapsed()) {
+        for line in demo_lines(&report, started.elapsed(), &hot) {
             println!("{line}");
         }
         println!();
     }
-    daemon.stop().await
+    let stopped = daemon.stop().await;
+    cluster.stop().await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    stopped
 }
 
-/// The demo's live summary: one line per non-exempt level of each replica.
-pub fn demo_lines(report: &StatusReport, elapsed: Duration) -> Vec<String> {
+/// The demo's live summary: a line per non-exempt level of the `hot` replica, and the tightest level (least
+/// headroom) of each other one, each line naming its replica.
+pub fn demo_lines(report: &StatusReport, elapsed: Duration, hot: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for a in &report.apiservers {
         for e in &a.errors {
             lines.push(format!("[{:>4}s] {}: {e}", elapsed.as_secs(), a.apiserver));
         }
-        for l in a
+        let mut levels: Vec<&crate::analyze::LevelReport> = a
             .levels
             .iter()
             .filter(|l| l.priority_level != crate::model::EXEMPT)
-        {
+            .collect();
+        if a.apiserver != hot {
+            levels = levels
+                .into_iter()
+                // Least headroom; among equals, the busiest.
+                .min_by(|x, y| {
+                    let key = |l: &crate::analyze::LevelReport| {
+                        (
+                            l.headroom_ratio.unwrap_or(1.0),
+                            -l.executing_seats.unwrap_or(0.0),
+                        )
+                    };
+                    let (a, b) = (key(x), key(y));
+                    a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1))
+                })
+                .into_iter()
+                .collect();
+        }
+        for l in levels {
             let rejected = l
                 .rejected_per_second
                 .as_ref()
@@ -307,8 +319,9 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration) -> Vec<String> {
                 .map(|f| format!("  top flow {}/{}", f.flow_schema, f.flow))
                 .unwrap_or_default();
             lines.push(format!(
-                "[{:>4}s] {:<16} limit {:>4} in use {:>4} headroom {:>5} ({:>4}) queued {:>4} rejected/s {:>6}  {:<8}{}",
+                "[{:>4}s] {:<15} {:<15} limit {:>4} in use {:>4} headroom {:>5} ({:>4}) queued {:>4} rejected/s {:>6}  {:<8}{}",
                 elapsed.as_secs(),
+                a.apiserver,
                 l.priority_level,
                 fmt_num(l.limit_seats),
                 fmt_num(l.executing_seats),

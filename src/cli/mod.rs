@@ -157,6 +157,9 @@ pub struct DemoArgs {
     pub interval: config::Interval,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// kube-apiserver replicas of the simulated cluster (on 127.0.0.2, 127.0.0.3, ...), the first one the hottest.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub replicas: u16,
     /// Stop after this long (e.g. 5m); default: until Ctrl-C.
     #[arg(long, value_parser = config::parse_interval)]
     pub duration: Option<config::Interval>,
@@ -195,7 +198,14 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(format: LogFormat, level: &str) -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
+    // kube's client logs every failed request at ERROR; the scrape and discovery loops already say so, once per
+    // streak and with what to do: keep its lines out unless the filter asks for them.
+    let filter = if level.contains("kube") {
+        level.to_string()
+    } else {
+        format!("{level},kube_client::client::builder=off")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).with_context(|| {
         format!("invalid log level {level:?}: use error, warn, info, debug or a filter")
     })?;
     let builder = tracing_subscriber::fmt()

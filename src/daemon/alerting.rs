@@ -2,7 +2,7 @@
 //! deliveries. It runs a round on every new report and every second (group timers), publishes its view for export,
 //! answers the silences API, takes a reloaded setup without losing state, and at the stop sends what every group
 //! owes, delivers what is queued until the deadline and saves the state file.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -179,8 +179,23 @@ impl AlertStage {
         self.set_receivers(&setup);
     }
 
+    /// Direct receivers are the Lease holder's: a follower routes nothing to them (and books nothing as sent).
+    fn follow_leadership(&mut self) {
+        let paused = if self.leadership.is_leader() {
+            BTreeSet::new()
+        } else {
+            self.routed
+                .iter()
+                .filter(|(_, r)| r.leader_only)
+                .map(|(name, _)| name.clone())
+                .collect()
+        };
+        self.alerting.router.pause(paused);
+    }
+
     /// One round: rules on the report, life cycle, routing, delivery, view and state file.
     pub fn round(&mut self, report: &StatusReport) {
+        self.follow_leadership();
         let now = self.clock.now();
         let notifications = self.alerting.round(now, report);
         self.send(notifications);
@@ -190,11 +205,9 @@ impl AlertStage {
     }
 
     fn send(&mut self, notifications: Vec<Notification>) {
-        let leader = self.leadership.is_leader();
         for n in notifications {
             match self.routed.get(&n.receiver) {
-                Some(r) if !r.leader_only || leader => r.delivery.enqueue(n),
-                Some(_) => {}
+                Some(r) => r.delivery.enqueue(n),
                 None => {
                     tracing::debug!(receiver = %n.receiver, "notification for an unknown receiver")
                 }
@@ -273,6 +286,7 @@ impl AlertStage {
     /// The stop: every group's owed notification now, every delivery drained until the deadline, what could not be
     /// delivered owed again in the state file (so a restart sends it), the state saved.
     pub async fn stop(mut self, deadline: Instant) {
+        self.follow_leadership();
         let now = self.clock.now();
         let owed = self.alerting.flush(now);
         self.send(owed);

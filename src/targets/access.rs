@@ -70,7 +70,8 @@ pub fn client(config: &kube::Config) -> Result<kube::Client, AccessError> {
 }
 
 /// One replica dialled at `address` (`IP:port`), its certificate verified against the cluster CA for
-/// `server_name`, with the access' own credentials: the replica's `apiserver` label is its address.
+/// `server_name`, with the access' own credentials: the replica's `apiserver` label is its address. The scheme is
+/// the access' own (a cluster served over plain HTTP, as a local test cluster may be, is dialled so).
 pub fn replica(
     config: &kube::Config,
     address: &str,
@@ -81,7 +82,8 @@ pub fn replica(
         address: address.to_string(),
         reason,
     };
-    let url = format!("https://{address}");
+    let scheme = config.cluster_url.scheme_str().unwrap_or("https");
+    let url = format!("{scheme}://{address}");
     let mut config = config.clone();
     config.cluster_url = url.parse().map_err(|e| bad(format!("{e}")))?;
     config.tls_server_name = Some(server_name.to_string());

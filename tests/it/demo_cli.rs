@@ -1,5 +1,12 @@
-//! `apf-monitor demo`, as a newcomer runs it: it says where to look and prints a live line per priority level.
+//! `apf-monitor demo`, as a newcomer runs it: a simulated cluster of three replicas found from its EndpointSlices,
+//! where to look, and a live line per priority level of the hot replica and the tightest level of the others.
 use std::process::Command;
+
+/// (replica, priority level) of a live line: `[  10s] 127.0.0.2:41231 workload-low    limit ...`.
+fn replica_and_level(line: &str) -> Option<(&str, &str)> {
+    let mut words = line.split_once(']')?.1.split_whitespace();
+    Some((words.next()?, words.next()?))
+}
 
 #[test]
 fn demo_prints_where_to_look_and_a_line_per_level_under_load() {
@@ -28,9 +35,25 @@ fn demo_prints_where_to_look_and_a_line_per_level_under_load() {
         "{text}"
     );
     assert!(text.contains("status page:"), "{text}");
+    // Three replicas, discovered: each line names the replica it is about.
+    let replicas: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("replica "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(replicas.len(), 3, "{text}");
+    assert!(text.contains("(the hot one)"), "{text}");
+    let seen: Vec<(&str, &str)> = text.lines().filter_map(replica_and_level).collect();
+    for r in &replicas {
+        assert!(
+            seen.iter().any(|(replica, _)| replica == r),
+            "no line for {r}:\n{text}"
+        );
+    }
+    let hot = replicas[0];
     let lines: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("] workload-low "))
+        .filter(|l| replica_and_level(l) == Some((hot, "workload-low")))
         .collect();
     assert!(lines.len() >= 3, "{text}");
     for level in [
@@ -41,13 +64,10 @@ fn demo_prints_where_to_look_and_a_line_per_level_under_load() {
         "system",
         "workload-high",
     ] {
-        assert!(
-            text.contains(&format!("] {level} ")),
-            "{level} missing:\n{text}"
-        );
+        assert!(seen.contains(&(hot, level)), "{level} missing:\n{text}");
     }
     assert!(
-        !text.contains("] exempt "),
+        !text.contains(" exempt "),
         "exempt has no limit to summarise"
     );
     // Under the storm, seats are in use in workload-low by the end.

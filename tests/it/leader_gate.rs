@@ -1,5 +1,5 @@
 //! High availability: only the replica holding the Lease sends direct notifications (Slack here), while every replica
-//! feeds Alertmanager. Leadership is driven by hand: the Lease itself needs a cluster.
+//! feeds Alertmanager: with leadership driven by hand, and with two processes sharing the simulated cluster's Lease.
 use crate::common;
 
 use std::sync::{Arc, Mutex};
@@ -98,4 +98,128 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the leader never sent to Slack");
+}
+
+/// The Lease's holder, read from the simulated cluster's Lease API.
+async fn lease_holder(api: &str) -> Option<String> {
+    let text = common::get_text(&format!(
+        "{api}/apis/coordination.k8s.io/v1/namespaces/default/leases/apf-monitor-notifier"
+    ))
+    .await?;
+    let lease: serde_json::Value = serde_json::from_str(&text).ok()?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
+    use std::process::{Command, Stdio};
+
+    use apf_monitor::sim::{Cluster, ClusterOptions, KubeVersion};
+
+    let cluster = Cluster::start(ClusterOptions::new(
+        KubeVersion::new(34, 0),
+        Scenario::load(&ScenarioSource::Storm).unwrap(),
+    ))
+    .await
+    .unwrap();
+    let api = cluster.replica_urls()[0].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.kubeconfig(&kubeconfig).unwrap();
+    let (hook, payloads) = recorder("/hook").await;
+    // Which process sent a notification: its external URL.
+    let from = |who: &str| {
+        payloads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| b.contains(&format!("\"externalURL\":\"http://{who}\"")))
+            .count()
+    };
+    let start = |who: &str| {
+        let config = dir.path().join(format!("{who}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{port}\nscrape: {{interval: 500ms, timeout: 500ms, objects_interval: 0s}}\n\
+                 analysis: {{window: 10s}}\ntargets: {{kubernetes: {{kubeconfig: \"{kubeconfig}\"}}}}\n\
+                 rules:\n  APFHeadroomExhausted: {{for: 0s, keep_firing_for: 10m}}\n\
+                 receivers:\n  - {{name: hook, webhook: {{url: \"{hook}/hook\"}}}}\n\
+                 route: {{group_wait: 1s, group_interval: 2s, repeat_interval: 1h}}\n\
+                 alerting: {{external_url: \"http://{who}\", leader_election: {{enabled: true, namespace: default, \
+                 lease_duration: 4s}}}}\n",
+                port = common::external::free_port(),
+                kubeconfig = kubeconfig.display(),
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.path().join(format!("{who}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .env("HOSTNAME", format!("apf-{who}"))
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap()
+    };
+    let log = |who: &str| {
+        std::fs::read_to_string(dir.path().join(format!("{who}.log"))).unwrap_or_default()
+    };
+
+    // a takes the Lease and notifies.
+    let mut a = start("a");
+    let notified = common::eventually(Duration::from_secs(60), || async {
+        (from("a") > 0).then_some(())
+    })
+    .await;
+    assert!(notified.is_some(), "a never notified:\n{}", log("a"));
+    assert!(lease_holder(&api)
+        .await
+        .is_some_and(|h| h.starts_with("apf-a-")));
+
+    // b runs beside it, evaluating the same alerts, and sends nothing.
+    let mut b = start("b");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        from("b"),
+        0,
+        "only the Lease holder notifies:\n{}",
+        log("b")
+    );
+
+    // a stops: it releases the Lease, b takes it within the lease duration and sends what b's receivers are owed.
+    let _ = Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status();
+    let code = tokio::task::spawn_blocking(move || a.wait().unwrap().code())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{}", log("a"));
+    let stopped = tokio::time::Instant::now();
+    let held = common::eventually(Duration::from_secs(10), || async {
+        lease_holder(&api).await.filter(|h| h.starts_with("apf-b-"))
+    })
+    .await;
+    assert!(held.is_some(), "b did not take the Lease:\n{}", log("b"));
+    assert!(
+        stopped.elapsed() <= Duration::from_secs(5),
+        "b took over {:?} after a stopped (lease duration 4s)",
+        stopped.elapsed()
+    );
+    let notified = common::eventually(Duration::from_secs(10), || async {
+        (from("b") > 0).then_some(())
+    })
+    .await;
+    assert!(notified.is_some(), "b never notified:\n{}", log("b"));
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &b.id().to_string()])
+        .status();
+    let code = tokio::task::spawn_blocking(move || b.wait().unwrap().code())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{}", log("b"));
+    cluster.stop().await;
 }

@@ -16,7 +16,6 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
-const KUBECTL: &str = "/usr/bin/kubectl";
 const SERVICE_SELECTOR: &str = "kubernetes.io/service-name=kubernetes";
 
 fn options(replicas: usize) -> ClusterOptions {
@@ -40,13 +39,9 @@ fn shared_port() -> u16 {
 
 /// Runs kubectl with the kubeconfig (and its own discovery cache); returns its exit status, stdout and stderr.
 async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    assert!(
-        Path::new(KUBECTL).exists(),
-        "{KUBECTL} is missing: install kubectl (Debian/Ubuntu: the kubectl package of the Kubernetes apt repository, \
-         or google-cloud-cli's) to run the kubectl tests"
-    );
+    let kubectl = crate::common::external::binary("kubectl", "kubernetes-client");
     let cache = kubeconfig.with_extension("cache");
-    let mut command = Command::new(KUBECTL);
+    let mut command = Command::new(&kubectl);
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -58,7 +53,7 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .unwrap()
-        .unwrap_or_else(|e| panic!("cannot run {KUBECTL}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"));
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -152,13 +152,16 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     // Alerts go to the console receiver, whose lines are the point of the demo.
     init_logging(LogFormat::Text, "warn,apf_monitor::alerts=info")?;
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
-    // A small cluster over TLS with a bearer token, found the way a real one is: from its EndpointSlices.
+    // A small cluster over TLS with a bearer token, found the way a real one is: from its EndpointSlices. The
+    // scenario is what one apiserver gets: the cluster receives it once per replica, split so that the first
+    // replica gets more than its share (the hot one) and the last less.
+    let replicas = usize::from(args.replicas);
     let options = crate::sim::ClusterOptions {
         seed: args.seed,
-        replicas: usize::from(args.replicas),
+        replicas,
         tls: true,
         token: Some(crate::sim::generate_token()),
-        ..crate::sim::ClusterOptions::new(version, scenario)
+        ..crate::sim::ClusterOptions::new(version, scenario.scaled(replicas as f64))
     };
     let cluster = match crate::sim::Cluster::start(options.clone()).await {
         Ok(c) => c,
@@ -168,6 +171,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
             crate::sim::Cluster::start(crate::sim::ClusterOptions {
                 replicas: 1,
                 first_address: std::net::Ipv4Addr::LOCALHOST.into(),
+                scenario: options.scenario.scaled(1.0 / replicas as f64),
                 ..options
             })
             .await?

@@ -113,6 +113,17 @@ const BACKGROUND: &str = r#"
 "#;
 
 impl Scenario {
+    /// The same scenario with every rate multiplied by `factor`: a scenario written for one replica, given to a
+    /// cluster of `factor` replicas that splits it, keeps its pressure per replica on average.
+    pub fn scaled(mut self, factor: f64) -> Scenario {
+        for flow in &mut self.flows {
+            for point in &mut flow.rate {
+                point.rps *= factor;
+            }
+        }
+        self
+    }
+
     /// Loads a built-in scenario or a YAML file.
     pub fn load(src: &ScenarioSource) -> Result<Scenario, SimError> {
         match src {
@@ -286,6 +297,10 @@ mod tests {
         assert_eq!(f.rps_at(Duration::from_secs(30)), 20.0);
         assert_eq!(f.rps_at(Duration::from_secs(100)), 35.0);
         assert_eq!(f.verb, "get");
+        // A cluster of three gets the load once per replica.
+        let tripled = sc.clone().scaled(3.0);
+        assert_eq!(tripled.flows[0].rps_at(Duration::from_secs(30)), 60.0);
+        assert_eq!(tripled.duration, sc.duration);
     }
 
     #[test]

@@ -242,42 +242,17 @@ impl Discovery {
             .timeout(290);
             match listed.source {
                 Source::EndpointSlices => {
-                    let mut events = self.slices().watch(&params, &listed.version).await?.boxed();
-                    while let Some(event) = events.next().await {
-                        let seen = match event? {
-                            WatchEvent::Added(s) | WatchEvent::Modified(s) => {
-                                Some((s.metadata.clone(), Some(slice_addresses(&s))))
-                            }
-                            WatchEvent::Deleted(s) => Some((s.metadata.clone(), None)),
-                            WatchEvent::Bookmark(b) => {
-                                listed.version = b.metadata.resource_version;
-                                None
-                            }
-                            WatchEvent::Error(status) => return Err(kube::Error::Api(status)),
-                        };
-                        apply(&mut listed, seen, tx);
-                    }
+                    follow(self.slices(), &params, &mut listed, tx, slice_addresses).await?
                 }
                 Source::Endpoints => {
-                    let mut events = self
-                        .endpoints()
-                        .watch(&params, &listed.version)
-                        .await?
-                        .boxed();
-                    while let Some(event) = events.next().await {
-                        let seen = match event? {
-                            WatchEvent::Added(e) | WatchEvent::Modified(e) => {
-                                Some((e.metadata.clone(), Some(endpoints_addresses(&e))))
-                            }
-                            WatchEvent::Deleted(e) => Some((e.metadata.clone(), None)),
-                            WatchEvent::Bookmark(b) => {
-                                listed.version = b.metadata.resource_version;
-                                None
-                            }
-                            WatchEvent::Error(status) => return Err(kube::Error::Api(status)),
-                        };
-                        apply(&mut listed, seen, tx);
-                    }
+                    follow(
+                        self.endpoints(),
+                        &params,
+                        &mut listed,
+                        tx,
+                        endpoints_addresses,
+                    )
+                    .await?
                 }
             }
             if tx.is_closed() {
@@ -286,6 +261,35 @@ impl Discovery {
             // The server ended the watch (its timeout): go on from the last version seen.
         }
     }
+}
+
+/// One watch of `api` from the listed version, applying each event until the server ends it.
+async fn follow<K>(
+    api: Api<K>,
+    params: &WatchParams,
+    listed: &mut Listed,
+    tx: &watch::Sender<Option<Replicas>>,
+    addresses: fn(&K) -> BTreeSet<String>,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut events = api.watch(params, &listed.version).await?.boxed();
+    while let Some(event) = events.next().await {
+        let seen = match event? {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                Some((o.meta().clone(), Some(addresses(&o))))
+            }
+            WatchEvent::Deleted(o) => Some((o.meta().clone(), None)),
+            WatchEvent::Bookmark(b) => {
+                listed.version = b.metadata.resource_version;
+                None
+            }
+            WatchEvent::Error(status) => return Err(kube::Error::Api(status)),
+        };
+        apply(listed, seen, tx);
+    }
+    Ok(())
 }
 
 type Seen = Option<(

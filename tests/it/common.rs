@@ -155,3 +155,28 @@ pub fn receiver(name: &str) -> apf_monitor::config::ReceiverConfig {
         delivery: Default::default(),
     }
 }
+
+/// A kubeconfig in `dir` naming `server`, with a static token: apiserver access for tests that need one to exist.
+pub fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The holder of apf-monitor's Lease in the simulated cluster whose API is at `api`.
+pub async fn lease_holder(api: &str) -> Option<String> {
+    let text = get_text(&format!(
+        "{api}/apis/coordination.k8s.io/v1/namespaces/default/leases/apf-monitor-notifier"
+    ))
+    .await?;
+    let lease: serde_json::Value = serde_json::from_str(&text).ok()?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_string)
+}

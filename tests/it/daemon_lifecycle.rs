@@ -9,11 +9,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
-use axum::extract::{Path as UrlPath, State};
+use apf_monitor::sim::{
+    Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator,
+};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::post;
 use serde_json::Value;
 
 use crate::common::{self, external, get_text, sample_value};
@@ -404,14 +404,7 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
     );
 
     // No static target: the replicas are discovered through the kubeconfig's apiserver access, which must exist.
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://10.0.0.1:6443\"}\n\
-         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n\
-         current-context: x\n",
-    )
-    .unwrap();
+    let kubeconfig = common::kubeconfig(dir.path(), "https://10.0.0.1:6443");
     let discover = |kubeconfig: &Path| {
         Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
             .args(["serve", "--check-config", "--kubeconfig"])
@@ -516,93 +509,19 @@ async fn run_returns_after_its_shutdown_future_with_owed_notifications_delivered
     );
 }
 
-/// A Lease API (coordination.k8s.io/v1) that keeps one Lease in memory: enough for kube-lease-manager.
-#[derive(Clone, Default)]
-struct Leases {
-    lease: Arc<Mutex<Option<Value>>>,
-}
-
-async fn lease_get(
-    State(l): State<Leases>,
-    UrlPath((ns, name)): UrlPath<(String, String)>,
-) -> impl IntoResponse {
-    match l.lease.lock().unwrap().clone() {
-        Some(lease) => (StatusCode::OK, axum::Json(lease)),
-        None => (
-            StatusCode::NOT_FOUND,
-            axum::Json(
-                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                "reason": "NotFound", "code": 404, "message": format!("leases \"{name}\" not found in {ns}")}),
-            ),
-        ),
-    }
-}
-
-async fn lease_create(State(l): State<Leases>, body: String) -> impl IntoResponse {
-    let mut lease: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    lease["metadata"]["resourceVersion"] = "1".into();
-    *l.lease.lock().unwrap() = Some(lease.clone());
-    (StatusCode::CREATED, axum::Json(lease))
-}
-
-/// Apply and strategic-merge patches alike: the spec's keys are set, a null removes one.
-async fn lease_patch(
-    State(l): State<Leases>,
-    UrlPath((_ns, name)): UrlPath<(String, String)>,
-    body: String,
-) -> impl IntoResponse {
-    let patch: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let mut guard = l.lease.lock().unwrap();
-    let lease = guard.get_or_insert_with(|| {
-        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "namespace": "default", "resourceVersion": "0"}, "spec": {}})
-    });
-    if let Some(spec) = patch["spec"].as_object() {
-        for (k, v) in spec {
-            if v.is_null() {
-                if let Some(s) = lease["spec"].as_object_mut() {
-                    s.remove(k);
-                }
-            } else {
-                lease["spec"][k] = v.clone();
-            }
-        }
-    }
-    let version: u64 = lease["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    lease["metadata"]["resourceVersion"] = (version + 1).to_string().into();
-    (StatusCode::OK, axum::Json(lease.clone()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stop_releases_the_lease() {
-    let leases = Leases::default();
-    let app = axum::Router::new()
-        .route(
-            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
-            get(lease_get).patch(lease_patch),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
-            post(lease_create),
-        )
-        .with_state(leases.clone());
-    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api_addr = api.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(api, app).await.unwrap() });
+    // The Lease lives in the simulated cluster's API, reached through its kubeconfig.
+    let cluster = Cluster::start(ClusterOptions::new(
+        KubeVersion::new(34, 0),
+        Scenario::load(&ScenarioSource::Idle).unwrap(),
+    ))
+    .await
+    .unwrap();
+    let api = cluster.replica_urls()[0].clone();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"http://{api_addr}\"}}\n\
-             users:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context: {{cluster: test, user: test, namespace: default}}\n\
-             current-context: test\n"
-        ),
-    )
-    .unwrap();
+    cluster.kubeconfig(&kubeconfig).unwrap();
     let (_sim, url) = storm().await;
     let (hook, _payloads) = slow_webhook(Duration::ZERO).await;
     let config = dir.path().join("apf-monitor.yaml");
@@ -618,17 +537,18 @@ async fn the_stop_releases_the_lease() {
         &listen,
         &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
     );
-    let holder = || {
-        leases
-            .lease
-            .lock()
-            .unwrap()
-            .as_ref()
-            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
-    };
-    serve.until("the Lease held", 30, async |_| holder()).await;
+    serve
+        .until("the Lease held", 30, async |_| {
+            common::lease_holder(&api).await
+        })
+        .await;
     serve.signal("TERM");
     let (code, log) = serve.exit(Duration::from_secs(40)).await;
     assert_eq!(code, Some(0), "{log}");
-    assert_eq!(holder(), None, "the Lease is released at the stop:\n{log}");
+    assert_eq!(
+        common::lease_holder(&api).await,
+        None,
+        "the Lease is released at the stop:\n{log}"
+    );
+    cluster.stop().await;
 }

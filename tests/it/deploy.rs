@@ -865,14 +865,7 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
 fn the_in_cluster_config_is_valid_for_the_daemon() {
     // The replicas are discovered with the pod's apiserver access; here a kubeconfig stands in for it.
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://10.96.0.1:443\"}\n\
-         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n\
-         current-context: x\n",
-    )
-    .unwrap();
+    let kubeconfig = crate::common::kubeconfig(dir.path(), "https://10.96.0.1:443");
     let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .args(["serve", "--check-config", "--config"])
         .arg(deploy_dir().join("apf-monitor.yaml"))

@@ -100,16 +100,6 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
     panic!("the leader never sent to Slack");
 }
 
-/// The Lease's holder, read from the simulated cluster's Lease API.
-async fn lease_holder(api: &str) -> Option<String> {
-    let text = common::get_text(&format!(
-        "{api}/apis/coordination.k8s.io/v1/namespaces/default/leases/apf-monitor-notifier"
-    ))
-    .await?;
-    let lease: serde_json::Value = serde_json::from_str(&text).ok()?;
-    lease["spec"]["holderIdentity"].as_str().map(str::to_string)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     use std::process::{Command, Stdio};
@@ -175,7 +165,7 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     })
     .await;
     assert!(notified.is_some(), "a never notified:\n{}", log("a"));
-    assert!(lease_holder(&api)
+    assert!(common::lease_holder(&api)
         .await
         .is_some_and(|h| h.starts_with("apf-a-")));
 
@@ -199,7 +189,9 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     assert_eq!(code, Some(0), "{}", log("a"));
     let stopped = tokio::time::Instant::now();
     let held = common::eventually(Duration::from_secs(10), || async {
-        lease_holder(&api).await.filter(|h| h.starts_with("apf-b-"))
+        common::lease_holder(&api)
+            .await
+            .filter(|h| h.starts_with("apf-b-"))
     })
     .await;
     assert!(held.is_some(), "b did not take the Lease:\n{}", log("b"));

@@ -123,6 +123,7 @@ impl Collector for DerivedMetrics {
             false,
             |l| l.queue_capacity_requests,
         )?;
+        level_gauge(&mut e, r, "apf_priority_level_queue_length_limit", "queueLengthLimit from the PriorityLevelConfiguration: a queue holding this many requests refuses the next with queue-full.", false, |l| l.queue_length_limit)?;
         level_gauge(&mut e, r, "apf_priority_level_fullest_queue_requests", "The most requests waiting in any one queue (dump_queues); at queueLengthLimit the next get queue-full.", false, |l| l.fullest_queue_requests)?;
         level_gauge(
             &mut e,

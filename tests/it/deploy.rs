@@ -16,12 +16,11 @@ use serde_json::json;
 use serde_yaml::Value;
 
 use apf_monitor::alert::{Fires, RuleSpec};
-use apf_monitor::apf::defaults::{default_precedence, default_priority_levels};
+use apf_monitor::apf::defaults::default_precedence;
 use apf_monitor::apf::endpoints::{
     Dump, DUMPS_RBAC_RULE, FLOWCONTROL_GROUP, FLOW_SCHEMAS, METRICS_PATH,
     PRIORITY_LEVEL_CONFIGURATIONS,
 };
-use apf_monitor::apf::KubeVersion;
 use apf_monitor::config::{parse_duration, AlertingConfig, Config, RuleName};
 
 /// The namespace every namespaced object of apf-monitor lives in.
@@ -689,12 +688,8 @@ fn between(spec: &RuleSpec, scale: f64) -> f64 {
 
 #[test]
 fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
-    // The queue length limit APFQueueNearFull is approximated with: every queuing default level's.
-    let queue_length_limit = default_priority_levels(KubeVersion::new(KubeVersion::MAX_MINOR, 0))
-        .into_iter()
-        .find(|p| p.name == "workload-low")
-        .and_then(|p| p.queue_length_limit)
-        .unwrap() as f64;
+    // A queueLengthLimit other than the defaults' 50 (apf-monitor's own level has 16): the rule reads the level's.
+    let queue_length_limit = 16.0;
     let level = r#"apiserver="10.0.0.5:6443",priority_level="workload-low""#;
     let lives = [
         {
@@ -720,16 +715,24 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
             let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
             Life {
                 rule: RuleName::APFQueueNearFull,
-                series: level_series(
-                    "apf_priority_level_fullest_queue_requests",
-                    "",
-                    [
-                        0.0,
-                        (t * queue_length_limit).ceil(),
-                        between(&s, queue_length_limit).ceil(),
-                        (c * queue_length_limit).floor() - 1.0,
-                    ],
-                ),
+                series: [
+                    level_series(
+                        "apf_priority_level_fullest_queue_requests",
+                        "",
+                        [
+                            0.0,
+                            (t * queue_length_limit).ceil(),
+                            between(&s, queue_length_limit).ceil(),
+                            (c * queue_length_limit).floor() - 1.0,
+                        ],
+                    ),
+                    level_series(
+                        "apf_priority_level_queue_length_limit",
+                        "",
+                        [queue_length_limit; 4],
+                    ),
+                ]
+                .concat(),
                 labels: level.into(),
             }
         },

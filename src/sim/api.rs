@@ -15,7 +15,7 @@ use super::table;
 use super::KubeVersion;
 use crate::apf::endpoints::PRIORITY_LEVEL_CONFIGURATIONS;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -178,21 +178,31 @@ struct Call {
     body: Bytes,
 }
 
-async fn core(
-    State(ctx): State<ApiContext>,
-    method: Method,
-    Path(rest): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+impl<S: Send + Sync> axum::extract::FromRequest<S> for Call {
+    type Rejection = Response;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let body = Bytes::from_request(
+            axum::extract::Request::from_parts(parts.clone(), body),
+            state,
+        )
+        .await
+        .map_err(IntoResponse::into_response)?;
+        Ok(Call {
+            method: parts.method,
+            query,
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+async fn core(State(ctx): State<ApiContext>, Path(rest): Path<String>, call: Call) -> Response {
     let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    let call = Call {
-        method,
-        query,
-        headers,
-        body,
-    };
     match segments.as_slice() {
         [version] => read_only(&call.method, || {
             discovery::api_resource_list(ctx.version, "", version)
@@ -202,21 +212,8 @@ async fn core(
     }
 }
 
-async fn named(
-    State(ctx): State<ApiContext>,
-    method: Method,
-    Path(rest): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn named(State(ctx): State<ApiContext>, Path(rest): Path<String>, call: Call) -> Response {
     let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-    let call = Call {
-        method,
-        query,
-        headers,
-        body,
-    };
     match segments.as_slice() {
         [] => group_list(State(ctx)).await,
         [group] => read_only(&call.method, || discovery::api_group(ctx.version, group)),

@@ -89,15 +89,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn random_uid() -> String {
-    let s = format!("{:032x}", rand::random::<u128>());
-    format!(
-        "{}-{}-{}-{}-{}",
-        &s[0..8],
-        &s[8..12],
-        &s[12..16],
-        &s[16..20],
-        &s[20..32]
-    )
+    super::objects::uuid_text(rand::random::<u128>())
 }
 
 fn store_error(r: &Resource, name: &str, e: StoreError) -> ApiError {

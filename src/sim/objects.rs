@@ -183,7 +183,12 @@ pub(super) fn uid(kind: &str, name: &str) -> String {
         h ^= b as u128;
         h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
     }
-    let s = format!("{h:032x}");
+    uuid_text(h)
+}
+
+/// 128 bits in the 8-4-4-4-12 form of a Kubernetes UID.
+pub(super) fn uuid_text(v: u128) -> String {
+    let s = format!("{v:032x}");
     format!(
         "{}-{}-{}-{}-{}",
         &s[0..8],

@@ -180,3 +180,14 @@ pub async fn lease_holder(api: &str) -> Option<String> {
     let lease: serde_json::Value = serde_json::from_str(&text).ok()?;
     lease["spec"]["holderIdentity"].as_str().map(str::to_string)
 }
+
+/// SIGTERM to a process of the binary, as Kubernetes stops a pod; its exit status once it has stopped.
+pub async fn terminate(mut child: std::process::Child) -> Option<i32> {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    tokio::task::spawn_blocking(move || child.wait().ok()?.code())
+        .await
+        .ok()
+        .flatten()
+}

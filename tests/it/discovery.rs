@@ -74,7 +74,7 @@ async fn serve_discovers_every_replica_follows_them_and_refuses_a_foreign_certif
     let listen = format!("127.0.0.1:{}", external::free_port());
     let log = dir.path().join("serve.log");
     let out = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+    let child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .args([
             "serve",
             "--interval",
@@ -169,12 +169,7 @@ async fn serve_discovers_every_replica_follows_them_and_refuses_a_foreign_certif
             >= 1.0
     );
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let code = tokio::task::spawn_blocking(move || child.wait().unwrap().code())
-        .await
-        .unwrap();
+    let code = crate::common::terminate(child).await;
     assert_eq!(code, Some(0));
     cluster.stop().await;
 }

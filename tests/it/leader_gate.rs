@@ -159,7 +159,7 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     };
 
     // a takes the Lease and notifies.
-    let mut a = start("a");
+    let a = start("a");
     let notified = common::eventually(Duration::from_secs(60), || async {
         (from("a") > 0).then_some(())
     })
@@ -170,7 +170,7 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
         .is_some_and(|h| h.starts_with("apf-a-")));
 
     // b runs beside it, evaluating the same alerts, and sends nothing.
-    let mut b = start("b");
+    let b = start("b");
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         from("b"),
@@ -180,12 +180,7 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     );
 
     // a stops: it releases the Lease, b takes it within the lease duration and sends what b's receivers are owed.
-    let _ = Command::new("kill")
-        .args(["-TERM", &a.id().to_string()])
-        .status();
-    let code = tokio::task::spawn_blocking(move || a.wait().unwrap().code())
-        .await
-        .unwrap();
+    let code = common::terminate(a).await;
     assert_eq!(code, Some(0), "{}", log("a"));
     let stopped = tokio::time::Instant::now();
     let held = common::eventually(Duration::from_secs(10), || async {
@@ -206,12 +201,7 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     .await;
     assert!(notified.is_some(), "b never notified:\n{}", log("b"));
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &b.id().to_string()])
-        .status();
-    let code = tokio::task::spawn_blocking(move || b.wait().unwrap().code())
-        .await
-        .unwrap();
+    let code = common::terminate(b).await;
     assert_eq!(code, Some(0), "{}", log("b"));
     cluster.stop().await;
 }

@@ -2,7 +2,7 @@
 //! and a Status, as from kube-apiserver's token authenticator. The health and version endpoints stay open, as
 //! kube-apiserver's default `system:public-info-viewer` binding leaves them to anonymous clients.
 
-use super::api::ApiError;
+use super::status::ApiError;
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;

@@ -8,10 +8,10 @@
 //! gets 409 Conflict unless forced ([`super::ownership`]). A `metadata.resourceVersion` in the body is a
 //! precondition, as in kube-apiserver (409 Conflict when the Lease changed since).
 
-use super::api::ApiError;
 use super::discovery::Resource;
 use super::objects::key;
 use super::ownership::{self, Operation};
+use super::status::ApiError;
 use super::store::{Store, StoreError};
 use serde_json::{json, Map, Value};
 

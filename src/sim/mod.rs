@@ -62,6 +62,7 @@ mod render;
 mod scenario;
 mod selector;
 mod server;
+mod status;
 mod store;
 mod table;
 mod tabwriter;

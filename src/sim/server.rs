@@ -1,8 +1,9 @@
 //! The HTTP surface of one simulated apiserver (axum): what is its own (`/metrics`, the APF dumps, `/version`,
 //! `/healthz`) and, through [`super::api`], the cluster's API.
 
-use super::api::{self, ApiContext, ApiError};
+use super::api::{self, ApiContext};
 use super::render::{git_commit, go_version};
+use super::status::ApiError;
 use super::store::Store;
 use super::{discovery, objects, Simulator};
 use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};

@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::setup::{DiscoverySetup, Replica, TargetSource};
 use crate::targets::access;
@@ -100,9 +101,10 @@ async fn discover(
     };
     let (namespace, service) = setup.config.service_ref();
     let (tx, mut found) = watch::channel(None);
-    let discovery = tokio::spawn(Discovery::new(client, namespace, service).run(tx));
-    // The discovery task ends with this future (a new source): abort it then.
-    let _abort = AbortOnDrop(discovery.abort_handle());
+    // The discovery task ends with this future (a new source): dropping the handle aborts it.
+    let _discovery = AbortOnDropHandle::new(tokio::spawn(
+        Discovery::new(client, namespace, service).run(tx),
+    ));
     loop {
         if found.changed().await.is_err() {
             return;
@@ -118,13 +120,5 @@ async fn discover(
         metrics.discovered.set(discovered);
         metrics.mixed.set(mixed);
         out.send_replace(Arc::new(setup.replicas(&replicas)));
-    }
-}
-
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

@@ -68,72 +68,99 @@ fn level_gauge(
     gauge(encoder, name, help, samples)
 }
 
+/// The per-level gauges: name, help, whether the exempt level has one, and the number from the level's report.
+type LevelGauge = (
+    &'static str,
+    &'static str,
+    bool,
+    fn(&LevelReport) -> Option<f64>,
+);
+
+const LEVEL_GAUGES: [LevelGauge; 12] = [
+    (
+        "apf_priority_level_limit_seats",
+        "The enforced concurrency limit in seats (current_limit_seats on 1.26+, else request_concurrency_limit).",
+        false,
+        |l| l.limit_seats,
+    ),
+    (
+        "apf_priority_level_nominal_limit_seats",
+        "The nominal concurrency limit in seats (nominal_limit_seats, else request_concurrency_limit).",
+        false,
+        |l| l.nominal_limit_seats,
+    ),
+    (
+        "apf_priority_level_upper_limit_seats",
+        "The most seats the level can borrow up to (1.26+).",
+        false,
+        |l| l.upper_limit_seats,
+    ),
+    (
+        "apf_priority_level_executing_seats",
+        "Seats in use by executing requests, summed over flow schemas.",
+        true,
+        |l| l.executing_seats,
+    ),
+    (
+        "apf_priority_level_headroom_seats",
+        "Enforced limit minus seats in use: seats left before requests queue.",
+        false,
+        |l| l.headroom_seats,
+    ),
+    (
+        "apf_priority_level_headroom_ratio",
+        "Headroom divided by the enforced limit.",
+        false,
+        |l| l.headroom_ratio,
+    ),
+    (
+        "apf_priority_level_inqueue_requests",
+        "Requests waiting in the level's queues, summed over flow schemas.",
+        false,
+        |l| l.inqueue_requests,
+    ),
+    (
+        "apf_priority_level_queue_capacity_requests",
+        "queues x queueLengthLimit from the PriorityLevelConfiguration.",
+        false,
+        |l| l.queue_capacity_requests,
+    ),
+    (
+        "apf_priority_level_queue_length_limit",
+        "queueLengthLimit from the PriorityLevelConfiguration: a queue holding this many requests refuses the next \
+         with queue-full.",
+        false,
+        |l| l.queue_length_limit,
+    ),
+    (
+        "apf_priority_level_fullest_queue_requests",
+        "The most requests waiting in any one queue (dump_queues); at queueLengthLimit the next get queue-full.",
+        false,
+        |l| l.fullest_queue_requests,
+    ),
+    (
+        "apf_priority_level_wait_p99_seconds",
+        "99th percentile of the queue wait over the analysis window.",
+        false,
+        |l| l.wait_p99_seconds,
+    ),
+    (
+        "apf_priority_level_seconds_to_exhaustion",
+        "Headroom divided by the rise of seats in use per second over the window; absent when seats in use are not \
+         rising.",
+        false,
+        |l| l.seconds_to_exhaustion,
+    ),
+];
+
 impl Collector for DerivedMetrics {
     fn encode(&self, mut e: DescriptorEncoder) -> Result {
         let report = Arc::clone(&self.report.borrow());
         let alerts = Arc::clone(&self.alerts.borrow());
         let r = &report;
-        level_gauge(&mut e, r, "apf_priority_level_limit_seats", "The enforced concurrency limit in seats (current_limit_seats on 1.26+, else request_concurrency_limit).", false, |l| l.limit_seats)?;
-        level_gauge(&mut e, r, "apf_priority_level_nominal_limit_seats", "The nominal concurrency limit in seats (nominal_limit_seats, else request_concurrency_limit).", false, |l| l.nominal_limit_seats)?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_upper_limit_seats",
-            "The most seats the level can borrow up to (1.26+).",
-            false,
-            |l| l.upper_limit_seats,
-        )?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_executing_seats",
-            "Seats in use by executing requests, summed over flow schemas.",
-            true,
-            |l| l.executing_seats,
-        )?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_headroom_seats",
-            "Enforced limit minus seats in use: seats left before requests queue.",
-            false,
-            |l| l.headroom_seats,
-        )?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_headroom_ratio",
-            "Headroom divided by the enforced limit.",
-            false,
-            |l| l.headroom_ratio,
-        )?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_inqueue_requests",
-            "Requests waiting in the level's queues, summed over flow schemas.",
-            false,
-            |l| l.inqueue_requests,
-        )?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_queue_capacity_requests",
-            "queues x queueLengthLimit from the PriorityLevelConfiguration.",
-            false,
-            |l| l.queue_capacity_requests,
-        )?;
-        level_gauge(&mut e, r, "apf_priority_level_queue_length_limit", "queueLengthLimit from the PriorityLevelConfiguration: a queue holding this many requests refuses the next with queue-full.", false, |l| l.queue_length_limit)?;
-        level_gauge(&mut e, r, "apf_priority_level_fullest_queue_requests", "The most requests waiting in any one queue (dump_queues); at queueLengthLimit the next get queue-full.", false, |l| l.fullest_queue_requests)?;
-        level_gauge(
-            &mut e,
-            r,
-            "apf_priority_level_wait_p99_seconds",
-            "99th percentile of the queue wait over the analysis window.",
-            false,
-            |l| l.wait_p99_seconds,
-        )?;
-        level_gauge(&mut e, r, "apf_priority_level_seconds_to_exhaustion", "Headroom divided by the rise of seats in use per second over the window; absent when seats in use are not rising.", false, |l| l.seconds_to_exhaustion)?;
+        for (name, help, include_exempt, value) in LEVEL_GAUGES {
+            level_gauge(&mut e, r, name, help, include_exempt, value)?;
+        }
 
         let rejections = r.apiservers.iter().flat_map(|a| {
             a.levels

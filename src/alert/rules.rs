@@ -130,6 +130,58 @@ impl RuleSpec {
         }
     }
 
+    /// The fire and clear thresholds `c` gives, checked; (0, 0) for a rule without a threshold. The error is the
+    /// key under the rule and what is wrong with it.
+    fn thresholds(&self, c: &RuleConfig) -> Result<(f64, f64), (&'static str, String)> {
+        let (Some(default), Some(default_clear)) = (self.threshold, self.clear_threshold) else {
+            if c.threshold.is_some() || c.clear_threshold.is_some() {
+                return Err((
+                    "threshold",
+                    "this rule has no threshold (it fires while the replica cannot be read)".into(),
+                ));
+            }
+            return Ok((0.0, 0.0));
+        };
+        let t = c.threshold.unwrap_or(default);
+        if !t.is_finite() {
+            return Err(("threshold", "must be a number".into()));
+        }
+        if t < 0.0 {
+            return Err(("threshold", format!("{t} must be >= 0 ({})", self.unit)));
+        }
+        if self.ratio && (t == 0.0 || t > 1.0) {
+            return Err((
+                "threshold",
+                format!(
+                    "{t} is a ratio ({}): it must be above 0 and at most 1",
+                    self.unit
+                ),
+            ));
+        }
+        // A threshold moved without a clear threshold keeps the default distance between the two.
+        let clear = c
+            .clear_threshold
+            .unwrap_or(t + (default_clear - default) * scale(t, default));
+        if !clear.is_finite() {
+            return Err(("clear_threshold", "must be a number".into()));
+        }
+        match self.fires {
+            Fires::Below if clear < t => Err((
+                "clear_threshold",
+                format!(
+                    "{clear} must be >= threshold {t} (the rule fires below its threshold, so it clears above it)"
+                ),
+            )),
+            Fires::Above if clear > t => Err((
+                "clear_threshold",
+                format!(
+                    "{clear} must be <= threshold {t} (the rule fires above its threshold, so it clears below it)"
+                ),
+            )),
+            _ => Ok((t, clear)),
+        }
+    }
+
     /// The value fires the rule: past the fire threshold, or, once active, not yet back past the clear one.
     fn holds(&self, value: f64, threshold: f64) -> bool {
         match self.fires {
@@ -176,81 +228,22 @@ impl Rules {
         let mut rules = Vec::new();
         for name in RuleName::ALL {
             let c = cfg.get(&name).unwrap_or(&empty);
-            let n = name.as_str();
             let err = |key: &str, message: String| RuleError {
-                key: format!("rules.{n}{}{key}", if key.is_empty() { "" } else { "." }),
+                key: format!("rules.{}.{key}", name.as_str()),
                 message,
             };
             let spec = RuleSpec::of(name);
-            let (Some(default), Some(default_clear)) = (spec.threshold, spec.clear_threshold)
-            else {
-                if c.threshold.is_some() || c.clear_threshold.is_some() {
-                    return Err(err(
-                        "threshold",
-                        "this rule has no threshold (it fires while the replica cannot be read)"
-                            .into(),
-                    ));
-                }
-                if c.disabled {
-                    continue;
-                }
-                rules.push(Rule::build(
-                    name,
-                    spec,
-                    0.0,
-                    0.0,
-                    c,
-                    runbook_base_url,
-                    &err,
-                )?);
-                continue;
-            };
-            let t = c.threshold.unwrap_or(default);
-            if !t.is_finite() {
-                return Err(err("threshold", "must be a number".into()));
-            }
-            if t < 0.0 {
-                return Err(err(
-                    "threshold",
-                    format!("{t} must be >= 0 ({})", spec.unit),
-                ));
-            }
-            if spec.ratio && (t == 0.0 || t > 1.0) {
-                return Err(err(
-                    "threshold",
-                    format!(
-                        "{t} is a ratio ({}): it must be above 0 and at most 1",
-                        spec.unit
-                    ),
-                ));
-            }
-            // A threshold moved without a clear threshold keeps the default distance between the two.
-            let clear = c
-                .clear_threshold
-                .unwrap_or(t + (default_clear - default) * scale(t, default));
-            if !clear.is_finite() {
-                return Err(err("clear_threshold", "must be a number".into()));
-            }
-            match spec.fires {
-                Fires::Below if clear < t => {
-                    return Err(err("clear_threshold", format!(
-                        "{clear} must be >= threshold {t} (the rule fires below its threshold, so it clears above it)"
-                    )))
-                }
-                Fires::Above if clear > t => {
-                    return Err(err("clear_threshold", format!(
-                        "{clear} must be <= threshold {t} (the rule fires above its threshold, so it clears below it)"
-                    )))
-                }
-                _ => {}
-            }
+            // Checked even when the rule is disabled: enabling it later must not reveal a bad setting.
+            let (threshold, clear) = spec
+                .thresholds(c)
+                .map_err(|(key, message)| err(key, message))?;
             if c.disabled {
                 continue;
             }
             rules.push(Rule::build(
                 name,
                 spec,
-                t,
+                threshold,
                 clear,
                 c,
                 runbook_base_url,

@@ -296,19 +296,6 @@ pub fn severity_status(severity: Option<&str>) -> LevelStatus {
     }
 }
 
-/// Puts each level's status into the report, from the conditions that hold.
-pub fn apply_statuses(report: &mut StatusReport, candidates: &[Candidate]) {
-    let statuses = level_statuses(candidates);
-    for a in &mut report.apiservers {
-        for l in &mut a.levels {
-            l.status = statuses
-                .get(&(a.apiserver.clone(), l.priority_level.clone()))
-                .copied()
-                .unwrap_or_default();
-        }
-    }
-}
-
 /// Moving a threshold scales the default hysteresis gap with it (0.2/0.25 → 0.4/0.5), except from a zero default.
 fn scale(t: f64, default: f64) -> f64 {
     if default == 0.0 || t == 0.0 {

@@ -157,16 +157,19 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
 /// report, and each level's status from the worst alert on it.
 fn apply_rules(report: &mut StatusReport, rules: &crate::alert::Rules) {
     let candidates = rules.evaluate(report, |_| false);
-    crate::alert::rules::apply_statuses(report, &candidates);
-    report.alerts = candidates
-        .into_iter()
-        .map(|c| crate::analyze::AlertReport {
-            labels: c.labels,
-            annotations: c.annotations,
-            state: "firing".into(),
-            active_since: None,
-        })
-        .collect();
+    let view = crate::alert::AlertView {
+        statuses: crate::alert::rules::level_statuses(&candidates),
+        alerts: candidates
+            .into_iter()
+            .map(|c| crate::analyze::AlertReport {
+                labels: c.labels,
+                annotations: c.annotations,
+                state: "firing".into(),
+                active_since: None,
+            })
+            .collect(),
+    };
+    view.apply(report);
 }
 
 /// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no APF metric anywhere). A replica that could not be read is a
@@ -180,32 +183,27 @@ pub fn exit_status(report: &StatusReport) -> u8 {
     if with_levels.is_empty() {
         return 3;
     }
+    // Alerts without a level (APFScrapeFailing) count too.
+    let alerts = report.alerts.iter().map(|a| {
+        crate::alert::rules::severity_status(a.labels.get("severity").map(String::as_str))
+    });
     let worst = with_levels
         .iter()
         .flat_map(|a| &a.levels)
         .map(|l| l.status)
+        .chain(alerts)
         .max()
         .unwrap_or(LevelStatus::Ok);
-    let mut code = match worst {
+    let code = match worst {
         LevelStatus::Ok => 0,
         LevelStatus::Warning => 1,
         LevelStatus::Critical => 2,
     };
     if report.apiservers.iter().any(|a| a.levels.is_empty()) {
-        code = code.max(1);
+        code.max(1)
+    } else {
+        code
     }
-    // Alerts without a level (APFScrapeFailing) count too.
-    for a in &report.alerts {
-        code = code.max(
-            match crate::alert::rules::severity_status(a.labels.get("severity").map(String::as_str))
-            {
-                LevelStatus::Ok => 0,
-                LevelStatus::Warning => 1,
-                LevelStatus::Critical => 2,
-            },
-        );
-    }
-    code
 }
 
 pub(super) fn fmt_num(v: Option<f64>) -> String {

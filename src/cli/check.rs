@@ -135,11 +135,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
             .collect();
         let mut a = match round.snapshot.take() {
             Some(mut snap) => {
-                for plc in round.objects.iter().flatten() {
-                    if let Some(level) = snap.levels.get_mut(&plc.name) {
-                        level.config = Some(plc.clone());
-                    }
-                }
+                snap.attach_configs(round.objects.iter().flatten());
                 crate::analyze::analyze_single(name, snap, analysis)
             }
             None => crate::analyze::ApiserverReport {

@@ -114,11 +114,7 @@ impl AnalysisStage {
             }
         }
         if let Some(mut snapshot) = round.snapshot.take() {
-            for plc in objects.iter().flat_map(|o| o.iter()) {
-                if let Some(level) = snapshot.levels.get_mut(&plc.name) {
-                    level.config = Some(plc.clone());
-                }
-            }
+            snapshot.attach_configs(objects.iter().flat_map(|o| o.iter()));
             if !snapshot.has_apf() {
                 state
                     .errors

@@ -131,6 +131,19 @@ impl ReplicaSnapshot {
         !matches!(self.generation, None | Some(MetricGeneration::None))
     }
 
+    /// Gives each level its PriorityLevelConfiguration (queues, queueLengthLimit), matched by name; levels without
+    /// one keep none.
+    pub fn attach_configs<'a>(
+        &mut self,
+        configs: impl IntoIterator<Item = &'a PriorityLevelConfig>,
+    ) {
+        for plc in configs {
+            if let Some(level) = self.levels.get_mut(&plc.name) {
+                level.config = Some(plc.clone());
+            }
+        }
+    }
+
     pub(crate) fn level_mut(&mut self, name: &str) -> &mut LevelSnapshot {
         // Look up before inserting: most calls find the level, and need not allocate its name.
         if !self.levels.contains_key(name) {

@@ -654,15 +654,7 @@ impl Config {
     /// ` at line N` for a key given by its dotted path (`rules.APFHeadroomLow.threshold`), when the config came
     /// from YAML that holds it; empty otherwise.
     pub fn at_line(&self, key_path: &str) -> String {
-        let key = key_path
-            .split('.')
-            .map(|k| k.split('[').next().unwrap_or(k))
-            .collect::<Vec<_>>()
-            .join(".");
-        match self.text.as_deref().and_then(|t| line_of(t, &key)) {
-            Some(line) => format!(" at line {line}"),
-            None => String::new(),
-        }
+        at_line_in(self.text.as_deref().unwrap_or(""), key_path)
     }
 
     /// The checks that span several keys again, on a config changed after it was read (command-line flags).
@@ -672,10 +664,7 @@ impl Config {
 
     /// Checks that span several keys, after deserialization: the line is found by the last key's name.
     fn validate(&self, text: &str) -> Result<(), String> {
-        let at = |key: &str| match line_of(text, key) {
-            Some(line) => format!(" at line {line}"),
-            None => String::new(),
-        };
+        let at = |key: &str| at_line_in(text, key);
         if self.scrape.timeout.0 > self.scrape.interval.0 {
             return Err(format!(
                 "scrape.timeout ({}) must not exceed scrape.interval ({}){}",
@@ -867,6 +856,20 @@ fn complete_key_path(err: &serde_yaml::Error, text: &str) -> String {
 
 /// The 1-based line of a key given by its dotted path (`route.receivers`): each segment is looked for after the
 /// line of the one before, so `route.receivers` is not mistaken for the top-level `receivers`.
+/// ` at line N` for a dotted key path (`receivers[0].name` is looked up as `receivers.name`); empty when the text
+/// does not hold it.
+fn at_line_in(text: &str, key_path: &str) -> String {
+    let key = key_path
+        .split('.')
+        .map(|k| k.split('[').next().unwrap_or(k))
+        .collect::<Vec<_>>()
+        .join(".");
+    match line_of(text, &key) {
+        Some(line) => format!(" at line {line}"),
+        None => String::new(),
+    }
+}
+
 fn line_of(text: &str, path: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     let mut from = 0;

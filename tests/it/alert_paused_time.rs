@@ -38,10 +38,12 @@ fn report(free: f64) -> StatusReport {
     }
 }
 
-/// A receiver that records what it gets and when (tokio seconds since `start`), or never answers.
+/// A receiver that records what it gets and when (tokio seconds since `start`), or never answers; `tried` has the
+/// status of every notification it was handed, answered or not.
 struct Capture {
     start: Instant,
     got: Arc<Mutex<Vec<(u64, Notification)>>>,
+    tried: Arc<Mutex<Vec<&'static str>>>,
     hang: bool,
 }
 
@@ -52,6 +54,7 @@ impl Receiver for Capture {
 
     fn send<'a>(&'a self, n: &'a Notification) -> SendFuture<'a> {
         Box::pin(async move {
+            self.tried.lock().unwrap().push(n.status());
             if self.hang {
                 std::future::pending::<()>().await;
             }
@@ -98,6 +101,7 @@ struct Run {
     report: watch::Sender<Arc<StatusReport>>,
     commands: mpsc::Sender<Command>,
     got: Arc<Mutex<Vec<(u64, Notification)>>>,
+    tried: Arc<Mutex<Vec<&'static str>>>,
     view: watch::Receiver<Arc<AlertView>>,
     task: tokio::task::JoinHandle<()>,
     _silences: mpsc::Sender<apf_monitor::export::SilenceRequest>,
@@ -106,9 +110,11 @@ struct Run {
 /// Starts the stage as the daemon does, its wall clock at `base`, restoring the state file.
 fn start(state: &std::path::Path, base: SystemTime, hang: bool, first: StatusReport) -> Run {
     let got = Arc::new(Mutex::new(Vec::new()));
+    let tried = Arc::new(Mutex::new(Vec::new()));
     let receiver = Arc::new(Capture {
         start: Instant::now(),
         got: got.clone(),
+        tried: tried.clone(),
         hang,
     });
     let (view_tx, view) = watch::channel(Arc::new(AlertView::default()));
@@ -127,6 +133,7 @@ fn start(state: &std::path::Path, base: SystemTime, hang: bool, first: StatusRep
         report,
         commands,
         got,
+        tried,
         view,
         task,
         _silences: silences,
@@ -247,8 +254,14 @@ async fn a_stop_sends_what_groups_owe_and_keeps_what_it_could_not_deliver() {
     // deadline passes at 110 s: the notice is not delivered...
     let run = start(&state, base + Duration::from_secs(70), true, report(10.0));
     run.drive(3, |i| if i < 3 { 10.0 } else { 50.0 }).await;
+    let tried = run.tried.clone();
     let s = summary(&run.stop(Duration::from_secs(2)).await);
     assert!(s.is_empty(), "{s:?}");
+    assert_eq!(
+        tried.lock().unwrap().first(),
+        Some(&"resolved"),
+        "the stop handed the resolution to the receiver"
+    );
     // ...so it is owed in the state file, and the next start sends it at once.
     let run = start(&state, base + Duration::from_secs(200), false, report(50.0));
     run.drive(1, |_| 50.0).await;

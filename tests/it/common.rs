@@ -171,6 +171,23 @@ pub fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
     path
 }
 
+/// An apiserver address on loopback that nothing answers at: a listener never accepted from. After a command that
+/// must not contact the apiserver (`serve --check-config`), [`assert_untouched`] says whether anything connected.
+pub fn untouched_apiserver() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+/// Fails if anything connected to the listener of [`untouched_apiserver`].
+pub fn assert_untouched(listener: &std::net::TcpListener) {
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the apiserver was contacted: {other:?}"),
+    }
+}
+
 /// The holder of apf-monitor's Lease in the simulated cluster whose API is at `api`.
 pub async fn lease_holder(api: &str) -> Option<String> {
     let text = get_text(&format!(

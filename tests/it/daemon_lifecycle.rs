@@ -404,7 +404,9 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
     );
 
     // No static target: the replicas are discovered through the kubeconfig's apiserver access, which must exist.
-    let kubeconfig = common::kubeconfig(dir.path(), "https://10.0.0.1:6443");
+    // Checked, not contacted.
+    let (apiserver, url) = common::untouched_apiserver();
+    let kubeconfig = common::kubeconfig(dir.path(), &url);
     let discover = |kubeconfig: &Path| {
         Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
             .args(["serve", "--check-config", "--kubeconfig"])
@@ -416,11 +418,12 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains(
-            "every replica of the Service default/kubernetes through https://10.0.0.1:6443"
-        ),
+        text.contains(&format!(
+            "every replica of the Service default/kubernetes through {url}/"
+        )),
         "{text}"
     );
+    common::assert_untouched(&apiserver);
     let out = discover(&dir.path().join("missing-kubeconfig"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");

@@ -868,7 +868,9 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
 fn the_in_cluster_config_is_valid_for_the_daemon() {
     // The replicas are discovered with the pod's apiserver access; here a kubeconfig stands in for it.
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = crate::common::kubeconfig(dir.path(), "https://10.96.0.1:443");
+    // Checked, not contacted.
+    let (apiserver, url) = crate::common::untouched_apiserver();
+    let kubeconfig = crate::common::kubeconfig(dir.path(), &url);
     let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .args(["serve", "--check-config", "--config"])
         .arg(deploy_dir().join("apf-monitor.yaml"))
@@ -885,6 +887,7 @@ fn the_in_cluster_config_is_valid_for_the_daemon() {
         stdout.starts_with("config OK: every replica of the Service default/kubernetes"),
         "{stdout}"
     );
+    crate::common::assert_untouched(&apiserver);
     // The replicas come from discovery: no static target baked in.
     assert!(in_cluster_config().targets.static_targets.is_empty());
 }
@@ -944,7 +947,7 @@ fn the_receivers_secret_example_fits_the_deployment() {
 }
 
 #[test]
-fn the_image_builds_with_the_release_command_and_runs_as_non_root() {
+fn the_dockerfile_builds_with_the_release_command_and_runs_as_non_root() {
     let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
     assert!(dockerfile.contains("cargo build --release --locked"));
     assert!(dockerfile.contains("USER 65532"));

@@ -3,7 +3,7 @@
 //! a real Prometheus over the same apiserver (it can only fire after rejections).
 //!
 //! Runs in real time for several minutes, so it is not part of `cargo test`:
-//!     cargo test --release --test lead_time -- --ignored --nocapture
+//!     cargo test --release --test it lead_time -- --ignored --nocapture
 use crate::common;
 
 use std::sync::{Arc, Mutex};

@@ -126,7 +126,9 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
             .filter(|b| b.contains(&format!("\"externalURL\":\"http://{who}\"")))
             .count()
     };
+    // A process serving on a port of its own, and its URL.
     let start = |who: &str| {
+        let port = common::external::free_port();
         let config = dir.path().join(format!("{who}.yaml"));
         std::fs::write(
             &config,
@@ -138,13 +140,12 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
                  route: {{group_wait: 1s, group_interval: 2s, repeat_interval: 1h}}\n\
                  alerting: {{external_url: \"http://{who}\", leader_election: {{enabled: true, namespace: default, \
                  lease_duration: 4s}}}}\n",
-                port = common::external::free_port(),
                 kubeconfig = kubeconfig.display(),
             ),
         )
         .unwrap();
         let log = std::fs::File::create(dir.path().join(format!("{who}.log"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        let child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
             .args(["serve", "--config"])
             .arg(&config)
             .env("HOSTNAME", format!("apf-{who}"))
@@ -152,14 +153,15 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
-            .unwrap()
+            .unwrap();
+        (child, format!("http://127.0.0.1:{port}"))
     };
     let log = |who: &str| {
         std::fs::read_to_string(dir.path().join(format!("{who}.log"))).unwrap_or_default()
     };
 
     // a takes the Lease and notifies.
-    let a = start("a");
+    let (a, _) = start("a");
     let notified = common::eventually(Duration::from_secs(60), || async {
         (from("a") > 0).then_some(())
     })
@@ -169,9 +171,21 @@ async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
         .await
         .is_some_and(|h| h.starts_with("apf-a-")));
 
-    // b runs beside it, evaluating the same alerts, and sends nothing.
-    let b = start("b");
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // b runs beside it, its alert firing too, and sends nothing: not at the group's first flush, nor at the next.
+    let (b, b_url) = start("b");
+    let firing = common::eventually(Duration::from_secs(60), || async {
+        let text = common::get_text(&format!("{b_url}/api/v1/status")).await?;
+        let status: serde_json::Value = serde_json::from_str(&text).ok()?;
+        status["alerts"]
+            .as_array()?
+            .iter()
+            .any(|a| a["state"] == "firing" && a["labels"]["alertname"] == "APFHeadroomExhausted")
+            .then_some(())
+    })
+    .await;
+    assert!(firing.is_some(), "b's alert never fired:\n{}", log("b"));
+    // group_wait 1s, group_interval 2s: a notification would have gone by now.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         from("b"),
         0,

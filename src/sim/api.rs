@@ -25,7 +25,8 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 /// kube-apiserver ends a watch that asked for no timeout after --min-request-timeout (1800 s) or up to twice that.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -38,8 +39,9 @@ pub(super) struct ApiContext {
     resources: Arc<Vec<Resource>>,
     /// `host:port` clients reach this replica at (`/api` says it); `None`: the request's Host header.
     server_address: Option<String>,
-    /// Set to true when the replica stops: its watches end, as a real apiserver's do when it goes away.
-    stopping: Option<watch::Receiver<bool>>,
+    /// Cancelled when the replica stops: its watches end, as a real apiserver's do when it goes away (never, for a
+    /// replica served on its own).
+    stopping: CancellationToken,
 }
 
 impl ApiContext {
@@ -47,7 +49,7 @@ impl ApiContext {
         store: Store,
         version: KubeVersion,
         server_address: Option<String>,
-        stopping: Option<watch::Receiver<bool>>,
+        stopping: CancellationToken,
     ) -> Self {
         ApiContext {
             store,
@@ -441,18 +443,7 @@ struct WatchStream {
     replay: VecDeque<Arc<Change>>,
     live: broadcast::Receiver<Arc<Change>>,
     deadline: tokio::time::Instant,
-    stopping: Option<watch::Receiver<bool>>,
-}
-
-/// Resolves when the replica stops (or its cluster is gone); never for a replica served on its own.
-async fn stopped(stopping: &mut Option<watch::Receiver<bool>>) {
-    match stopping {
-        Some(rx) => {
-            // An error means the sender is gone: the replica is, too.
-            let _ = rx.wait_for(|s| *s).await;
-        }
-        None => std::future::pending().await,
-    }
+    stopping: CancellationToken,
 }
 
 impl WatchStream {
@@ -465,7 +456,7 @@ impl WatchStream {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(self.deadline) => return None,
-                _ = stopped(&mut self.stopping) => return None,
+                _ = self.stopping.cancelled() => return None,
                 change = self.live.recv() => match change {
                     Ok(c) => {
                         if let Some(e) = self.filter.event(&c) {
@@ -545,7 +536,12 @@ mod tests {
     fn ctx() -> ApiContext {
         let v = KubeVersion::new(34, 0);
         let store = Store::new();
-        let c = ApiContext::new(store, v, Some("127.0.0.2:6443".into()), None);
+        let c = ApiContext::new(
+            store,
+            v,
+            Some("127.0.0.2:6443".into()),
+            CancellationToken::new(),
+        );
         objects::seed(&c.store, v, &c.resources);
         objects::write_endpoints(&c.store, &["127.0.0.2:6443".parse().unwrap()]);
         c

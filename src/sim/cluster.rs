@@ -25,8 +25,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// The kubeconfig's cluster, context and user name.
 pub const KUBECONFIG_CONTEXT: &str = "apf-monitor-sim";
@@ -152,18 +152,24 @@ struct Replica {
     index: usize,
     sim: Simulator,
     addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    server: Option<JoinHandle<()>>,
+    stop: CancellationToken,
+    server: JoinHandle<()>,
     clock: Option<JoinHandle<()>>,
 }
 
 impl Replica {
     /// Tells the server to stop (it finishes open requests, watches end) and stops the clock.
     fn signal_stop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         if let Some(c) = self.clock.take() {
             c.abort();
         }
+    }
+
+    /// Stops the replica and waits up to [`STOP_GRACE`] for its open requests; false if some were still open.
+    async fn shut_down(mut self) -> bool {
+        self.signal_stop();
+        tokio::time::timeout(STOP_GRACE, self.server).await.is_ok()
     }
 }
 
@@ -177,7 +183,6 @@ pub struct Cluster {
     opts: ClusterOptions,
     store: Store,
     pki: Option<Pki>,
-    token: Option<Arc<str>>,
     serving: Mutex<Serving>,
 }
 
@@ -190,7 +195,6 @@ impl Cluster {
         let pki = if opts.tls { Some(Pki::new()?) } else { None };
         let store = Store::new();
         let cluster = Cluster {
-            token: opts.token.as_deref().map(Arc::from),
             store,
             pki,
             serving: Mutex::new(Serving {
@@ -263,24 +267,21 @@ impl Cluster {
             .local_addr()
             .map_err(|source| ClusterError::Bind { addr: bind, source })?;
         let addr = advertised(local);
-        let (stop, stopping) = watch::channel(false);
+        let stop = CancellationToken::new();
         let ctx = ApiContext::new(
             self.store.clone(),
             self.opts.version,
             Some(addr.to_string()),
-            Some(stopping.clone()),
+            stop.clone(),
         );
         let mut app = replica_routes(sim.clone()).merge(api::routes(ctx));
-        if let Some(token) = &self.token {
+        if let Some(token) = self.token() {
             app = app.layer(axum::middleware::from_fn_with_state(
-                token.clone(),
+                Arc::<str>::from(token),
                 require_token,
             ));
         }
-        let mut signal = stopping;
-        let shutdown = async move {
-            let _ = signal.wait_for(|s| *s).await;
-        };
+        let shutdown = stop.clone().cancelled_owned();
         let server = match pki {
             Some(pki) => {
                 let tls = TlsListener::new(listener, pki.server_config(addr.ip())?)
@@ -306,7 +307,7 @@ impl Cluster {
             sim,
             addr,
             stop,
-            server: Some(server),
+            server,
             clock,
         })
     }
@@ -314,7 +315,7 @@ impl Cluster {
     /// Stops replica `index`: it stops listening, its open requests finish and its watches end; the Endpoints and
     /// EndpointSlices lose it (open watches on the other replicas see MODIFIED) and the load is split again.
     pub async fn remove_replica(&self, index: usize) -> Result<(), ClusterError> {
-        let mut replica = {
+        let replica = {
             let mut s = self.serving();
             let pos = s
                 .replicas
@@ -323,17 +324,15 @@ impl Cluster {
                 .ok_or(ClusterError::NoSuchReplica(index))?;
             s.replicas.remove(pos)
         };
-        replica.signal_stop();
         self.membership_changed();
-        if let Some(server) = replica.server.take() {
-            if tokio::time::timeout(STOP_GRACE, server).await.is_err() {
-                tracing::warn!(
-                    replica = index,
-                    "simulated apiserver still had open requests; left to finish"
-                );
-            }
+        let addr = replica.addr;
+        if !replica.shut_down().await {
+            tracing::warn!(
+                replica = index,
+                "simulated apiserver still had open requests; left to finish"
+            );
         }
-        tracing::info!(replica = index, addr = %replica.addr, "simulated apiserver stopped");
+        tracing::info!(replica = index, %addr, "simulated apiserver stopped");
         Ok(())
     }
 
@@ -351,11 +350,8 @@ impl Cluster {
     /// Stops every replica and waits (a few seconds at most) for their open requests.
     pub async fn stop(self) {
         let replicas: Vec<Replica> = std::mem::take(&mut self.serving().replicas);
-        for mut r in replicas {
-            r.signal_stop();
-            if let Some(server) = r.server.take() {
-                let _ = tokio::time::timeout(STOP_GRACE, server).await;
-            }
+        for r in replicas {
+            r.shut_down().await;
         }
     }
 
@@ -384,17 +380,9 @@ impl Cluster {
             .collect()
     }
 
-    /// The simulator of replica `index`, while it serves.
-    pub fn simulator(&self, index: usize) -> Option<Simulator> {
-        self.serving()
-            .replicas
-            .iter()
-            .find(|r| r.index == index)
-            .map(|r| r.sim.clone())
-    }
-
     /// The simulator of every serving replica, in index order.
-    pub fn simulators(&self) -> Vec<Simulator> {
+    #[cfg(test)]
+    fn simulators(&self) -> Vec<Simulator> {
         self.serving()
             .replicas
             .iter()
@@ -409,11 +397,7 @@ impl Cluster {
 
     /// The bearer token the replicas require, if any.
     pub fn token(&self) -> Option<&str> {
-        self.token.as_deref()
-    }
-
-    pub fn version(&self) -> KubeVersion {
-        self.opts.version
+        self.opts.token.as_deref()
     }
 
     /// A kubeconfig for this cluster: server = the first serving replica, the CA (with TLS), the token as the
@@ -546,7 +530,19 @@ mod tests {
             addresses.sort();
             assert_eq!(addresses, ["127.0.3.2", "127.0.3.3", "127.0.3.4"]);
         }
+        // A watch open on the replica that goes ends with it, as a real apiserver's does.
+        let mut watch = reqwest::get(format!(
+            "{}/api/v1/namespaces/default/endpoints?watch=1",
+            urls[1]
+        ))
+        .await
+        .unwrap();
         c.remove_replica(1).await.unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(_)) = watch.chunk().await {}
+        })
+        .await;
+        assert!(ended.is_ok(), "the watch outlived its replica");
         assert!(reqwest::get(format!("{}/healthz", urls[1])).await.is_err());
         assert_eq!(c.simulators()[0].load_share(), load_shares(2)[0]);
         let eps = get_json(&format!(

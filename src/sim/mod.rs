@@ -72,12 +72,11 @@ pub use crate::apf::KubeVersion;
 pub use apf::{LevelTruth, SimOptions, Simulator};
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
-    KUBECONFIG_CONTEXT,
 };
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
 pub use server::{router, serve};
 pub use tabwriter::tabwrite;
-pub use tls::{TlsError, SERVICE_NAMES};
+pub use tls::TlsError;
 
 /// Everything that can go wrong when setting up a simulation.
 #[derive(Debug, thiserror::Error)]

@@ -23,7 +23,12 @@ pub fn router(sim: Simulator) -> Router {
     let version = sim.lock().version;
     let store = Store::new();
     objects::seed(&store, version, &discovery::resources(version));
-    replica_routes(sim).merge(api::routes(ApiContext::new(store, version, None, None)))
+    replica_routes(sim).merge(api::routes(ApiContext::new(
+        store,
+        version,
+        None,
+        tokio_util::sync::CancellationToken::new(),
+    )))
 }
 
 /// Serves `router(sim)` on `listener` until the future is dropped.

@@ -75,17 +75,8 @@ pub(super) fn seed(store: &Store, v: KubeVersion, resources: &[Resource]) {
 /// for the first replica's port, `kubernetes-PORT` for the others (each labelled with the Service name, which is
 /// how clients find them). Slices of ports no replica uses any more are deleted.
 pub(super) fn write_endpoints(store: &Store, addrs: &[SocketAddr]) {
-    // A rewrite keeps the object's creation time: it is the same object, changed.
-    let created = |gvr, name: &str| {
-        store
-            .get(&key(gvr, DEFAULT_NAMESPACE, name))
-            .and_then(|o| {
-                o["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .map(str::to_string)
-            })
-            .unwrap_or_else(now)
-    };
+    // A rewrite keeps the stored creation time (`Store::put`): `created` is for a new object.
+    let created = now();
     let mut by_port: Vec<(u16, Vec<&SocketAddr>)> = Vec::new();
     for a in addrs {
         match by_port.iter_mut().find(|(p, _)| *p == a.port()) {
@@ -109,7 +100,7 @@ pub(super) fn write_endpoints(store: &Store, addrs: &[SocketAddr]) {
             "name": KUBERNETES,
             "namespace": DEFAULT_NAMESPACE,
             "uid": uid("Endpoints", KUBERNETES),
-            "creationTimestamp": created(ENDPOINTS, KUBERNETES),
+            "creationTimestamp": created,
             // The reconciler keeps the mirroring controller off this object: it writes the slices itself.
             "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
         },
@@ -151,7 +142,7 @@ pub(super) fn write_endpoints(store: &Store, addrs: &[SocketAddr]) {
                 "name": name,
                 "namespace": DEFAULT_NAMESPACE,
                 "uid": uid("EndpointSlice", &name),
-                "creationTimestamp": created(ENDPOINT_SLICES, &name),
+                "creationTimestamp": created,
                 "labels": {SERVICE_NAME_LABEL: KUBERNETES},
             },
             "addressType": family,

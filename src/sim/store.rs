@@ -157,16 +157,19 @@ impl Store {
     }
 
     /// Creates or replaces an object the cluster itself maintains (the `kubernetes` Endpoints and EndpointSlices).
-    /// An unchanged object is left alone: no new revision, no event.
+    /// A replacement keeps the object's creation time, as an update does; an unchanged object is left alone: no new
+    /// revision, no event.
     pub fn put(&self, key: ObjectKey, mut object: Value) -> Value {
         let mut inner = self.lock();
         match inner.objects.get(&key).cloned() {
             None => inner.commit(EventType::Added, key, object, None),
             Some(old) => {
-                // Compare without the bookkeeping that changes on every write.
-                if let Some(rv) = old.pointer("/metadata/resourceVersion") {
-                    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                        meta.insert("resourceVersion".into(), rv.clone());
+                // The creation time stays; the revision changes on every write, so it is compared without.
+                if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    for field in ["creationTimestamp", "resourceVersion"] {
+                        if let Some(v) = old["metadata"].get(field) {
+                            meta.insert(field.into(), v.clone());
+                        }
                     }
                 }
                 if old == object {
@@ -364,6 +367,19 @@ mod tests {
         assert_eq!(s.revision(), rev);
         s.put(key("a"), obj("a", "y"));
         assert_eq!(s.revision(), rev + 1);
+        // A rewrite a second later, its creation time now: the same object, created when it was first.
+        let at = |object: Value, t: &str| {
+            let mut o = object;
+            o["metadata"]["creationTimestamp"] = json!(t);
+            o
+        };
+        s.put(key("b"), at(obj("b", "x"), "2026-01-01T00:00:00Z"));
+        let rev = s.revision();
+        s.put(key("b"), at(obj("b", "x"), "2026-01-01T00:00:01Z"));
+        assert_eq!(s.revision(), rev, "only the creation time differs: no change");
+        let b = s.put(key("b"), at(obj("b", "y"), "2026-01-01T00:00:02Z"));
+        assert_eq!(s.revision(), rev + 1);
+        assert_eq!(b["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
     }
 
     #[tokio::test]

@@ -673,6 +673,16 @@ mod tests {
     #[tokio::test]
     async fn watch_replays_then_streams_and_ends_at_its_timeout() {
         let c = ctx();
+        let lease = |name: &str, holder: &str| {
+            json!({"kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
+                   "metadata": {"name": name, "namespace": "default"}, "spec": {"holderIdentity": holder}})
+        };
+        c.store
+            .create(
+                objects::key(LEASES, "default", "early"),
+                lease("early", "a"),
+            )
+            .unwrap();
         let (_, list) = call(
             &c,
             Method::GET,
@@ -684,6 +694,12 @@ mod tests {
             .as_str()
             .unwrap()
             .to_string();
+        // Changed after the list, before the watch: only a watch that starts at the list's revision sees MODIFIED
+        // (one that ignored it would start from now, or from the current state as ADDED).
+        c.store.put(
+            objects::key(LEASES, "default", "early"),
+            lease("early", "b"),
+        );
         let store = c.store.clone();
         let writer = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -713,9 +729,12 @@ mod tests {
             .filter(|l| !l.is_empty())
             .map(|l| serde_json::from_slice(l).unwrap())
             .collect();
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert_eq!(lines[0]["type"], "ADDED");
-        assert_eq!(lines[0]["object"]["kind"], "Lease");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0]["type"], "MODIFIED");
+        assert_eq!(lines[0]["object"]["spec"]["holderIdentity"], "b");
+        assert_eq!(lines[1]["type"], "ADDED");
+        assert_eq!(lines[1]["object"]["kind"], "Lease");
+        assert_eq!(lines[1]["object"]["metadata"]["name"], "l");
         // Without a revision: the current state first.
         let req = axum::http::Request::builder()
             .uri("/apis/discovery.k8s.io/v1/endpointslices?watch=true&timeoutSeconds=0")

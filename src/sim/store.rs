@@ -376,7 +376,11 @@ mod tests {
         s.put(key("b"), at(obj("b", "x"), "2026-01-01T00:00:00Z"));
         let rev = s.revision();
         s.put(key("b"), at(obj("b", "x"), "2026-01-01T00:00:01Z"));
-        assert_eq!(s.revision(), rev, "only the creation time differs: no change");
+        assert_eq!(
+            s.revision(),
+            rev,
+            "only the creation time differs: no change"
+        );
         let b = s.put(key("b"), at(obj("b", "y"), "2026-01-01T00:00:02Z"));
         assert_eq!(s.revision(), rev + 1);
         assert_eq!(b["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");

@@ -296,7 +296,8 @@ fn list_item(mut object: Value) -> Value {
 /// How a request that asks for Tables gets its objects printed (list, get and each watch event).
 struct TablePrinter {
     resource: Resource,
-    version: KubeVersion,
+    /// The kind's columns at this version, built once per request (a watch prints every event with them).
+    columns: Vec<Value>,
     include_object: String,
     /// The priority levels, for the FlowSchemas' MissingPL column.
     levels: Vec<String>,
@@ -306,9 +307,10 @@ impl TablePrinter {
     /// A printer when the request asks for Tables and the kind has columns.
     fn for_call(ctx: &ApiContext, r: &Resource, call: &Call) -> Option<Self> {
         let accept = call.headers.get(header::ACCEPT)?.to_str().ok()?;
-        if !table::wanted(accept) || !table::has_columns(r) {
+        if !table::wanted(accept) {
             return None;
         }
+        let columns = table::columns(r, ctx.version)?;
         let levels: Vec<String> = if r.kind == "FlowSchema" {
             let plc = Gvr {
                 resource: PRIORITY_LEVEL_CONFIGURATIONS,
@@ -325,7 +327,7 @@ impl TablePrinter {
         };
         Some(TablePrinter {
             resource: *r,
-            version: ctx.version,
+            columns,
             include_object: call
                 .query
                 .get("includeObject")
@@ -338,13 +340,12 @@ impl TablePrinter {
     fn print(&self, objects: &[Value], resource_version: Option<String>) -> Value {
         table::table(
             &self.resource,
-            self.version,
+            &self.columns,
             objects,
             resource_version,
             &self.include_object,
             &self.levels,
         )
-        .unwrap_or(Value::Null)
     }
 }
 

@@ -100,13 +100,9 @@ fn column(name: &str, kind: &str, description: &str) -> Value {
     c
 }
 
-/// Whether kube-apiserver prints `r` with columns of its own (else a client prints NAME and AGE).
-pub(super) fn has_columns(r: &Resource) -> bool {
-    columns(r, KubeVersion::new(KubeVersion::MAX_MINOR, 0)).is_some()
-}
-
-/// The columns of `r` and the cells of one object, or `None` for a kind without its own columns.
-fn columns(r: &Resource, v: KubeVersion) -> Option<Vec<Value>> {
+/// The columns kube-apiserver prints `r` with, or `None` for a kind without its own (a client then prints NAME and
+/// AGE).
+pub(super) fn columns(r: &Resource, v: KubeVersion) -> Option<Vec<Value>> {
     let name = column("Name", "string", "Name must be unique within a namespace.");
     let age = column("Age", "string", "CreationTimestamp is a timestamp representing the server time when this object was created.");
     Some(match r.kind {
@@ -296,13 +292,12 @@ fn cells(r: &Resource, o: &Value, levels: &[String]) -> Vec<Value> {
 /// `include_object` is the request's `includeObject`: `Metadata` (default), `Object` or `None`.
 pub(super) fn table(
     r: &Resource,
-    v: KubeVersion,
+    columns: &[Value],
     objects: &[Value],
     resource_version: Option<String>,
     include_object: &str,
     priority_levels: &[String],
-) -> Option<Value> {
-    let column_definitions = columns(r, v)?;
+) -> Value {
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
@@ -326,13 +321,13 @@ pub(super) fn table(
     if let Some(rv) = resource_version {
         metadata["resourceVersion"] = json!(rv);
     }
-    Some(json!({
+    json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
-        "columnDefinitions": column_definitions,
+        "columnDefinitions": columns,
         "rows": rows,
-    }))
+    })
 }
 
 #[cfg(test)]
@@ -371,7 +366,14 @@ mod tests {
             .unwrap();
         let exempt = json!({"metadata": {"name": "exempt", "creationTimestamp": "2025-01-01T00:00:00Z"},
             "spec": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0}}});
-        let t = table(plc, v, &[exempt], Some("7".into()), "Metadata", &[]).unwrap();
+        let t = table(
+            plc,
+            &columns(plc, v).unwrap(),
+            &[exempt],
+            Some("7".into()),
+            "Metadata",
+            &[],
+        );
         assert_eq!(
             t["columnDefinitions"][2]["name"],
             "NominalConcurrencyShares"
@@ -385,7 +387,14 @@ mod tests {
             .collect();
         let slice = json!({"metadata": {"name": "kubernetes"}, "addressType": "IPv4",
             "endpoints": endpoints, "ports": [{"port": 6443}]});
-        let t = table(slices, v, &[slice], None, "None", &[]).unwrap();
+        let t = table(
+            slices,
+            &columns(slices, v).unwrap(),
+            &[slice],
+            None,
+            "None",
+            &[],
+        );
         assert_eq!(t["rows"][0]["cells"][2], "6443");
         assert_eq!(
             t["rows"][0]["cells"][3],
@@ -396,13 +405,12 @@ mod tests {
         let schema = json!({"metadata": {"name": "x"}, "spec": {"priorityLevelConfiguration": {"name": "gone"}, "matchingPrecedence": 5}});
         let t = table(
             fs,
-            v,
+            &columns(fs, v).unwrap(),
             &[schema],
             None,
             "Metadata",
             &["global-default".into()],
-        )
-        .unwrap();
+        );
         assert_eq!(t["rows"][0]["cells"][3], "*");
         assert_eq!(t["rows"][0]["cells"][5], "True");
     }

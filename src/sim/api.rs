@@ -61,9 +61,7 @@ impl ApiContext {
     }
 
     fn find(&self, group: &str, version: &str, resource: &str) -> Option<Resource> {
-        self.resources.iter().copied().find(|r| {
-            r.gvr.group == group && r.gvr.version == version && r.gvr.resource == resource
-        })
+        discovery::find(&self.resources, group, version, resource)
     }
 }
 
@@ -543,7 +541,7 @@ mod tests {
             Some("127.0.0.2:6443".into()),
             CancellationToken::new(),
         );
-        objects::seed(&c.store, v, &c.resources);
+        objects::seed(&c.store, v);
         objects::write_endpoints(&c.store, &["127.0.0.2:6443".parse().unwrap()]);
         c
     }

@@ -14,7 +14,6 @@
 
 use super::api::{self, ApiContext};
 use super::auth::require_token;
-use super::discovery;
 use super::server::replica_routes;
 use super::store::Store;
 use super::tls::{Pki, TlsError, TlsListener};
@@ -203,8 +202,7 @@ impl Cluster {
             }),
             opts,
         };
-        let resources = discovery::resources(cluster.opts.version);
-        objects::seed(&cluster.store, cluster.opts.version, &resources);
+        objects::seed(&cluster.store, cluster.opts.version);
         for _ in 0..cluster.opts.replicas {
             // On an error, dropping `cluster` stops the replicas already started.
             cluster.add_replica().await?;

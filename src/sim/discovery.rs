@@ -150,11 +150,16 @@ fn flowcontrol_versions(v: KubeVersion) -> Vec<&'static str> {
     versions
 }
 
-/// The served resource at `/{group}/{version}/{resource}`, if any.
-#[cfg(test)]
-pub(super) fn find(v: KubeVersion, group: &str, version: &str, resource: &str) -> Option<Resource> {
-    resources(v)
-        .into_iter()
+/// The resource of `resources` served at `/{group}/{version}/{resource}`, if any.
+pub(super) fn find(
+    resources: &[Resource],
+    group: &str,
+    version: &str,
+    resource: &str,
+) -> Option<Resource> {
+    resources
+        .iter()
+        .copied()
         .find(|r| r.gvr.group == group && r.gvr.version == version && r.gvr.resource == resource)
 }
 
@@ -303,7 +308,8 @@ mod tests {
         let fc = api_resource_list(v, FLOWCONTROL_GROUP, "v1").unwrap();
         assert_eq!(fc["resources"][0]["namespaced"], false);
         assert!(api_resource_list(v, FLOWCONTROL_GROUP, "v1beta3").is_none());
-        assert!(find(v, FLOWCONTROL_GROUP, "v1", FLOW_SCHEMAS).is_some());
-        assert!(find(v, FLOWCONTROL_GROUP, "v1beta2", FLOW_SCHEMAS).is_none());
+        let served = resources(v);
+        assert!(find(&served, FLOWCONTROL_GROUP, "v1", FLOW_SCHEMAS).is_some());
+        assert!(find(&served, FLOWCONTROL_GROUP, "v1beta2", FLOW_SCHEMAS).is_none());
     }
 }

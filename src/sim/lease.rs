@@ -444,7 +444,7 @@ mod tests {
 
     fn leases() -> Resource {
         discovery::find(
-            KubeVersion::new(34, 0),
+            &discovery::resources(KubeVersion::new(34, 0)),
             "coordination.k8s.io",
             "v1",
             "leases",

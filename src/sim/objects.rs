@@ -3,7 +3,7 @@
 //! the `kubernetes` Endpoints and EndpointSlices naming every replica, as kube-apiserver's endpoint reconciler
 //! writes them (kubernetes/kubernetes pkg/controlplane/reconcilers).
 
-use super::discovery::{Resource, ENDPOINTS, ENDPOINT_SLICES, NAMESPACES};
+use super::discovery::{ENDPOINTS, ENDPOINT_SLICES, NAMESPACES};
 use super::store::{Gvr, ObjectKey, Store};
 use super::KubeVersion;
 use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
@@ -34,7 +34,8 @@ pub(super) fn key(gvr: Gvr, namespace: &str, name: &str) -> ObjectKey {
 }
 
 /// Writes the objects every cluster of `v` has from the start: namespaces and the default flowcontrol objects.
-pub(super) fn seed(store: &Store, v: KubeVersion, resources: &[Resource]) {
+pub(super) fn seed(store: &Store, v: KubeVersion) {
+    let resources = super::discovery::resources(v);
     let created = now();
     for ns in ["default", "kube-node-lease", "kube-public", "kube-system"] {
         let object = json!({

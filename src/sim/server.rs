@@ -5,7 +5,7 @@ use super::api::{self, ApiContext};
 use super::render::{git_commit, go_version};
 use super::status::ApiError;
 use super::store::Store;
-use super::{discovery, objects, Simulator};
+use super::{objects, Simulator};
 use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Query, State};
 use axum::http::header;
@@ -22,7 +22,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 pub fn router(sim: Simulator) -> Router {
     let version = sim.lock().version;
     let store = Store::new();
-    objects::seed(&store, version, &discovery::resources(version));
+    objects::seed(&store, version);
     replica_routes(sim).merge(api::routes(ApiContext::new(
         store,
         version,

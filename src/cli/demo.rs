@@ -161,7 +161,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         replicas,
         tls: true,
         token: Some(crate::sim::generate_token()),
-        ..crate::sim::ClusterOptions::new(version, scenario.scaled(replicas as f64))
+        ..crate::sim::ClusterOptions::new(version, scenario.clone().scaled(replicas as f64))
     };
     let cluster = match crate::sim::Cluster::start(options.clone()).await {
         Ok(c) => c,
@@ -171,7 +171,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
             crate::sim::Cluster::start(crate::sim::ClusterOptions {
                 replicas: 1,
                 first_address: std::net::Ipv4Addr::LOCALHOST.into(),
-                scenario: options.scenario.scaled(1.0 / replicas as f64),
+                scenario,
                 ..options
             })
             .await?

@@ -188,6 +188,22 @@ pub fn assert_untouched(listener: &std::net::TcpListener) {
     }
 }
 
+/// A simulated cluster started with `options`, its kubeconfig written into a temporary directory (which lives as
+/// long as the returned `TempDir`; tests put their other files there too).
+pub async fn sim_cluster(
+    options: apf_monitor::sim::ClusterOptions,
+) -> (
+    apf_monitor::sim::Cluster,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
+    let cluster = apf_monitor::sim::Cluster::start(options).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.kubeconfig(&kubeconfig).unwrap();
+    (cluster, dir, kubeconfig)
+}
+
 /// The holder of apf-monitor's Lease in the simulated cluster whose API is at `api`.
 pub async fn lease_holder(api: &str) -> Option<String> {
     let text = get_text(&format!(

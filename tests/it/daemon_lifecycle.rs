@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apf_monitor::sim::{
-    Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator,
+    ClusterOptions, KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator,
 };
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -515,16 +515,12 @@ async fn run_returns_after_its_shutdown_future_with_owed_notifications_delivered
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stop_releases_the_lease() {
     // The Lease lives in the simulated cluster's API, reached through its kubeconfig.
-    let cluster = Cluster::start(ClusterOptions::new(
+    let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions::new(
         KubeVersion::new(34, 0),
         Scenario::load(&ScenarioSource::Idle).unwrap(),
     ))
-    .await
-    .unwrap();
+    .await;
     let api = cluster.replica_urls()[0].clone();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.kubeconfig(&kubeconfig).unwrap();
     let (_sim, url) = storm().await;
     let (hook, _payloads) = slow_webhook(Duration::ZERO).await;
     let config = dir.path().join("apf-monitor.yaml");

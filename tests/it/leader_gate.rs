@@ -104,18 +104,14 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
 async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     use std::process::{Command, Stdio};
 
-    use apf_monitor::sim::{Cluster, ClusterOptions, KubeVersion};
+    use apf_monitor::sim::{ClusterOptions, KubeVersion};
 
-    let cluster = Cluster::start(ClusterOptions::new(
+    let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions::new(
         KubeVersion::new(34, 0),
         Scenario::load(&ScenarioSource::Storm).unwrap(),
     ))
-    .await
-    .unwrap();
+    .await;
     let api = cluster.replica_urls()[0].clone();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.kubeconfig(&kubeconfig).unwrap();
     let (hook, payloads) = recorder("/hook").await;
     // Which process sent a notification: its external URL.
     let from = |who: &str| {

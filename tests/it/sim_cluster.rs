@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common;
 use apf_monitor::sim::{
     generate_token, Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource,
 };
@@ -139,13 +140,10 @@ async fn kubectl_works_against(cluster: &Cluster, kubeconfig: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_a_plain_cluster_through_its_kubeconfig() {
-    let cluster = Cluster::start(options(3)).await.unwrap();
+    let (cluster, _dir, kubeconfig) = common::sim_cluster(options(3)).await;
     let urls = cluster.replica_urls();
     assert!(urls[0].starts_with("http://127.0.0.2:"), "{urls:?}");
     assert!(urls[2].starts_with("http://127.0.0.4:"), "{urls:?}");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("sim.kubeconfig");
-    cluster.kubeconfig(&kubeconfig).unwrap();
     kubectl_works_against(&cluster, &kubeconfig).await;
     // Every replica answers for the cluster: the same list from the last one.
     let (ok, out, err) = kubectl(
@@ -169,17 +167,13 @@ async fn kubectl_reads_a_plain_cluster_through_its_kubeconfig() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_a_tls_cluster_with_a_token_and_is_refused_without_it() {
-    let cluster = Cluster::start(ClusterOptions {
+    let (cluster, _dir, kubeconfig) = common::sim_cluster(ClusterOptions {
         tls: true,
         token: Some(generate_token()),
         ..options(2)
     })
-    .await
-    .unwrap();
+    .await;
     assert!(cluster.replica_urls()[1].starts_with("https://127.0.0.3:"));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("sim.kubeconfig");
-    cluster.kubeconfig(&kubeconfig).unwrap();
     kubectl_works_against(&cluster, &kubeconfig).await;
     let (ok, _, err) = kubectl(&kubeconfig, &["--token", "not-the-token", "get", "leases"]).await;
     assert!(!ok, "a wrong token must be refused");
@@ -215,18 +209,14 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_sees_a_replica_leave_the_endpoint_slice() {
-    let cluster = Cluster::start(ClusterOptions {
+    let (cluster, _dir, kubeconfig) = common::sim_cluster(ClusterOptions {
         tls: true,
         token: Some(generate_token()),
         first_address: "127.0.0.12".parse().unwrap(),
         listen_port: shared_port(),
         ..options(3)
     })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("sim.kubeconfig");
-    cluster.kubeconfig(&kubeconfig).unwrap();
+    .await;
     let client = kube_client(&kubeconfig, None).await;
 
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
@@ -321,16 +311,12 @@ async fn a_watch_sees_a_replica_leave_the_endpoint_slice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_lease_manager_hands_the_lease_over_across_replicas() {
-    let cluster = Cluster::start(ClusterOptions {
+    let (cluster, _dir, kubeconfig) = common::sim_cluster(ClusterOptions {
         tls: true,
         token: Some(generate_token()),
         ..options(2)
     })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("sim.kubeconfig");
-    cluster.kubeconfig(&kubeconfig).unwrap();
+    .await;
     let urls = cluster.replica_urls();
     // Each manager talks to its own replica: the Lease lives in the cluster's one store.
     let client_a = kube_client(&kubeconfig, Some(&urls[0])).await;

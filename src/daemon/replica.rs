@@ -74,42 +74,7 @@ async fn scrape_forever(
                         next_objects = finished + settings.objects_interval;
                     }
                 }
-                Err(e) => {
-                    let verdict = state.record_failure(
-                        r.endpoint,
-                        e,
-                        finished,
-                        settings.interval,
-                        settings.max_backoff,
-                    );
-                    let problem = Problem::Scrape {
-                        endpoint: r.endpoint,
-                        error: e.clone(),
-                    };
-                    match verdict {
-                        scrape::Verdict::Unavailable { first: true } => tracing::warn!(
-                            apiserver = %target.name,
-                            endpoint = r.endpoint.label(),
-                            "{problem}; continuing without it (tried again every {}s)",
-                            scrape::UNAVAILABLE_RETRY.as_secs()
-                        ),
-                        scrape::Verdict::Unavailable { first: false } => {}
-                        scrape::Verdict::RetryAfter(delay) => {
-                            // Warn on the first failure and then rarely, so a dead replica does not flood the log.
-                            if state.consecutive_failures == 1
-                                || state.consecutive_failures % 20 == 0
-                            {
-                                tracing::warn!(
-                                    apiserver = %target.name,
-                                    endpoint = r.endpoint.label(),
-                                    failures = state.consecutive_failures,
-                                    next_try_in_s = delay.as_secs_f64(),
-                                    "{problem}"
-                                );
-                            }
-                        }
-                    }
-                }
+                Err(e) => note_failure(&target.name, r.endpoint, e, state, finished, &settings),
             }
         }
         if let Some(list) = round.objects.take() {
@@ -132,6 +97,44 @@ async fn scrape_forever(
         if updates.send(update).await.is_err() {
             // The analysis is gone: the daemon is stopping.
             return;
+        }
+    }
+}
+
+/// Books a failed request (its back-off) and says so in the log: at the first failure and then rarely, so that a
+/// dead replica does not flood it.
+fn note_failure(
+    apiserver: &str,
+    endpoint: Endpoint,
+    error: &scrape::ScrapeError,
+    state: &mut EndpointState,
+    at: std::time::Instant,
+    settings: &LoopSettings,
+) {
+    let verdict =
+        state.record_failure(endpoint, error, at, settings.interval, settings.max_backoff);
+    let problem = Problem::Scrape {
+        endpoint,
+        error: error.clone(),
+    };
+    match verdict {
+        scrape::Verdict::Unavailable { first: true } => tracing::warn!(
+            apiserver,
+            endpoint = endpoint.label(),
+            "{problem}; continuing without it (tried again every {}s)",
+            scrape::UNAVAILABLE_RETRY.as_secs()
+        ),
+        scrape::Verdict::Unavailable { first: false } => {}
+        scrape::Verdict::RetryAfter(delay) => {
+            if state.consecutive_failures == 1 || state.consecutive_failures % 20 == 0 {
+                tracing::warn!(
+                    apiserver,
+                    endpoint = endpoint.label(),
+                    failures = state.consecutive_failures,
+                    next_try_in_s = delay.as_secs_f64(),
+                    "{problem}"
+                );
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 mod history;
 mod math;
 mod problem;
+mod round;
 mod status;
 
 pub use history::{Point, ReplicaHistory};
@@ -52,28 +53,47 @@ pub struct ApiserverReport {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LevelReport {
     pub priority_level: String,
+    #[serde(serialize_with = "round::seats")]
     pub limit_seats: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub nominal_limit_seats: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub upper_limit_seats: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub executing_seats: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub headroom_seats: Option<f64>,
+    #[serde(serialize_with = "round::ratio")]
     pub headroom_ratio: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub inqueue_requests: Option<f64>,
     /// Seats the waiting requests will need (1.28+).
+    #[serde(serialize_with = "round::seats")]
     pub inqueue_seats: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub queue_capacity_requests: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub queue_length_limit: Option<f64>,
+    #[serde(serialize_with = "round::seats")]
     pub fullest_queue_requests: Option<f64>,
     /// By reason; null until two scrapes span a window.
+    #[serde(serialize_with = "round::rates")]
     pub rejected_per_second: Option<BTreeMap<String, f64>>,
     /// Rejections on record by reason, counted since the replica started (the counters of the last scrape): what a
     /// single scrape can tell when it has no rate.
+    #[serde(serialize_with = "round::counts")]
     pub rejected_total: BTreeMap<String, f64>,
+    #[serde(serialize_with = "round::millis")]
     pub wait_p99_seconds: Option<f64>,
+    #[serde(serialize_with = "round::whole")]
     pub seconds_to_exhaustion: Option<f64>,
     /// The worst alert rule holding on the level (filled in by the rules; `ok` until then).
     pub status: LevelStatus,
     pub top_flows: Vec<FlowReport>,
+    /// Headroom in seats at each scrape of the window, as (seconds before the report, seats): the status page's
+    /// trend line. Not in the JSON: the metrics' history is Prometheus' job.
+    #[serde(skip)]
+    pub headroom_trend: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -81,7 +101,9 @@ pub struct FlowReport {
     pub flow_schema: String,
     pub flow: String,
     /// Mean over the window's dumps.
+    #[serde(serialize_with = "round::mean")]
     pub waiting_requests: f64,
+    #[serde(serialize_with = "round::mean")]
     pub executing_seats: f64,
     /// Users seen in the flow (with request details): who to talk to.
     pub users: Vec<String>,
@@ -215,6 +237,11 @@ impl Analysis {
             .iter()
             .filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.executing_seats?)))
             .collect();
+        let now = inside.last().map(|p| p.at).unwrap_or(0.0);
+        let headroom_trend = inside
+            .iter()
+            .filter_map(|p| Some((p.at - now, p.snapshot.levels.get(name)?.headroom_seats()?)))
+            .collect();
         let seconds_to_exhaustion = match headroom {
             Some(h) if h <= 0.0 => Some(0.0),
             Some(h) if trend.len() >= 3 => {
@@ -251,6 +278,7 @@ impl Analysis {
             seconds_to_exhaustion,
             status: LevelStatus::Ok,
             top_flows: Vec::new(),
+            headroom_trend,
         }
     }
 
@@ -425,6 +453,10 @@ mod tests {
         let r = Analysis::default().analyze_replica("a", &history(points), 50.0);
         let l = &r.levels[0];
         assert_eq!(l.headroom_seats, Some(50.0));
+        // The page's trend: every scrape of the window, oldest first, in seconds before the latest.
+        assert_eq!(l.headroom_trend.len(), 11);
+        assert_eq!(l.headroom_trend[0], (-50.0, 100.0));
+        assert_eq!(l.headroom_trend[10], (0.0, 50.0));
         assert!(
             (l.seconds_to_exhaustion.unwrap() - 50.0).abs() < 1e-6,
             "{:?}",

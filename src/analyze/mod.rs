@@ -3,7 +3,7 @@
 mod history;
 mod math;
 mod problem;
-mod round;
+pub mod round;
 mod status;
 
 pub use history::{Point, ReplicaHistory};

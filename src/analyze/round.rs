@@ -20,6 +20,19 @@ fn round(v: f64, decimals: i32) -> f64 {
     }
 }
 
+/// A number for people (the status page, `check`, the demo): whole numbers as such, others with the decimals
+/// their size needs.
+pub fn shown(v: f64) -> String {
+    let v = if v == 0.0 { 0.0 } else { v };
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn opt<S: Serializer>(v: &Option<f64>, decimals: i32, s: S) -> Result<S::Ok, S::Error> {
     match v {
         Some(v) if v.is_finite() => s.serialize_some(&round(*v, decimals)),
@@ -79,6 +92,14 @@ mod tests {
         d: Option<BTreeMap<String, f64>>,
         #[serde(serialize_with = "seats")]
         e: Option<f64>,
+    }
+
+    #[test]
+    fn numbers_for_people() {
+        assert_eq!(shown(7.999999999999998), "8");
+        assert_eq!(shown(-0.0), "0");
+        assert_eq!(shown(0.016666), "0.02");
+        assert_eq!(shown(123.456), "123.5");
     }
 
     #[test]

@@ -30,7 +30,10 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let code = exit_status(&report);
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Table => print!("{}", render_table(&report, code)),
+        OutputFormat::Table => print!(
+            "{}",
+            super::table::render(&report, code, super::table::Style::for_stdout())
+        ),
     }
     Ok(ExitCode::from(code))
 }
@@ -200,119 +203,4 @@ pub fn exit_status(report: &StatusReport) -> u8 {
     } else {
         code
     }
-}
-
-pub(super) fn fmt_num(v: Option<f64>) -> String {
-    match v {
-        Some(v) if (v.fract()).abs() < 1e-9 => format!("{v:.0}"),
-        Some(v) => format!("{v:.2}"),
-        None => "-".into(),
-    }
-}
-
-pub fn render_table(report: &StatusReport, code: u8) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    for a in &report.apiservers {
-        let _ = writeln!(
-            out,
-            "apiserver {}{}",
-            a.apiserver,
-            a.kubernetes_version
-                .as_deref()
-                .map(|v| format!(" ({v})"))
-                .unwrap_or_default()
-        );
-        for e in &a.errors {
-            let _ = writeln!(out, "  error: {e}");
-        }
-        if a.levels.is_empty() {
-            let _ = writeln!(out, "  no APF metrics read");
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  STATUS",
-            "PRIORITY LEVEL",
-            "NOMINAL",
-            "LIMIT",
-            "IN USE",
-            "HEADROOM",
-            "QUEUED",
-            "FULLEST",
-            "REJECTED/S"
-        );
-        for l in &a.levels {
-            let rejected = l
-                .rejected_per_second
-                .as_ref()
-                .map(|r| r.values().fold(0.0, |a, b| a + b));
-            let _ = writeln!(
-                out,
-                "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}",
-                l.priority_level,
-                fmt_num(l.nominal_limit_seats),
-                fmt_num(l.limit_seats),
-                fmt_num(l.executing_seats),
-                fmt_num(l.headroom_seats),
-                fmt_num(l.inqueue_requests),
-                fmt_num(l.fullest_queue_requests),
-                fmt_num(rejected),
-                if l.priority_level == crate::model::EXEMPT {
-                    "exempt".to_string()
-                } else {
-                    format!("{:?}", l.status).to_lowercase()
-                }
-            );
-            // One scrape has no rate, but its counters say what was rejected since the replica started.
-            if l.rejected_per_second.is_none() && l.rejected_total.values().any(|v| *v > 0.0) {
-                let on_record: Vec<String> = l
-                    .rejected_total
-                    .iter()
-                    .filter(|(_, v)| **v > 0.0)
-                    .map(|(reason, v)| format!("{reason} {}", fmt_num(Some(*v))))
-                    .collect();
-                let _ = writeln!(
-                    out,
-                    "      rejected since the replica started: {} (one scrape: no rate)",
-                    on_record.join(", ")
-                );
-            }
-            for f in l.top_flows.iter().take(3) {
-                let _ = writeln!(
-                    out,
-                    "      flow {}/{}: {:.1} waiting, {:.1} seats{}",
-                    f.flow_schema,
-                    if f.flow.is_empty() { "-" } else { &f.flow },
-                    f.waiting_requests,
-                    f.executing_seats,
-                    f.example_request
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                );
-            }
-        }
-    }
-    for alert in &report.alerts {
-        let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
-        let _ = writeln!(
-            out,
-            "{} {} {}: {}",
-            get("severity").to_uppercase(),
-            get("alertname"),
-            get("priority_level"),
-            alert
-                .annotations
-                .get("summary")
-                .map(String::as_str)
-                .unwrap_or("")
-        );
-        if let Some(r) = alert.annotations.get("remediation") {
-            let _ = writeln!(out, "  fix: {r}");
-        }
-    }
-    let verdict = ["OK", "WARNING", "CRITICAL", "UNKNOWN"][usize::from(code.min(3))];
-    let _ = writeln!(out, "{verdict}");
-    out
 }

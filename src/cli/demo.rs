@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::check::fmt_num;
+use super::table::num as fmt_num;
 use super::{init_logging, shutdown_signal, DemoArgs, SimulateArgs};
 use crate::analyze::StatusReport;
 use crate::config::{self, Config, LogFormat};

@@ -3,8 +3,9 @@
 mod check;
 mod demo;
 mod serve;
+mod table;
 
-pub use check::{exit_status, render_table};
+pub use check::exit_status;
 pub use demo::demo_lines;
 
 use std::net::SocketAddr;

@@ -109,15 +109,9 @@ fn worst_level(report: &StatusReport) -> String {
         .unwrap_or_default()
 }
 
-/// Whole numbers as such, others with what the data supports (seats are whole; means and rates are not).
 fn num(v: Option<f64>) -> String {
-    // -0.0 (a rate of a counter that did not move) reads as a sign error.
-    match v.map(|v| if v == 0.0 { 0.0 } else { v }) {
-        Some(v) if (v - v.round()).abs() < 1e-9 => format!("{v:.0}"),
-        Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
-        Some(v) => format!("{v:.2}"),
-        None => "–".into(),
-    }
+    v.map(crate::analyze::round::shown)
+        .unwrap_or_else(|| "–".into())
 }
 
 /// Worst first: firing critical, firing warning, pending, then muted and resolved ones.
@@ -562,13 +556,5 @@ mod tests {
             "{h}"
         );
         assert!(h.contains("<svg class=\"trend\""));
-    }
-
-    #[test]
-    fn numbers_read_as_the_data_supports() {
-        assert_eq!(num(Some(7.999999999999998)), "8");
-        assert_eq!(num(Some(0.016666)), "0.02");
-        assert_eq!(num(Some(123.456)), "123.5");
-        assert_eq!(num(None), "–");
     }
 }

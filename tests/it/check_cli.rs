@@ -44,6 +44,34 @@ fn a_healthy_capture_is_ok() {
     );
 }
 
+/// `check` under a pseudo-terminal (util-linux `script`, in every Debian), with `NO_COLOR` set or not.
+fn check_on_a_terminal(file: &str, no_colour: bool) -> String {
+    let command = format!("{} check --file {file}", env!("CARGO_BIN_EXE_apf-monitor"));
+    let mut script = Command::new("script");
+    script
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("NO_COLOR");
+    if no_colour {
+        script.env("NO_COLOR", "1");
+    }
+    let out = script.stdin(Stdio::null()).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_table_has_bars_and_colour_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_temp(&dir, "m.txt", &common::capture("1.35"));
+    let piped = String::from_utf8_lossy(&check(&["--file", &file], None).stdout).into_owned();
+    assert!(!piped.contains('\x1b') && !piped.contains('█'), "{piped}");
+    let tty = check_on_a_terminal(&file, false);
+    assert!(tty.contains("SEATS IN USE") && tty.contains('░'), "{tty}");
+    assert!(tty.contains("\x1b[32mok\x1b[0m"), "{tty}");
+    let no_colour = check_on_a_terminal(&file, true);
+    assert!(no_colour.contains("SEATS IN USE"), "{no_colour}");
+    assert!(!no_colour.contains('\x1b'), "{no_colour}");
+}
+
 #[test]
 fn json_output_has_the_status_shape() {
     let dir = tempfile::tempdir().unwrap();

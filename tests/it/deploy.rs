@@ -458,6 +458,8 @@ fn the_service_monitor_pdb_and_network_policy_fit_the_pods() {
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(endpoint["port"].as_str(), Some("http"));
     assert_eq!(endpoint["path"].as_str(), Some(METRICS_PATH));
+    // The rules and dashboards select on apf-monitor's `endpoint` label, which the operator's would rename.
+    assert_eq!(endpoint["honorLabels"].as_bool(), Some(true));
 
     let pdb = one("PodDisruptionBudget");
     assert_eq!(pdb["spec"]["minAvailable"].as_u64(), Some(1));

@@ -35,7 +35,7 @@ th{font-weight:600;font-size:12px;color:var(--muted)}\
 td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}\
 tr.warning td:first-child{box-shadow:inset 4px 0 var(--warning)}tr.critical td:first-child{box-shadow:inset 4px 0 var(--critical)}\
 tr:has(+tr.flows) td{border-bottom:0}tr.flows td{padding-top:0}\
-.level{white-space:nowrap;font-weight:600}\
+.level{font-weight:600}\
 .bar{position:relative;height:10px;min-width:6rem;background:repeating-linear-gradient(45deg,#f3f3f3 0 3px,#e2e2e2 3px 6px);border-radius:2px}\
 .bar .limit{position:absolute;left:0;top:0;bottom:0;background:var(--track)}\
 .bar .fill{position:absolute;left:0;top:0;bottom:0;background:var(--ok);border-radius:2px}\

@@ -203,3 +203,33 @@ pub fn maildir_messages(p: &Process) -> Vec<String> {
     }
     out
 }
+
+/// Headless Chromium (Debian package `chromium`) on `url`: `--dump-dom` gives the DOM after load, `--screenshot=F`
+/// a PNG. The flags keep it from reaching out to the network at start (closed here, and not the test's business);
+/// a fresh profile per run; killed after 90 s so a stuck browser fails the test instead of hanging it.
+pub async fn chromium(url: &str, extra: &[&str]) -> std::process::Output {
+    let bin = binary("chromium", "chromium");
+    let profile = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new(bin);
+    command
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(url)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(90), command.output())
+        .await
+        .expect("chromium did not finish in 90 s")
+        .expect("chromium could not be started")
+}

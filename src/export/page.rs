@@ -21,8 +21,8 @@ a{color:#1565c0}\
 .alerts{display:grid;gap:.5rem;margin-bottom:1rem}\
 .alert{background:#fff;border:1px solid var(--line);border-left:6px solid var(--muted);border-radius:4px;padding:.5rem .75rem}\
 .alert.firing.critical{border-left-color:var(--critical)}.alert.firing.warning{border-left-color:var(--warning)}\
-.alert.resolved,.alert.silenced,.alert.inhibited{opacity:.6}\
-.alert p{margin:.2rem 0}.alert details{font-size:12px;color:#444}.alert pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
+.alert.resolved,.alert.silenced,.alert.inhibited,.alert li.resolved,.alert li.silenced,.alert li.inhibited{opacity:.6}\
+.alert p{margin:.2rem 0}.alert ul.members{list-style:none;margin:0;padding:0}.alert ul.members li{margin:.15rem 0}.alert details{font-size:12px;color:#444}.alert pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
 .badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:12px;color:#fff;background:var(--muted);text-transform:uppercase}\
 .badge.critical{background:var(--critical)}.badge.warning{background:var(--warning);color:#222}.badge.ok{background:var(--ok)}\
 .replicas{display:grid;gap:1rem;grid-template-columns:repeat(auto-fit,minmax(min(100%,36rem),1fr))}\
@@ -130,86 +130,146 @@ fn alert_rank(a: &AlertReport) -> (u8, u8) {
     (state, severity)
 }
 
+fn annotation<'a>(a: &'a AlertReport, k: &str) -> Option<&'a str> {
+    a.annotations
+        .get(k)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+fn severity_of(a: &AlertReport) -> &'static str {
+    match a.labels.get("severity").map(String::as_str) {
+        Some("critical") => "critical",
+        Some("warning") => "warning",
+        _ => "info",
+    }
+}
+
+/// Alerts of one priority level that share one fix: at an incident's worst, the same level's alerts on every
+/// replica say the same thing, and the fix is read once.
+struct AlertGroup<'a> {
+    alerts: Vec<&'a AlertReport>,
+}
+
+fn groups(alerts: &[AlertReport]) -> Vec<AlertGroup<'_>> {
+    let mut sorted: Vec<&AlertReport> = alerts.iter().collect();
+    sorted.sort_by_key(|a| alert_rank(a));
+    let mut groups: Vec<(Option<&str>, Option<&str>, AlertGroup)> = Vec::new();
+    for a in sorted {
+        let key = (
+            a.labels.get("priority_level").map(String::as_str),
+            annotation(a, "remediation"),
+        );
+        match groups.iter_mut().find(|(l, r, _)| (*l, *r) == key) {
+            Some((_, _, g)) => g.alerts.push(a),
+            None => groups.push((key.0, key.1, AlertGroup { alerts: vec![a] })),
+        }
+    }
+    // Alerts were sorted worst first, so each group's first alert is its worst, and groups come worst first.
+    groups.into_iter().map(|(_, _, g)| g).collect()
+}
+
 fn render_alerts(h: &mut String, alerts: &[AlertReport]) {
     if alerts.is_empty() {
         return;
     }
-    let mut sorted: Vec<&AlertReport> = alerts.iter().collect();
-    sorted.sort_by_key(|a| alert_rank(a));
     h.push_str("<section class=\"alerts\" id=\"alerts\"><h2>Alerts</h2>");
-    for a in sorted {
-        let label = |k: &str| a.labels.get(k).map(String::as_str).unwrap_or("");
-        let ann = |k: &str| {
-            a.annotations
-                .get(k)
-                .map(String::as_str)
-                .filter(|v| !v.is_empty())
-        };
-        let severity = match label("severity") {
-            "critical" => "critical",
-            "warning" => "warning",
-            _ => "info",
-        };
+    for g in groups(alerts) {
+        let worst = g.alerts[0];
         let _ = write!(
             h,
-            "<article class=\"alert {} {severity}\"><div><span class=\"badge {}\">{}</span> <b>{}</b> \
-             <span class=\"badge {severity}\">{severity}</span> <span class=\"muted\">{}{}{}</span>",
-            attr(&a.state),
-            if a.state == "firing" { severity } else { "" },
-            text(&a.state),
-            text(label("alertname")),
-            text(label("apiserver")),
-            match label("priority_level") {
-                "" => String::new(),
-                l => format!(" · {}", text(l)),
-            },
-            a.active_since
-                .as_deref()
-                .map(|s| format!(" · since {}", text(s)))
-                .unwrap_or_default(),
+            "<article class=\"alert {} {}\"><ul class=\"members\">",
+            attr(&worst.state),
+            severity_of(worst)
         );
-        // Only web links: a runbook URL from the config must not become a `javascript:` link.
-        if let Some(u) =
-            ann("runbook_url").filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-        {
-            let _ = write!(h, " · <a href=\"{}\">runbook</a>", attr(u));
+        for a in &g.alerts {
+            render_alert_line(h, a);
         }
-        h.push_str("</div>");
-        if let Some(s) = ann("summary") {
-            let _ = write!(h, "<p class=\"summary\">{}</p>", text(s));
-        }
-        if let Some(r) = ann("remediation") {
+        h.push_str("</ul>");
+        if let Some(r) = annotation(worst, "remediation") {
             let _ = write!(h, "<p class=\"remediation\"><b>Fix:</b> {}</p>", text(r));
         }
         // The numbers and the manifest are there when wanted, folded so that many alerts still fit a screen.
-        let details: Vec<String> = [
-            ann("description").map(|d| format!("<p>{}</p>", text(d))),
-            ann("top_flows").map(|f| format!("<p>Flows: {}</p>", text(f))),
-            ann("remediation_manifest").map(|m| {
-                format!(
-                    "<p>Manifest (<code>kubectl apply -f -</code>):</p><pre>{}</pre>",
-                    text(m)
-                )
-            }),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let mut details = String::new();
+        for a in &g.alerts {
+            if let Some(d) = annotation(a, "description") {
+                let _ = write!(
+                    details,
+                    "<p><b>{}</b> {}: {}</p>",
+                    text(a.labels.get("alertname").map(String::as_str).unwrap_or("")),
+                    text(a.labels.get("apiserver").map(String::as_str).unwrap_or("")),
+                    text(d)
+                );
+            }
+        }
+        let mut flows: Vec<&str> = g
+            .alerts
+            .iter()
+            .filter_map(|a| annotation(a, "top_flows"))
+            .collect();
+        flows.dedup();
+        for f in flows {
+            let _ = write!(details, "<p>Flows: {}</p>", text(f));
+        }
+        let manifest = g
+            .alerts
+            .iter()
+            .find_map(|a| annotation(a, "remediation_manifest"));
+        if let Some(m) = manifest {
+            let _ = write!(
+                details,
+                "<p>Manifest (<code>kubectl apply -f -</code>):</p><pre>{}</pre>",
+                text(m)
+            );
+        }
         if !details.is_empty() {
             let _ = write!(
                 h,
-                "<details><summary>{}</summary>{}</details>",
-                if ann("remediation_manifest").is_some() {
+                "<details><summary>{}</summary>{details}</details>",
+                if manifest.is_some() {
                     "numbers, flows and manifest"
                 } else {
                     "numbers and flows"
                 },
-                details.concat()
             );
         }
         h.push_str("</article>");
     }
     h.push_str("</section>");
+}
+
+/// One alert: state, name, severity, where, since when, and its summary.
+fn render_alert_line(h: &mut String, a: &AlertReport) {
+    let label = |k: &str| a.labels.get(k).map(String::as_str).unwrap_or("");
+    let severity = severity_of(a);
+    let _ = write!(
+        h,
+        "<li class=\"{}\"><span class=\"badge {}\">{}</span> <b>{}</b> <span class=\"badge {severity}\">{severity}</span> \
+         <span class=\"muted\">{}{}{}</span>",
+        attr(&a.state),
+        if a.state == "firing" { severity } else { "" },
+        text(&a.state),
+        text(label("alertname")),
+        text(label("apiserver")),
+        match label("priority_level") {
+            "" => String::new(),
+            l => format!(" · {}", text(l)),
+        },
+        a.active_since
+            .as_deref()
+            .map(|s| format!(" · since {}", text(s)))
+            .unwrap_or_default(),
+    );
+    // Only web links: a runbook URL from the config must not become a `javascript:` link.
+    if let Some(u) = annotation(a, "runbook_url")
+        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+    {
+        let _ = write!(h, " · <a href=\"{}\">runbook</a>", attr(u));
+    }
+    if let Some(s) = annotation(a, "summary") {
+        let _ = write!(h, "<br><span class=\"summary\">{}</span>", text(s));
+    }
+    h.push_str("</li>");
 }
 
 fn render_replica(h: &mut String, a: &ApiserverReport) {
@@ -556,5 +616,79 @@ mod tests {
             "{h}"
         );
         assert!(h.contains("<svg class=\"trend\""));
+    }
+
+    #[test]
+    fn alerts_of_a_level_with_one_fix_are_grouped_worst_first() {
+        let alert =
+            |name: &str, severity: &str, state: &str, replica: &str, fix: &str| AlertReport {
+                labels: [
+                    ("alertname".to_string(), name.to_string()),
+                    ("severity".to_string(), severity.to_string()),
+                    ("apiserver".to_string(), replica.to_string()),
+                    ("priority_level".to_string(), "workload-low".to_string()),
+                ]
+                .into(),
+                annotations: [
+                    ("remediation".to_string(), fix.to_string()),
+                    ("summary".to_string(), format!("{name} on {replica}")),
+                ]
+                .into(),
+                state: state.into(),
+                active_since: None,
+            };
+        let alerts = vec![
+            alert(
+                "APFHeadroomLow",
+                "warning",
+                "pending",
+                "a",
+                "isolate the agent",
+            ),
+            alert(
+                "APFRequestsRejected",
+                "critical",
+                "firing",
+                "b",
+                "isolate the agent",
+            ),
+            alert(
+                "APFExhaustionPredicted",
+                "warning",
+                "firing",
+                "c",
+                "raise the shares",
+            ),
+            alert(
+                "APFHeadroomExhausted",
+                "critical",
+                "firing",
+                "a",
+                "isolate the agent",
+            ),
+        ];
+        let g = groups(&alerts);
+        assert_eq!(g.len(), 2);
+        let names = |g: &AlertGroup| -> Vec<String> {
+            g.alerts
+                .iter()
+                .map(|a| a.labels["alertname"].clone())
+                .collect()
+        };
+        assert_eq!(
+            names(&g[0]),
+            [
+                "APFRequestsRejected",
+                "APFHeadroomExhausted",
+                "APFHeadroomLow"
+            ]
+        );
+        assert_eq!(names(&g[1]), ["APFExhaustionPredicted"]);
+        let h = render(&StatusReport {
+            apiservers: Vec::new(),
+            alerts,
+        });
+        assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");
+        assert!(h.contains("APFHeadroomLow on a"), "{h}");
     }
 }

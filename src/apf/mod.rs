@@ -9,6 +9,7 @@ pub mod defaults;
 pub mod endpoints;
 pub mod limits;
 mod objects;
+pub mod plan;
 mod version;
 
 pub use objects::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};

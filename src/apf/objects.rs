@@ -38,6 +38,62 @@ impl PriorityLevelConfig {
         self.shares.unwrap_or(if self.exempt { 0 } else { 30 })
     }
 
+    /// The object's `spec` as flowcontrol API version `api` (`v1`, `v1beta3`, ...) writes it: v1beta3 renamed
+    /// `assuredConcurrencyShares` to `nominalConcurrencyShares`; fields left out stay out.
+    pub fn spec(&self, api: &str) -> serde_json::Value {
+        use serde_json::{json, Map, Value};
+        let mut spec = Map::new();
+        if self.exempt {
+            spec.insert("type".into(), json!("Exempt"));
+            // The exempt spec has fields from 1.28 only.
+            let mut exempt = Map::new();
+            if let Some(shares) = self.shares {
+                exempt.insert("nominalConcurrencyShares".into(), json!(shares));
+            }
+            if let Some(lendable) = self.lendable_percent {
+                exempt.insert("lendablePercent".into(), json!(lendable));
+            }
+            if !exempt.is_empty() {
+                spec.insert("exempt".into(), Value::Object(exempt));
+            }
+            return Value::Object(spec);
+        }
+        spec.insert("type".into(), json!("Limited"));
+        let mut limited = Map::new();
+        let shares_key = if api == "v1" || api == "v1beta3" {
+            "nominalConcurrencyShares"
+        } else {
+            "assuredConcurrencyShares"
+        };
+        if let Some(shares) = self.shares {
+            limited.insert(shares_key.into(), json!(shares));
+        }
+        if let Some(lendable) = self.lendable_percent {
+            limited.insert("lendablePercent".into(), json!(lendable));
+        }
+        if let Some(borrowing) = self.borrowing_limit_percent {
+            limited.insert("borrowingLimitPercent".into(), json!(borrowing));
+        }
+        let response = if self.queuing {
+            let mut queuing = Map::new();
+            for (key, value) in [
+                ("queues", self.queues),
+                ("handSize", self.hand_size),
+                ("queueLengthLimit", self.queue_length_limit),
+            ] {
+                if let Some(v) = value {
+                    queuing.insert(key.into(), json!(v));
+                }
+            }
+            json!({"type": "Queue", "queuing": queuing})
+        } else {
+            json!({"type": "Reject"})
+        };
+        limited.insert("limitResponse".into(), response);
+        spec.insert("limited".into(), Value::Object(limited));
+        Value::Object(spec)
+    }
+
     /// lendablePercent, 0 when left out (defaulted so from 1.26; no lending before).
     pub fn lendable_percent_or_default(&self) -> u32 {
         self.lendable_percent.unwrap_or(0)

@@ -32,6 +32,14 @@ impl KubeVersion {
         format!("v1.{}.{}", self.minor, self.patch)
     }
 
+    /// The minor version of any gitVersion a replica reports (`v1.33.4-eks-1234`, `v1.30.2+k3s1`), whatever its
+    /// range: for facts that only ask "at least 1.N".
+    pub fn minor_of(git_version: &str) -> Option<u32> {
+        let rest = git_version.trim_start_matches('v').strip_prefix("1.")?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
+
     /// At least 1.`minor`.
     pub fn at_least(&self, minor: u32) -> bool {
         self.minor >= minor
@@ -124,5 +132,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("1.20..=1.36"));
+    }
+
+    #[test]
+    fn the_minor_of_a_provider_git_version() {
+        assert_eq!(KubeVersion::minor_of("v1.33.4-eks-1234"), Some(33));
+        assert_eq!(KubeVersion::minor_of("v1.30.2+k3s1"), Some(30));
+        assert_eq!(KubeVersion::minor_of("1.18"), Some(18));
+        assert_eq!(KubeVersion::minor_of("v2.0.0"), None);
     }
 }

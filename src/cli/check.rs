@@ -93,7 +93,7 @@ fn is_shell_prompt(line: &[u8]) -> bool {
 }
 
 /// The static targets, or every replica discovery finds now (listed once).
-async fn replicas(config: &crate::config::Config) -> Result<Vec<Replica>> {
+pub(super) async fn replicas(config: &crate::config::Config) -> Result<Vec<Replica>> {
     match build_targets(config).await? {
         TargetSource::Static(replicas) => Ok(replicas),
         TargetSource::Discover(setup) => {

@@ -2,6 +2,7 @@
 //! `simulate` and `demo`); the work itself is the library's.
 mod check;
 mod demo;
+mod plan;
 mod serve;
 mod table;
 
@@ -40,6 +41,9 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// `simulate` and `serve` in one process: watch headroom fall under load, no cluster needed.
     Demo(DemoArgs),
+    /// What-if on the APF configuration: every priority level's limits before and after --set LEVEL.FIELD=N, on
+    /// the cluster's PriorityLevelConfigurations or on files.
+    Plan(plan::PlanArgs),
 }
 
 /// Flags shared by `serve` and `check`; they override the config file.
@@ -187,6 +191,7 @@ pub fn main() -> ExitCode {
             Command::Check(args) => (check::check(args).await, 3),
             Command::Simulate(args) => (demo::simulate(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Demo(args) => (demo::demo(args).await.map(|()| ExitCode::SUCCESS), 1),
+            Command::Plan(args) => (plan::plan(args).await.map(|()| ExitCode::SUCCESS), 1),
         }
     });
     match result {

@@ -69,39 +69,89 @@ pub fn parse_priority_level_configurations(
     json: &[u8],
 ) -> Result<Vec<PriorityLevelConfig>, serde_json::Error> {
     let list: List = serde_json::from_slice(json)?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|item| {
-            let limited = item.spec.limited;
-            let exempt = item.spec.exempt;
-            let response = limited.as_ref().and_then(|l| l.limit_response.as_ref());
-            let queuing = response
-                .filter(|r| r.kind == "Queue")
-                .and_then(|r| r.queuing.as_ref());
-            PriorityLevelConfig {
-                name: item.metadata.name,
-                exempt: item.spec.kind == "Exempt",
-                queuing: queuing.is_some(),
-                queues: queuing.and_then(|q| q.queues),
-                hand_size: queuing.and_then(|q| q.hand_size),
-                queue_length_limit: queuing.and_then(|q| q.queue_length_limit),
-                shares: match (&limited, &exempt) {
-                    (Some(l), _) => l
-                        .nominal_concurrency_shares
-                        .or(l.assured_concurrency_shares),
-                    (None, Some(e)) => e.nominal_concurrency_shares,
-                    (None, None) => None,
-                },
-                lendable_percent: match (&limited, &exempt) {
-                    (Some(l), _) => l.lendable_percent,
-                    (None, Some(e)) => e.lendable_percent,
-                    (None, None) => None,
-                },
-                borrowing_limit_percent: limited.as_ref().and_then(|l| l.borrowing_limit_percent),
+    Ok(list.items.into_iter().map(Item::into_config).collect())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("document {document}: not YAML or JSON: {error}")]
+    Syntax {
+        document: usize,
+        error: serde_yaml::Error,
+    },
+    #[error("document {document}: not a PriorityLevelConfiguration: {error}")]
+    Shape {
+        document: usize,
+        error: serde_json::Error,
+    },
+}
+
+/// The PriorityLevelConfigurations of a file in any form users have one: `kubectl get prioritylevelconfigurations
+/// -o yaml` (a `List`), the API's JSON (`PriorityLevelConfigurationList`, whose items carry no `kind`), or
+/// manifests (one object per YAML document). Objects of other kinds (a FlowSchema beside them) are skipped.
+pub fn parse_priority_level_documents(
+    text: &str,
+) -> Result<Vec<PriorityLevelConfig>, DocumentError> {
+    const KIND: &str = "PriorityLevelConfiguration";
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let document = i + 1;
+        let value = <serde_json::Value as serde::Deserialize>::deserialize(doc)
+            .map_err(|error| DocumentError::Syntax { document, error })?;
+        let kind = value["kind"].as_str().unwrap_or_default();
+        let items: Vec<&serde_json::Value> = match kind {
+            "PriorityLevelConfigurationList" => {
+                value["items"].as_array().into_iter().flatten().collect()
             }
-        })
-        .collect())
+            "List" => value["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|item| item["kind"] == KIND)
+                .collect(),
+            KIND => vec![&value],
+            _ => Vec::new(),
+        };
+        for item in items {
+            let item = Item::deserialize(item)
+                .map_err(|error| DocumentError::Shape { document, error })?;
+            out.push(item.into_config());
+        }
+    }
+    Ok(out)
+}
+
+impl Item {
+    fn into_config(self) -> PriorityLevelConfig {
+        let item = self;
+        let limited = item.spec.limited;
+        let exempt = item.spec.exempt;
+        let response = limited.as_ref().and_then(|l| l.limit_response.as_ref());
+        let queuing = response
+            .filter(|r| r.kind == "Queue")
+            .and_then(|r| r.queuing.as_ref());
+        PriorityLevelConfig {
+            name: item.metadata.name,
+            exempt: item.spec.kind == "Exempt",
+            queuing: queuing.is_some(),
+            queues: queuing.and_then(|q| q.queues),
+            hand_size: queuing.and_then(|q| q.hand_size),
+            queue_length_limit: queuing.and_then(|q| q.queue_length_limit),
+            shares: match (&limited, &exempt) {
+                (Some(l), _) => l
+                    .nominal_concurrency_shares
+                    .or(l.assured_concurrency_shares),
+                (None, Some(e)) => e.nominal_concurrency_shares,
+                (None, None) => None,
+            },
+            lendable_percent: match (&limited, &exempt) {
+                (Some(l), _) => l.lendable_percent,
+                (None, Some(e)) => e.lendable_percent,
+                (None, None) => None,
+            },
+            borrowing_limit_percent: limited.as_ref().and_then(|l| l.borrowing_limit_percent),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -130,5 +180,42 @@ mod tests {
             (Some(100), Some(90), Some(20))
         );
         assert_eq!(wl.queue_capacity(), Some(6400));
+    }
+
+    #[test]
+    fn every_default_level_reads_back_from_its_spec_in_every_served_version() {
+        use crate::apf::{
+            defaults::default_priority_levels, endpoints::served_api_versions, KubeVersion,
+        };
+        for minor in KubeVersion::MIN_MINOR..=KubeVersion::MAX_MINOR {
+            let v = KubeVersion::new(minor, 0);
+            let levels = default_priority_levels(v);
+            for api in served_api_versions(v) {
+                let items: Vec<serde_json::Value> = levels
+                    .iter()
+                    .map(|l| serde_json::json!({"metadata": {"name": l.name}, "spec": l.spec(api)}))
+                    .collect();
+                let list = serde_json::json!({"items": items}).to_string();
+                assert_eq!(
+                    parse_priority_level_configurations(list.as_bytes()).unwrap(),
+                    levels,
+                    "1.{minor} {api}"
+                );
+                // The same objects as manifests, one YAML document each.
+                let docs: String = levels
+                    .iter()
+                    .map(|l| {
+                        let object = serde_json::json!({"kind": "PriorityLevelConfiguration",
+                            "metadata": {"name": l.name}, "spec": l.spec(api)});
+                        format!("---\n{}", serde_yaml::to_string(&object).unwrap())
+                    })
+                    .collect();
+                assert_eq!(
+                    parse_priority_level_documents(&docs).unwrap(),
+                    levels,
+                    "1.{minor} {api}"
+                );
+            }
+        }
     }
 }

@@ -273,35 +273,11 @@ fn flow_schema_rules(name: &str) -> Value {
 /// The default objects of `resource` (flowschemas or prioritylevelconfigurations) of Kubernetes `v` as API
 /// version `api` spells them, without kind and apiVersion.
 fn flowcontrol_objects(v: KubeVersion, api: &str, resource: &str, created: &str) -> Vec<Value> {
-    // v1beta3 renamed assuredConcurrencyShares to nominalConcurrencyShares.
-    let new_names = api == "v1" || api == "v1beta3";
     match resource {
         endpoints::PRIORITY_LEVEL_CONFIGURATIONS => default_priority_levels(v)
                 .iter()
                 .map(|p| {
-                    let mut spec = serde_json::Map::new();
-                    if p.exempt {
-                        spec.insert("type".into(), json!("Exempt"));
-                        // The exempt spec has fields from 1.28 (the table leaves them out before).
-                        if let (Some(shares), Some(lendable)) = (p.shares, p.lendable_percent) {
-                            spec.insert("exempt".into(), json!({"nominalConcurrencyShares": shares, "lendablePercent": lendable}));
-                        }
-                    } else {
-                        spec.insert("type".into(), json!("Limited"));
-                        let mut limited = serde_json::Map::new();
-                        let key = if new_names { "nominalConcurrencyShares" } else { "assuredConcurrencyShares" };
-                        limited.insert(key.into(), json!(p.shares));
-                        if let Some(lendable) = p.lendable_percent {
-                            limited.insert("lendablePercent".into(), json!(lendable));
-                        }
-                        let lr = if p.rejects() {
-                            json!({"type": "Reject"})
-                        } else {
-                            json!({"type": "Queue", "queuing": {"queues": p.queues, "handSize": p.hand_size, "queueLengthLimit": p.queue_length_limit}})
-                        };
-                        limited.insert("limitResponse".into(), lr);
-                        spec.insert("limited".into(), Value::Object(limited));
-                    }
+                    let spec = p.spec(api);
                     json!({
                         "metadata": flowcontrol_metadata("PriorityLevelConfiguration", &p.name, created),
                         "spec": spec,

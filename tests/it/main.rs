@@ -15,6 +15,7 @@ mod leader_gate;
 mod model_captures;
 mod notify_email;
 mod notify_http;
+mod plan_cli;
 mod prometheus_scrape;
 mod serve_resilience;
 mod serve_sim;

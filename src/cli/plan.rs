@@ -1,0 +1,327 @@
+//! `apf-monitor plan`: every priority level's limits before and after `--set LEVEL.FIELD=N`, on the cluster's
+//! PriorityLevelConfigurations or on files; the arithmetic is `apf::plan`'s (kube-apiserver's own).
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use super::{init_logging, load_config, TargetArgs};
+use crate::apf::endpoints::flowcontrol_api_version;
+use crate::apf::plan::{self, Change, PlanRow, DEFAULT_SERVER_CONCURRENCY};
+use crate::apf::PriorityLevelConfig;
+use crate::scrape::{Endpoint, ScrapePlan};
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub common: TargetArgs,
+    /// PriorityLevelConfigurations from a file instead of the cluster: `kubectl get prioritylevelconfigurations
+    /// -o yaml`, the API's JSON, or manifests (several YAML documents). Repeatable; `-` reads standard input.
+    #[arg(long = "file", short = 'f', value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// A change to try, e.g. workload-low.shares=150; FIELD is shares, lendablePercent, borrowingLimitPercent,
+    /// queues, handSize or queueLengthLimit. Repeatable.
+    #[arg(long = "set", value_name = "LEVEL.FIELD=N")]
+    pub set: Vec<Change>,
+    /// Seats per replica: the apiserver's --max-requests-inflight + --max-mutating-requests-inflight. Default:
+    /// inferred from the nominal limits the cluster serves, else 600 (kube-apiserver's default).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub server_concurrency: Option<u32>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: PlanOutput,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PlanOutput {
+    Table,
+    Json,
+    Yaml,
+    /// The changed PriorityLevelConfigurations, ready for `kubectl apply -f -`.
+    Manifests,
+}
+
+/// What `plan` prints as JSON or YAML.
+#[derive(Debug, Serialize)]
+pub struct PlanReport {
+    pub server_concurrency: u32,
+    /// Where the server concurrency came from, in words.
+    pub server_concurrency_source: String,
+    /// Σ shares before and after: the denominator of every nominal limit.
+    pub shares_sum_before: u64,
+    pub shares_sum_after: u64,
+    pub priority_levels: Vec<PlanRow>,
+}
+
+/// The levels to plan on and what is known of the server concurrency.
+struct Input {
+    levels: Vec<PriorityLevelConfig>,
+    /// (replica, nominal limits it serves) when read from a cluster.
+    served: Option<(String, BTreeMap<String, f64>)>,
+    /// Whether the cluster lends and borrows seats (1.26+).
+    borrowing: bool,
+}
+
+pub async fn plan(args: PlanArgs) -> Result<()> {
+    let input = if args.files.is_empty() {
+        let config = load_config(&args.common, None)?;
+        init_logging(config.log.format, "warn")?;
+        from_cluster(&config).await?
+    } else {
+        let levels = from_files(&args.files)?;
+        Input {
+            borrowing: plan::objects_borrow(&levels),
+            levels,
+            served: None,
+        }
+    };
+    let (server_concurrency, source) = server_concurrency(&input, args.server_concurrency);
+    let (rows, changed) = plan::plan(
+        &input.levels,
+        &args.set,
+        server_concurrency,
+        input.borrowing,
+    )?;
+    let sum = |levels: &[PriorityLevelConfig]| -> u64 {
+        levels
+            .iter()
+            .map(|l| u64::from(l.shares_or_default()))
+            .sum()
+    };
+    let after = plan::apply(&input.levels, &args.set)?;
+    let report = PlanReport {
+        server_concurrency,
+        server_concurrency_source: source,
+        shares_sum_before: sum(&input.levels),
+        shares_sum_after: sum(&after),
+        priority_levels: rows,
+    };
+    match args.output {
+        PlanOutput::Table => print!("{}", render_table(&report)),
+        PlanOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        PlanOutput::Yaml => print!("{}", serde_yaml::to_string(&report)?),
+        PlanOutput::Manifests => {
+            if changed.is_empty() {
+                bail!("nothing changes: give --set LEVEL.FIELD=N");
+            }
+            print!("{}", manifests(&changed));
+        }
+    }
+    Ok(())
+}
+
+fn from_files(files: &[PathBuf]) -> Result<Vec<PriorityLevelConfig>> {
+    let mut levels: Vec<PriorityLevelConfig> = Vec::new();
+    for path in files {
+        let text = read_input(path)?;
+        let found = crate::model::parse_priority_level_documents(&text)
+            .with_context(|| format!("{}", path.display()))?;
+        if found.is_empty() {
+            bail!(
+                "{}: no PriorityLevelConfiguration in it (expected `kubectl get prioritylevelconfigurations -o yaml`, \
+                 the API's JSON list, or manifests of kind PriorityLevelConfiguration)",
+                path.display()
+            );
+        }
+        for pl in found {
+            // A level given twice (a list, then a manifest changing it): the later file wins, as `kubectl apply`.
+            levels.retain(|l| l.name != pl.name);
+            levels.push(pl);
+        }
+    }
+    Ok(levels)
+}
+
+fn read_input(path: &Path) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("cannot read standard input")?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    }
+}
+
+/// The objects and the served nominal limits of the first replica that answers.
+async fn from_cluster(config: &crate::config::Config) -> Result<Input> {
+    let replicas = super::check::replicas(config).await?;
+    if replicas.is_empty() {
+        bail!("no replica to read: give --file FILE, --target URL or --kubeconfig FILE");
+    }
+    let mut problems = Vec::new();
+    for replica in &replicas {
+        let settings = &replica.spec.settings;
+        let scrape_plan = ScrapePlan {
+            endpoints: vec![Endpoint::Metrics, Endpoint::PriorityLevelConfigurations],
+            request_details: false,
+            max_body_bytes: settings.max_body_bytes,
+            max_line_bytes: settings.max_line_bytes,
+        };
+        let round = crate::scrape::scrape_replica(&replica.target, &scrape_plan).await;
+        for r in &round.results {
+            if let Err(e) = &r.outcome {
+                problems.push(format!(
+                    "{} {}: {e}",
+                    replica.target.name,
+                    r.endpoint.label()
+                ));
+            }
+        }
+        let Some(levels) = round.objects.filter(|l| !l.is_empty()) else {
+            continue;
+        };
+        // The version says whether seats are lent (1.26+); without it, the objects do (lendablePercent).
+        let borrowing = round
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.kubernetes_version.as_deref())
+            .and_then(crate::apf::KubeVersion::minor_of)
+            .map_or_else(|| plan::objects_borrow(&levels), |minor| minor >= 26);
+        let served = round.snapshot.map(|s| {
+            let nominal = s
+                .levels
+                .iter()
+                .filter_map(|(name, l)| Some((name.clone(), l.nominal_limit_seats?)))
+                .collect();
+            (replica.target.name.clone(), nominal)
+        });
+        return Ok(Input {
+            levels,
+            served,
+            borrowing,
+        });
+    }
+    bail!(
+        "could not list the PriorityLevelConfigurations of any replica ({}); give --file FILE with \
+         `kubectl get prioritylevelconfigurations -o yaml`",
+        problems.join("; ")
+    )
+}
+
+/// The flag, else the value the served nominal limits imply, else kube-apiserver's default; and why.
+fn server_concurrency(input: &Input, flag: Option<u32>) -> (u32, String) {
+    let inferred = input.served.as_ref().map(|(replica, served)| {
+        (
+            replica,
+            plan::infer_server_concurrency(&input.levels, served),
+        )
+    });
+    match (flag, inferred) {
+        (Some(n), Some((replica, Some(i)))) if i != n => (
+            n,
+            format!("--server-concurrency (the nominal limits {replica} serves imply {i})"),
+        ),
+        (Some(n), _) => (n, "--server-concurrency".into()),
+        (None, Some((replica, Some(i)))) => (
+            i,
+            format!("inferred from the nominal limits {replica} serves"),
+        ),
+        (None, Some((replica, None))) => (
+            DEFAULT_SERVER_CONCURRENCY,
+            format!(
+                "kube-apiserver's default (400 + 200 in flight): the nominal limits {replica} serves fit no server \
+                 concurrency with these shares; give --server-concurrency N"
+            ),
+        ),
+        (None, None) => (
+            DEFAULT_SERVER_CONCURRENCY,
+            "kube-apiserver's default (--max-requests-inflight 400 + --max-mutating-requests-inflight 200); give \
+             --server-concurrency N for yours (EKS raises it with the control plane's size)"
+                .into(),
+        ),
+    }
+}
+
+/// `a` or `a → b`.
+fn cell<T: PartialEq + std::fmt::Display>(before: Option<T>, after: Option<T>) -> String {
+    let show = |v: &Option<T>| v.as_ref().map_or("-".to_string(), T::to_string);
+    if before == after {
+        show(&before)
+    } else {
+        format!("{} → {}", show(&before), show(&after))
+    }
+}
+
+fn queues(l: &plan::LevelPlan) -> Option<String> {
+    Some(format!(
+        "{}/{}/{}",
+        l.queues?, l.hand_size?, l.queue_length_limit?
+    ))
+}
+
+pub fn render_table(r: &PlanReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Server concurrency {} per replica: {}.",
+        r.server_concurrency, r.server_concurrency_source
+    );
+    let _ = writeln!(
+        out,
+        "Seats per replica: nominal = ceil({} × shares / {}), lower = nominal − lendable, upper = nominal + borrowing.",
+        r.server_concurrency,
+        cell(Some(r.shares_sum_before), Some(r.shares_sum_after))
+    );
+    let _ = writeln!(
+        out,
+        "\n  {:<26} {:>11} {:>10} {:>11} {:>16} {:>11} {:>11} {:>13}",
+        "PRIORITY LEVEL",
+        "SHARES",
+        "LENDABLE%",
+        "BORROWING%",
+        "QUEUES/HAND/LEN",
+        "NOMINAL",
+        "LOWER",
+        "UPPER"
+    );
+    for row in &r.priority_levels {
+        let (b, a) = (&row.before, &row.after);
+        let _ = writeln!(
+            out,
+            "{} {:<26} {:>11} {:>10} {:>11} {:>16} {:>11} {:>11} {:>13}",
+            if row.changed { "*" } else { " " },
+            row.priority_level,
+            cell(Some(b.shares), Some(a.shares)),
+            cell(Some(b.lendable_percent), Some(a.lendable_percent)),
+            cell(b.borrowing_limit_percent, a.borrowing_limit_percent),
+            cell(queues(b), queues(a)),
+            cell(Some(b.nominal_limit_seats), Some(a.nominal_limit_seats)),
+            cell(Some(b.lower_limit_seats), Some(a.lower_limit_seats)),
+            cell(Some(b.upper_limit_seats), Some(a.upper_limit_seats)),
+        );
+    }
+    if r.priority_levels.iter().any(|row| row.changed) {
+        let _ = writeln!(
+            out,
+            "\n* changes. Every level's nominal limit moves when one level's shares do: they divide one server \
+             concurrency. `--output manifests` writes the changed objects for kubectl apply."
+        );
+    }
+    out
+}
+
+/// The changed objects as `flowcontrol.apiserver.k8s.io/v1` manifests (Kubernetes 1.29+).
+pub fn manifests(changed: &[PriorityLevelConfig]) -> String {
+    let mut out = String::from(
+        "# flowcontrol.apiserver.k8s.io/v1 (Kubernetes 1.29+; v1beta3 on 1.26-1.28).\n\
+         # apf.kubernetes.io/autoupdate-spec \"false\": kube-apiserver keeps the spec of its default objects that say\n\
+         # \"true\" as it ships them, which would undo this change.\n",
+    );
+    for pl in changed {
+        let object = serde_json::json!({
+            "apiVersion": flowcontrol_api_version("v1"),
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {
+                "name": pl.name,
+                "annotations": {"apf.kubernetes.io/autoupdate-spec": "false"},
+            },
+            "spec": pl.spec("v1"),
+        });
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&object).unwrap_or_default());
+    }
+    out
+}

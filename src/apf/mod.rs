@@ -8,11 +8,15 @@
 pub mod defaults;
 pub mod endpoints;
 pub mod limits;
+pub mod matching;
 mod objects;
 pub mod plan;
 mod version;
 
-pub use objects::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
+pub use objects::{
+    Distinguisher, FlowSchema, FlowSchemaDef, NonResourceRule, PolicyRules, PriorityLevelConfig,
+    ResourceRule, Subject,
+};
 pub use version::{KubeVersion, VersionError};
 
 /// The priority level that is never limited: it gets executing seats only (README, Metrics).

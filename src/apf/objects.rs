@@ -128,3 +128,50 @@ pub struct FlowSchemaDef {
     pub precedence: u32,
     pub distinguisher: Distinguisher,
 }
+
+/// One FlowSchema as the flowcontrol API serves it (any version: the spec did not change across them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSchema {
+    pub name: String,
+    /// matchingPrecedence (the API defaults it to 1000): lower numbers match first.
+    pub precedence: u32,
+    pub priority_level: String,
+    pub distinguisher: Distinguisher,
+    pub rules: Vec<PolicyRules>,
+}
+
+/// One element of `spec.rules`: who (any subject) does what (any resource or non-resource rule).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicyRules {
+    pub subjects: Vec<Subject>,
+    pub resource_rules: Vec<ResourceRule>,
+    pub non_resource_rules: Vec<NonResourceRule>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    /// `*` is every user.
+    User(String),
+    /// `*` is every group.
+    Group(String),
+    /// Name `*` is every service account of the namespace.
+    ServiceAccount { namespace: String, name: String },
+    /// A kind this version does not know: matches nobody, as kube-apiserver treats it.
+    Other,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceRule {
+    pub verbs: Vec<String>,
+    pub api_groups: Vec<String>,
+    /// `pods`, or `pods/log` for a subresource.
+    pub resources: Vec<String>,
+    pub cluster_scope: bool,
+    pub namespaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NonResourceRule {
+    pub verbs: Vec<String>,
+    pub non_resource_urls: Vec<String>,
+}

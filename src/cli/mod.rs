@@ -2,6 +2,7 @@
 //! `simulate` and `demo`); the work itself is the library's.
 mod check;
 mod demo;
+mod matching;
 mod plan;
 mod serve;
 mod table;
@@ -44,6 +45,9 @@ pub enum Command {
     /// What-if on the APF configuration: every priority level's limits before and after --set LEVEL.FIELD=N, on
     /// the cluster's PriorityLevelConfigurations or on files.
     Plan(plan::PlanArgs),
+    /// Which FlowSchema, priority level and flow a request gets, with kube-apiserver's own matching, on the
+    /// cluster's objects or on files.
+    Match(matching::MatchArgs),
 }
 
 /// Flags shared by `serve` and `check`; they override the config file.
@@ -192,6 +196,7 @@ pub fn main() -> ExitCode {
             Command::Simulate(args) => (demo::simulate(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Demo(args) => (demo::demo(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Plan(args) => (plan::plan(args).await.map(|()| ExitCode::SUCCESS), 1),
+            Command::Match(args) => (matching::run(args).await.map(|()| ExitCode::SUCCESS), 1),
         }
     });
     match result {

@@ -11,7 +11,8 @@ pub use crate::apf::{PriorityLevelConfig, EXEMPT};
 pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump};
 pub use metrics::{is_wanted_sample, SnapshotBuilder};
 pub use objects::{
-    parse_priority_level_configurations, parse_priority_level_documents, DocumentError,
+    parse_flow_schemas, parse_flowcontrol_documents, parse_priority_level_configurations,
+    parse_priority_level_documents, DocumentError, FlowcontrolObjects,
 };
 
 use std::collections::BTreeMap;

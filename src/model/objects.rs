@@ -2,7 +2,10 @@
 //! [`PriorityLevelConfig`].
 use serde::Deserialize;
 
-use crate::apf::PriorityLevelConfig;
+use crate::apf::{
+    Distinguisher, FlowSchema, NonResourceRule, PolicyRules, PriorityLevelConfig, ResourceRule,
+    Subject,
+};
 
 #[derive(Deserialize)]
 struct List {
@@ -86,39 +89,200 @@ pub enum DocumentError {
     },
 }
 
-/// The PriorityLevelConfigurations of a file in any form users have one: `kubectl get prioritylevelconfigurations
-/// -o yaml` (a `List`), the API's JSON (`PriorityLevelConfigurationList`, whose items carry no `kind`), or
-/// manifests (one object per YAML document). Objects of other kinds (a FlowSchema beside them) are skipped.
-pub fn parse_priority_level_documents(
-    text: &str,
-) -> Result<Vec<PriorityLevelConfig>, DocumentError> {
-    const KIND: &str = "PriorityLevelConfiguration";
-    let mut out = Vec::new();
+/// The flowcontrol objects of a file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowcontrolObjects {
+    pub priority_levels: Vec<PriorityLevelConfig>,
+    pub flow_schemas: Vec<FlowSchema>,
+}
+
+/// The PriorityLevelConfigurations and FlowSchemas of a file in any form users have them: `kubectl get ... -o yaml`
+/// (a `List`), the API's JSON (`PriorityLevelConfigurationList`, `FlowSchemaList`, whose items carry no `kind`), or
+/// manifests (one object per YAML document). Objects of other kinds are skipped.
+pub fn parse_flowcontrol_documents(text: &str) -> Result<FlowcontrolObjects, DocumentError> {
+    const PLC: &str = "PriorityLevelConfiguration";
+    const FS: &str = "FlowSchema";
+    let mut out = FlowcontrolObjects::default();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let document = i + 1;
         let value = <serde_json::Value as serde::Deserialize>::deserialize(doc)
             .map_err(|error| DocumentError::Syntax { document, error })?;
-        let kind = value["kind"].as_str().unwrap_or_default();
-        let items: Vec<&serde_json::Value> = match kind {
-            "PriorityLevelConfigurationList" => {
-                value["items"].as_array().into_iter().flatten().collect()
-            }
-            "List" => value["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|item| item["kind"] == KIND)
-                .collect(),
-            KIND => vec![&value],
-            _ => Vec::new(),
+        let items = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+            v["items"].as_array().cloned().unwrap_or_default()
         };
-        for item in items {
-            let item = Item::deserialize(item)
-                .map_err(|error| DocumentError::Shape { document, error })?;
-            out.push(item.into_config());
+        let objects: Vec<(String, serde_json::Value)> =
+            match value["kind"].as_str().unwrap_or_default() {
+                "PriorityLevelConfigurationList" => {
+                    items(&value).into_iter().map(|o| (PLC.into(), o)).collect()
+                }
+                "FlowSchemaList" => items(&value).into_iter().map(|o| (FS.into(), o)).collect(),
+                "List" => items(&value)
+                    .into_iter()
+                    .map(|o| (o["kind"].as_str().unwrap_or_default().to_string(), o))
+                    .collect(),
+                kind => vec![(kind.to_string(), value)],
+            };
+        for (kind, object) in objects {
+            let shape = |error| DocumentError::Shape { document, error };
+            match kind.as_str() {
+                PLC => out
+                    .priority_levels
+                    .push(Item::deserialize(&object).map_err(shape)?.into_config()),
+                FS => out
+                    .flow_schemas
+                    .push(FsItem::deserialize(&object).map_err(shape)?.into_schema()),
+                _ => {}
+            }
         }
     }
     Ok(out)
+}
+
+/// The PriorityLevelConfigurations of a file ([`parse_flowcontrol_documents`]).
+pub fn parse_priority_level_documents(
+    text: &str,
+) -> Result<Vec<PriorityLevelConfig>, DocumentError> {
+    Ok(parse_flowcontrol_documents(text)?.priority_levels)
+}
+
+/// Reads a `FlowSchemaList` as any API version serves it.
+pub fn parse_flow_schemas(json: &[u8]) -> Result<Vec<FlowSchema>, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct FsList {
+        #[serde(default)]
+        items: Vec<FsItem>,
+    }
+    let list: FsList = serde_json::from_slice(json)?;
+    Ok(list.items.into_iter().map(FsItem::into_schema).collect())
+}
+
+#[derive(Deserialize)]
+struct FsItem {
+    metadata: Metadata,
+    #[serde(default)]
+    spec: FsSpec,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct FsSpec {
+    matching_precedence: Option<u32>,
+    #[serde(default)]
+    priority_level_configuration: NameRef,
+    distinguisher_method: Option<TypeField>,
+    #[serde(default)]
+    rules: Vec<FsRules>,
+}
+
+#[derive(Deserialize, Default)]
+struct NameRef {
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct TypeField {
+    #[serde(default, rename = "type")]
+    kind: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct FsRules {
+    subjects: Vec<FsSubject>,
+    resource_rules: Vec<FsResourceRule>,
+    non_resource_rules: Vec<FsNonResourceRule>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct FsSubject {
+    kind: String,
+    user: Option<NameRef>,
+    group: Option<NameRef>,
+    service_account: Option<FsServiceAccount>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct FsServiceAccount {
+    namespace: String,
+    name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct FsResourceRule {
+    verbs: Vec<String>,
+    api_groups: Vec<String>,
+    resources: Vec<String>,
+    cluster_scope: bool,
+    namespaces: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct FsNonResourceRule {
+    verbs: Vec<String>,
+    #[serde(rename = "nonResourceURLs")]
+    non_resource_urls: Vec<String>,
+}
+
+impl FsItem {
+    fn into_schema(self) -> FlowSchema {
+        let spec = self.spec;
+        FlowSchema {
+            name: self.metadata.name,
+            // The API's default (SetDefaults_FlowSchemaSpec).
+            precedence: spec.matching_precedence.unwrap_or(1000),
+            priority_level: spec.priority_level_configuration.name,
+            distinguisher: match spec.distinguisher_method.as_ref().map(|d| d.kind.as_str()) {
+                Some("ByUser") => Distinguisher::ByUser,
+                Some("ByNamespace") => Distinguisher::ByNamespace,
+                _ => Distinguisher::None,
+            },
+            rules: spec
+                .rules
+                .into_iter()
+                .map(|r| PolicyRules {
+                    subjects: r
+                        .subjects
+                        .into_iter()
+                        .map(
+                            |s| match (s.kind.as_str(), s.user, s.group, s.service_account) {
+                                ("User", Some(u), _, _) => Subject::User(u.name),
+                                ("Group", _, Some(g), _) => Subject::Group(g.name),
+                                ("ServiceAccount", _, _, Some(sa)) => Subject::ServiceAccount {
+                                    namespace: sa.namespace,
+                                    name: sa.name,
+                                },
+                                _ => Subject::Other,
+                            },
+                        )
+                        .collect(),
+                    resource_rules: r
+                        .resource_rules
+                        .into_iter()
+                        .map(|rr| ResourceRule {
+                            verbs: rr.verbs,
+                            api_groups: rr.api_groups,
+                            resources: rr.resources,
+                            cluster_scope: rr.cluster_scope,
+                            namespaces: rr.namespaces,
+                        })
+                        .collect(),
+                    non_resource_rules: r
+                        .non_resource_rules
+                        .into_iter()
+                        .map(|nr| NonResourceRule {
+                            verbs: nr.verbs,
+                            non_resource_urls: nr.non_resource_urls,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Item {

@@ -6,7 +6,9 @@ mod round;
 
 pub use backoff::{EndpointState, Verdict, UNAVAILABLE_RETRY};
 pub use metrics::ScrapeMetrics;
-pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
+pub use round::{
+    fetch_flowcontrol_list, scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan,
+};
 
 use std::time::Duration;
 

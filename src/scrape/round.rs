@@ -202,24 +202,34 @@ async fn fetch_text(target: &Target, path: &str, max_body: u64) -> Result<String
     })
 }
 
-/// The PriorityLevelConfigurations, from the newest API version the replica serves (k8s.io/api `flowcontrol/` lifecycle; the Deprecated API Migration Guide).
+/// The PriorityLevelConfigurations, from the newest API version the replica serves.
 async fn fetch_objects(
     target: &Target,
     max_body: u64,
 ) -> Result<Vec<PriorityLevelConfig>, ScrapeError> {
+    let (path, body) =
+        fetch_flowcontrol_list(target, endpoints::PRIORITY_LEVEL_CONFIGURATIONS, max_body).await?;
+    model::parse_priority_level_configurations(&body)
+        .map_err(|e| ScrapeError::Parse(format!("{path}: {e}")))
+}
+
+/// The list of a flowcontrol `resource` (`prioritylevelconfigurations`, `flowschemas`) from the newest API version
+/// the replica serves (k8s.io/api `flowcontrol/` lifecycle; the Deprecated API Migration Guide): its path and body.
+pub async fn fetch_flowcontrol_list(
+    target: &Target,
+    resource: &str,
+    max_body: u64,
+) -> Result<(String, Vec<u8>), ScrapeError> {
     let mut last = None;
     for version in endpoints::FLOWCONTROL_READ_VERSIONS {
-        let path = endpoints::flowcontrol_path(version, endpoints::PRIORITY_LEVEL_CONFIGURATIONS);
+        let path = endpoints::flowcontrol_path(version, resource);
         let mut body = Vec::new();
         match fetch(target, &path, max_body, |chunk| {
             body.extend_from_slice(chunk)
         })
         .await
         {
-            Ok(()) => {
-                return model::parse_priority_level_configurations(&body)
-                    .map_err(|e| ScrapeError::Parse(format!("{path}: {e}")))
-            }
+            Ok(()) => return Ok((path, body)),
             // Not served in this version: try an older one.
             Err(ScrapeError::Http {
                 status: 404,

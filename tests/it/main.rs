@@ -12,6 +12,7 @@ mod deploy;
 mod discovery;
 mod lead_time;
 mod leader_gate;
+mod match_cli;
 mod model_captures;
 mod notify_email;
 mod notify_http;

@@ -3,6 +3,7 @@
 mod history;
 mod math;
 mod problem;
+pub mod review;
 pub mod round;
 mod status;
 

@@ -10,6 +10,9 @@ use crate::daemon::{analysis_of, build_rules, build_targets, Replica, TargetSour
 use crate::targets::{access, discovery::Discovery};
 
 pub async fn check(args: CheckArgs) -> Result<ExitCode> {
+    if args.review {
+        return super::review::review(args).await;
+    }
     let config = load_config(&args.common, None)?;
     init_logging(
         config.log.format,

@@ -2,12 +2,11 @@
 //! matching (`apf::matching`), on the cluster's objects or on files.
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::{init_logging, load_config, TargetArgs};
-use crate::apf::endpoints;
 use crate::apf::matching::{implied_groups, match_request, Match, Request, Target};
 use crate::apf::{FlowSchema, PriorityLevelConfig};
 
@@ -163,30 +162,8 @@ fn describe(r: &Request) -> String {
 }
 
 fn from_files(files: &[PathBuf]) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelConfig>, String)> {
-    let mut schemas: Vec<FlowSchema> = Vec::new();
-    let mut levels: Vec<PriorityLevelConfig> = Vec::new();
-    for path in files {
-        let text = if path.as_os_str() == "-" {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .context("cannot read standard input")?;
-            text
-        } else {
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?
-        };
-        let objects = crate::model::parse_flowcontrol_documents(&text)
-            .with_context(|| format!("{}", path.display()))?;
-        // A later file replaces an object of the same name, as `kubectl apply` would.
-        for fs in objects.flow_schemas {
-            schemas.retain(|s| s.name != fs.name);
-            schemas.push(fs);
-        }
-        for pl in objects.priority_levels {
-            levels.retain(|l| l.name != pl.name);
-            levels.push(pl);
-        }
-    }
+    let objects = super::objects::read_files(files)?;
+    let (schemas, levels) = (objects.flow_schemas, objects.priority_levels);
     if schemas.is_empty() || levels.is_empty() {
         bail!(
             "matching needs the FlowSchemas and the PriorityLevelConfigurations (found {} and {}): give both, e.g. \
@@ -203,45 +180,12 @@ fn from_files(files: &[PathBuf]) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelCo
     Ok((schemas, levels, source))
 }
 
-/// The objects of the first replica that serves both lists.
 async fn from_cluster(
     config: &crate::config::Config,
 ) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelConfig>, String)> {
-    let replicas = super::check::replicas(config).await?;
-    if replicas.is_empty() {
-        bail!("no replica to read: give --file FILE, --target URL or --kubeconfig FILE");
-    }
-    let mut problems = Vec::new();
-    for replica in &replicas {
-        let max = replica.spec.settings.max_body_bytes;
-        let fetch =
-            |resource| crate::scrape::fetch_flowcontrol_list(&replica.target, resource, max);
-        let lists = futures_util::future::join(
-            fetch(endpoints::FLOW_SCHEMAS),
-            fetch(endpoints::PRIORITY_LEVEL_CONFIGURATIONS),
-        )
-        .await;
-        match lists {
-            (Ok((fs_path, fs)), Ok((pl_path, pl))) => {
-                let schemas = crate::model::parse_flow_schemas(&fs)
-                    .with_context(|| format!("{}: {fs_path}", replica.target.name))?;
-                let levels = crate::model::parse_priority_level_configurations(&pl)
-                    .with_context(|| format!("{}: {pl_path}", replica.target.name))?;
-                return Ok((
-                    schemas,
-                    levels,
-                    format!("the objects {} serves", replica.target.name),
-                ));
-            }
-            (Err(e), _) | (_, Err(e)) => problems.push(format!("{}: {e}", replica.target.name)),
-        }
-    }
-    bail!(
-        "could not list the FlowSchemas and PriorityLevelConfigurations of any replica ({}); the reader needs \
-         {}; or give --file FILE",
-        problems.join("; "),
-        endpoints::FLOWCONTROL_RBAC_RULE
-    )
+    let c = super::objects::read_cluster(config, false).await?;
+    let source = format!("the objects {} serves", c.replica);
+    Ok((c.flow_schemas, c.priority_levels, source))
 }
 
 fn render(r: &MatchReport, schemas: &[FlowSchema]) -> String {

@@ -3,7 +3,9 @@
 mod check;
 mod demo;
 mod matching;
+mod objects;
 mod plan;
+mod review;
 mod serve;
 mod table;
 
@@ -107,6 +109,19 @@ pub struct CheckArgs {
     pub file: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
+    /// Review the APF configuration instead: FlowSchemas and PriorityLevelConfigurations that are dangling,
+    /// unreachable, shadowed, exempt grants, queue settings that leave a flow less than one request, and cluster
+    /// operators landing in shared levels (from the replica's dump_requests).
+    #[arg(long, conflicts_with = "file")]
+    pub review: bool,
+    /// With --review: the objects from a file (`kubectl get flowschemas,prioritylevelconfigurations -o yaml`, the
+    /// API's JSON, or manifests) instead of the cluster. Repeatable; `-` reads standard input.
+    #[arg(long = "objects", value_name = "FILE", requires = "review")]
+    pub objects: Vec<PathBuf>,
+    /// With --review and files: the seats of one replica (--max-requests-inflight +
+    /// --max-mutating-requests-inflight); against a cluster it is inferred from the limits the replica serves.
+    #[arg(long, value_name = "N", requires = "review", value_parser = clap::value_parser!(u32).range(1..))]
+    pub server_concurrency: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -1,9 +1,9 @@
 //! `apf-monitor plan`: every priority level's limits before and after `--set LEVEL.FIELD=N`, on the cluster's
 //! PriorityLevelConfigurations or on files; the arithmetic is `apf::plan`'s (kube-apiserver's own).
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
@@ -11,7 +11,6 @@ use super::{init_logging, load_config, TargetArgs};
 use crate::apf::endpoints::flowcontrol_api_version;
 use crate::apf::plan::{self, Change, PlanRow, DEFAULT_SERVER_CONCURRENCY};
 use crate::apf::PriorityLevelConfig;
-use crate::scrape::{Endpoint, ScrapePlan};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -112,92 +111,34 @@ pub async fn plan(args: PlanArgs) -> Result<()> {
 }
 
 fn from_files(files: &[PathBuf]) -> Result<Vec<PriorityLevelConfig>> {
-    let mut levels: Vec<PriorityLevelConfig> = Vec::new();
-    for path in files {
-        let text = read_input(path)?;
-        let found = crate::model::parse_priority_level_documents(&text)
-            .with_context(|| format!("{}", path.display()))?;
-        if found.is_empty() {
-            bail!(
-                "{}: no PriorityLevelConfiguration in it (expected `kubectl get prioritylevelconfigurations -o yaml`, \
-                 the API's JSON list, or manifests of kind PriorityLevelConfiguration)",
-                path.display()
-            );
-        }
-        for pl in found {
-            // A level given twice (a list, then a manifest changing it): the later file wins, as `kubectl apply`.
-            levels.retain(|l| l.name != pl.name);
-            levels.push(pl);
-        }
+    let levels = super::objects::read_files(files)?.priority_levels;
+    if levels.is_empty() {
+        bail!(
+            "no PriorityLevelConfiguration in {} (expected `kubectl get prioritylevelconfigurations -o yaml`, the \
+             API's JSON list, or manifests of kind PriorityLevelConfiguration)",
+            files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(levels)
 }
 
-fn read_input(path: &Path) -> Result<String> {
-    if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-            .context("cannot read standard input")?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-    }
-}
-
-/// The objects and the served nominal limits of the first replica that answers.
+/// The objects, the served nominal limits and the version of the first replica that answers.
 async fn from_cluster(config: &crate::config::Config) -> Result<Input> {
-    let replicas = super::check::replicas(config).await?;
-    if replicas.is_empty() {
-        bail!("no replica to read: give --file FILE, --target URL or --kubeconfig FILE");
-    }
-    let mut problems = Vec::new();
-    for replica in &replicas {
-        let settings = &replica.spec.settings;
-        let scrape_plan = ScrapePlan {
-            endpoints: vec![Endpoint::Metrics, Endpoint::PriorityLevelConfigurations],
-            request_details: false,
-            max_body_bytes: settings.max_body_bytes,
-            max_line_bytes: settings.max_line_bytes,
-        };
-        let round = crate::scrape::scrape_replica(&replica.target, &scrape_plan).await;
-        for r in &round.results {
-            if let Err(e) = &r.outcome {
-                problems.push(format!(
-                    "{} {}: {e}",
-                    replica.target.name,
-                    r.endpoint.label()
-                ));
-            }
-        }
-        let Some(levels) = round.objects.filter(|l| !l.is_empty()) else {
-            continue;
-        };
-        // The version says whether seats are lent (1.26+); without it, the objects do (lendablePercent).
-        let borrowing = round
-            .snapshot
-            .as_ref()
-            .and_then(|s| s.kubernetes_version.as_deref())
-            .and_then(crate::apf::KubeVersion::minor_of)
-            .map_or_else(|| plan::objects_borrow(&levels), |minor| minor >= 26);
-        let served = round.snapshot.map(|s| {
-            let nominal = s
-                .levels
-                .iter()
-                .filter_map(|(name, l)| Some((name.clone(), l.nominal_limit_seats?)))
-                .collect();
-            (replica.target.name.clone(), nominal)
-        });
-        return Ok(Input {
-            levels,
-            served,
-            borrowing,
-        });
-    }
-    bail!(
-        "could not list the PriorityLevelConfigurations of any replica ({}); give --file FILE with \
-         `kubectl get prioritylevelconfigurations -o yaml`",
-        problems.join("; ")
-    )
+    let c = super::objects::read_cluster(config, false).await?;
+    // The version says whether seats are lent (1.26+); without it, the objects do (lendablePercent).
+    let borrowing = c.minor.map_or_else(
+        || plan::objects_borrow(&c.priority_levels),
+        |minor| minor >= 26,
+    );
+    Ok(Input {
+        levels: c.priority_levels,
+        served: (!c.served_nominal.is_empty()).then_some((c.replica, c.served_nominal)),
+        borrowing,
+    })
 }
 
 /// The flag, else the value the served nominal limits imply, else kube-apiserver's default; and why.

@@ -230,7 +230,16 @@ fn flow_schema_rules(name: &str) -> Value {
             leases,
             json!([]),
         ),
-        "workload-leader-election" => (vec![sa("kube-system", "*")], leases, json!([])),
+        // Endpoints and configmaps too, as the real object has them (k8s.io/apiserver bootstrap/default.go): with
+        // leases alone system-leader-election, ahead of it, would match all it matches.
+        "workload-leader-election" => (
+            vec![sa("kube-system", "*")],
+            json!([
+                {"verbs": ["get", "create", "update"], "apiGroups": [""], "resources": ["endpoints", "configmaps"], "namespaces": ["*"]},
+                {"verbs": ["get", "create", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "namespaces": ["*"]},
+            ]),
+            json!([]),
+        ),
         "endpoint-controller" => (
             vec![
                 user("system:kube-controller-manager"),

@@ -250,9 +250,8 @@ fn bad_input_is_refused_with_what_to_do() {
     );
     let empty = dir.path().join("empty.yaml");
     std::fs::write(&empty, "kind: ConfigMap\n").unwrap();
-    assert!(
-        err(&["-f", &empty.display().to_string()]).contains("no PriorityLevelConfiguration in it")
-    );
+    assert!(err(&["-f", &empty.display().to_string()])
+        .contains("no FlowSchema or PriorityLevelConfiguration in it"));
     assert!(err(&["-f", &file, "--output", "manifests"]).contains("nothing changes"));
 }
 

@@ -363,6 +363,16 @@ fn describe(l: &LevelReport) -> String {
             l.wait_p99_seconds
                 .map_or("unknown".into(), |w| format!("{w:.3}s"))
         ),
+        format!(
+            "seat utilization p99 (between scrapes too): {}",
+            l.seat_utilization_p99
+                .map_or("unknown".into(), |u| format!("{:.0}%", u * 100.0))
+        ),
+        format!("demand peak: {} seats", fmt_opt(l.demand_seats_max)),
+        format!(
+            "dispatches without a free seat: {}/s",
+            fmt_opt(l.no_accommodation_per_second)
+        ),
     ]
     .join("\n")
 }
@@ -490,11 +500,21 @@ impl Rule {
         };
         match self.name {
             RuleName::APFHeadroomLow => {
-                let r = l.headroom_ratio?;
                 // Firing below the fire threshold; once active, until back at or above the clear one.
-                self.spec
-                    .holds(r, t)
-                    .then(|| format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0))
+                if let Some(r) = l.headroom_ratio.filter(|r| self.spec.holds(*r, t)) {
+                    return Some(format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0));
+                }
+                // A scrape samples one instant; the apiserver's own utilization histogram covers the time between
+                // scrapes, so a level that saturates in bursts holds here while every scrape looks calm.
+                let p99 = l.seat_utilization_p99?;
+                self.spec.holds(1.0 - p99, t).then(|| {
+                    format!(
+                        "{pl} on {server}: seats in use reached {:.0}% of the limit for 1% of the last window \
+                         (the apiserver's seat-utilization histogram), though scrapes saw {}",
+                        p99 * 100.0,
+                        seats()
+                    )
+                })
             }
             // APF queues a request only when the level has no seat for it: requests waiting mean the level is out of
             // seats for them, whatever the headroom gauge (sampled apart from the queue gauge) says.
@@ -527,13 +547,36 @@ impl Rule {
                 })
             }
             RuleName::APFExhaustionPredicted => {
-                let s = l.seconds_to_exhaustion?;
-                self.spec.holds(s, t).then(|| {
-                    format!(
+                if let Some(s) = l.seconds_to_exhaustion.filter(|s| self.spec.holds(*s, t)) {
+                    return Some(format!(
                         "{pl} on {server}: no headroom left in {s:.0}s at this trend ({})",
                         seats()
-                    )
-                })
+                    ));
+                }
+                // Bursts between scrapes already reach the limit: the level runs out in them before any trend of
+                // sampled gauges shows it.
+                let no_seat = l.no_accommodation_per_second.filter(|r| *r > 0.0);
+                let peak = match (l.demand_seats_max, l.limit_seats) {
+                    (Some(d), Some(limit)) if limit > 0.0 && d > limit => Some((d, limit)),
+                    _ => None,
+                };
+                if no_seat.is_none() && peak.is_none() {
+                    return None;
+                }
+                let mut why = Vec::new();
+                if let Some((d, limit)) = peak {
+                    why.push(format!(
+                        "demand peaked at {d:.0} seats of a {limit:.0}-seat limit (demand_seats_high_watermark)"
+                    ));
+                }
+                if let Some(r) = no_seat {
+                    why.push(format!("{r:.2} dispatches/s found no free seat"));
+                }
+                Some(format!(
+                    "{pl} on {server}: bursts between scrapes already exhaust it: {}; scrapes saw {}",
+                    why.join(", "),
+                    seats()
+                ))
             }
             RuleName::APFRequestsRejected | RuleName::APFScrapeFailing => None,
         }
@@ -723,6 +766,36 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn saturation_between_scrapes_warns_though_every_scrape_looks_calm() {
+        let r = rules();
+        // Scrapes saw 10 of 100 seats in use; the apiserver's histogram saw the level full for 1% of the window.
+        let mut l = level("workload-low", 100.0, 10.0, 0.0);
+        l.seat_utilization_p99 = Some(1.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(names(&c), ["APFHeadroomLow/workload-low"]);
+        assert!(
+            c[0].annotations["summary"]
+                .contains("reached 100% of the limit for 1% of the last window"),
+            "{}",
+            c[0].annotations["summary"]
+        );
+        // Below the threshold by the histogram too: nothing.
+        l.seat_utilization_p99 = Some(0.5);
+        assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
+        // Demand peaked over the limit, or a dispatch found no seat: exhaustion in bursts.
+        l.demand_seats_max = Some(140.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(names(&c), ["APFExhaustionPredicted/workload-low"]);
+        assert!(
+            c[0].annotations["summary"].contains("demand peaked at 140 seats of a 100-seat limit")
+        );
+        l.demand_seats_max = Some(100.0);
+        l.no_accommodation_per_second = Some(0.5);
+        let c = r.evaluate(&report(vec![l]), |_| false);
+        assert!(c[0].annotations["summary"].contains("0.50 dispatches/s found no free seat"));
     }
 
     #[test]

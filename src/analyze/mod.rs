@@ -86,6 +86,16 @@ pub struct LevelReport {
     pub rejected_total: BTreeMap<String, f64>,
     #[serde(serialize_with = "round::millis")]
     pub wait_p99_seconds: Option<f64>,
+    /// Seats in use / enforced limit, 99th percentile of the window's time, from the apiserver's own
+    /// time-integrated histogram (1.25+): a saturation between two scrapes shows here and in no gauge.
+    #[serde(serialize_with = "round::ratio")]
+    pub seat_utilization_p99: Option<f64>,
+    /// The most seats demanded (executing + waiting) in the window, from `demand_seats_high_watermark` (1.26+).
+    #[serde(serialize_with = "round::seats")]
+    pub demand_seats_max: Option<f64>,
+    /// Dispatch attempts that found no free seat, per second over the window (1.24+): the earliest sign.
+    #[serde(serialize_with = "round::ratio")]
+    pub no_accommodation_per_second: Option<f64>,
     #[serde(serialize_with = "round::whole")]
     pub seconds_to_exhaustion: Option<f64>,
     /// The worst alert rule holding on the level (filled in by the rules; `ok` until then).
@@ -232,6 +242,23 @@ impl Analysis {
             ),
             _ => None,
         };
+        let seat_utilization_p99 = match (levels().next().flatten(), levels().next_back().flatten())
+        {
+            (Some(first), Some(last)) if points.len() >= 2 => math::histogram_delta_quantile(
+                first.seat_utilization.as_ref(),
+                last.seat_utilization.as_ref(),
+                0.99,
+            ),
+            _ => None,
+        };
+        let demand_seats_max = inside
+            .iter()
+            .filter_map(|p| p.snapshot.levels.get(name)?.demand_seats_high_watermark)
+            .reduce(f64::max);
+        let no_accommodation_per_second = (points.len() >= 2 && span > 0.0)
+            .then(|| levels().map(|l| l.and_then(|l| l.no_accommodation_total)))
+            .filter(|_| level.no_accommodation_total.is_some())
+            .map(|series| counter_increase(series) / span);
         // The fall of headroom that leads to 429s is demand rising: seats in use. A limit that shrinks because an idle
         // level lends its seats (1.26+ borrowing, every 10 s) is not exhaustion: the limit grows back with demand.
         let trend: Vec<(f64, f64)> = inside
@@ -276,6 +303,9 @@ impl Analysis {
             rejected_per_second,
             rejected_total: level.rejected_total.clone(),
             wait_p99_seconds,
+            seat_utilization_p99,
+            demand_seats_max,
+            no_accommodation_per_second,
             seconds_to_exhaustion,
             status: LevelStatus::Ok,
             top_flows: Vec::new(),

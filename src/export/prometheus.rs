@@ -76,7 +76,7 @@ type LevelGauge = (
     fn(&LevelReport) -> Option<f64>,
 );
 
-const LEVEL_GAUGES: [LevelGauge; 12] = [
+const LEVEL_GAUGES: [LevelGauge; 15] = [
     (
         "apf_priority_level_limit_seats",
         "The enforced concurrency limit in seats (current_limit_seats on 1.26+, else request_concurrency_limit).",
@@ -143,6 +143,26 @@ const LEVEL_GAUGES: [LevelGauge; 12] = [
         "99th percentile of the queue wait over the analysis window.",
         false,
         |l| l.wait_p99_seconds,
+    ),
+    (
+        "apf_priority_level_seat_utilization_p99",
+        "Seats in use / enforced limit, 99th percentile of the window's time, from the apiserver's own \
+         time-integrated priority_level_seat_utilization histogram (1.25+): saturation between two scrapes shows.",
+        false,
+        |l| l.seat_utilization_p99,
+    ),
+    (
+        "apf_priority_level_demand_seats_max",
+        "The most seats demanded (executing + waiting) over the window, from demand_seats_high_watermark (1.26+).",
+        false,
+        |l| l.demand_seats_max,
+    ),
+    (
+        "apf_priority_level_no_accommodation_per_second",
+        "Dispatch attempts that found no free seat, per second over the window (request_dispatch_no_accommodation, \
+         1.24+): the earliest sign of saturation, before any queue shows.",
+        false,
+        |l| l.no_accommodation_per_second,
     ),
     (
         "apf_priority_level_seconds_to_exhaustion",

@@ -25,6 +25,13 @@ const WANTED: &[&str] = &[
     "request_wait_duration_seconds_bucket",
     "request_wait_duration_seconds_sum",
     "request_wait_duration_seconds_count",
+    // Integrated between scrapes by the apiserver itself: what a scrape's instant misses (1.24+/1.25+/1.26+).
+    "priority_level_seat_utilization_bucket",
+    "priority_level_seat_utilization_sum",
+    "priority_level_seat_utilization_count",
+    "demand_seats_high_watermark",
+    "demand_seats_average",
+    "request_dispatch_no_accommodation_total",
 ];
 
 /// The sample-name filter handed to the exposition parser.
@@ -57,6 +64,10 @@ pub struct SnapshotBuilder {
     seen_levels: std::collections::BTreeSet<String>,
     rejected: BTreeMap<(String, String, String), f64>,
     wait: BTreeMap<String, Histogram>,
+    seat_utilization: BTreeMap<String, Histogram>,
+    demand_high_watermark: PerLevel,
+    demand_average: PerLevel,
+    no_accommodation: PerLevel,
     /// What each series (name and label set) last added, so that a series served twice counts once.
     series: HashMap<u64, f64>,
     /// Samples of a wanted family that lacked the labels it must have.
@@ -156,6 +167,13 @@ impl SnapshotBuilder {
             level.inqueue_seats = pick(&self.inqueue_seats, &[], name);
             level.dispatched_total = pick(&self.dispatched, &[], name);
             level.wait_seconds = self.wait.get(name).cloned();
+            level.seat_utilization = self.seat_utilization.get(name).cloned();
+            level.demand_seats_high_watermark = get(&self.demand_high_watermark, name);
+            level.demand_seats_average = get(&self.demand_average, name);
+            // The counter gets a series at its first increment: 0 where another level has one, or where the
+            // version serves the utilization histogram (1.25+, the counter is 1.24+).
+            level.no_accommodation_total = pick(&self.no_accommodation, &[], name)
+                .or_else(|| self.seat_utilization.contains_key(name).then_some(0.0));
         }
         for ((pl, fs, reason), value) in self.rejected {
             *snap
@@ -213,9 +231,22 @@ impl SampleSink for SnapshotBuilder {
                     .or_insert(0.0) += value;
                 return;
             }
-            wait if wait.starts_with("request_wait_duration_seconds_") => {
-                let hist = self.wait.entry(pl).or_default();
-                match &wait["request_wait_duration_seconds_".len()..] {
+            "demand_seats_high_watermark" => &mut self.demand_high_watermark,
+            "demand_seats_average" => &mut self.demand_average,
+            "request_dispatch_no_accommodation_total" => &mut self.no_accommodation,
+            histogram
+                if histogram.starts_with("request_wait_duration_seconds_")
+                    || histogram.starts_with("priority_level_seat_utilization_") =>
+            {
+                let (hist, suffix) = match histogram.strip_prefix("request_wait_duration_seconds_")
+                {
+                    Some(suffix) => (self.wait.entry(pl).or_default(), suffix),
+                    None => (
+                        self.seat_utilization.entry(pl).or_default(),
+                        &histogram["priority_level_seat_utilization_".len()..],
+                    ),
+                };
+                match suffix {
                     "bucket" => match s.label("le").and_then(parse_le) {
                         Some(le) => hist.add_bucket(le, value),
                         None => self.unlabelled_samples += 1,

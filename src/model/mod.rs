@@ -100,6 +100,14 @@ pub struct LevelSnapshot {
     pub dispatched_total: Option<f64>,
     /// Queue wait of every request (both `execute` values), summed over flow schemas.
     pub wait_seconds: Option<Histogram>,
+    /// Seats in use / enforced limit, integrated over time by the apiserver (a timing-ratio histogram: counts are
+    /// nanoseconds spent in each bucket), 1.25+.
+    pub seat_utilization: Option<Histogram>,
+    /// The most seats demanded (executing + waiting) over the last 10 s adjustment period, 1.26+.
+    pub demand_seats_high_watermark: Option<f64>,
+    pub demand_seats_average: Option<f64>,
+    /// Dispatch attempts that found no free seat, summed over flow schemas (1.24+).
+    pub no_accommodation_total: Option<f64>,
     /// From `dump_queues`.
     pub queues: Option<QueueSummary>,
     /// From the PriorityLevelConfiguration object: queues, queueLengthLimit.

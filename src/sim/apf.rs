@@ -24,6 +24,11 @@ const QUEUE_WAIT_LIMIT_NS: u64 = 15_000_000_000;
 pub(super) const QUEUE_LENGTH_BUCKETS: [f64; 8] =
     [0.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
 
+/// Buckets of priority_level_seat_utilization (seats in use / CurrentCL), as kube-apiserver serves them.
+pub(super) const SEAT_UTILIZATION_BUCKETS: [f64; 13] = [
+    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0,
+];
+
 /// How to run a simulation.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
@@ -100,6 +105,14 @@ impl Histogram {
             count: 0,
         }
     }
+    /// A timing histogram's observation (component-base `timing_histogram.go`): `v` held for `ns` nanoseconds adds
+    /// `ns` to its bucket and to the count, `v × ns` to the sum.
+    fn hold(&mut self, bounds: &[f64], v: f64, ns: u64) {
+        let i = bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len());
+        self.counts[i] += ns;
+        self.sum += v * ns as f64;
+        self.count += ns;
+    }
     fn observe(&mut self, bounds: &[f64], v: f64) {
         let i = bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len());
         self.counts[i] += 1;
@@ -122,6 +135,8 @@ pub(super) struct FsStats {
     pub execution: Histogram,
     pub queue_length: Histogram,
     pub work_seats: Histogram,
+    /// Dispatch attempts that found no seat for the head of the queue next in turn.
+    pub no_accommodation: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +171,8 @@ pub(super) struct Level {
     pub demand_stdev: f64,
     pub demand_smoothed: f64,
     pub target: f64,
+    /// Seats in use / CurrentCL over time, integrated every tick.
+    pub seat_utilization: Histogram,
 }
 
 impl Level {
@@ -290,6 +307,7 @@ impl Simulator {
                     demand_stdev: 0.0,
                     demand_smoothed: 0.0,
                     target: 0.0,
+                    seat_utilization: Histogram::new(SEAT_UTILIZATION_BUCKETS.len()),
                 }
             })
             .collect();
@@ -530,6 +548,7 @@ impl State {
             execution: Histogram::new(n),
             queue_length: Histogram::new(QUEUE_LENGTH_BUCKETS.len()),
             work_seats: Histogram::new(w),
+            no_accommodation: 0,
         })
     }
 
@@ -565,6 +584,9 @@ impl State {
             if active > 0 {
                 l.virtual_r += TICK_NS as f64 / 1e9 * l.seats_in_use as f64 / active as f64;
             }
+            let utilization = f64::from(l.seats_in_use) / f64::from(l.current_cl.max(1));
+            l.seat_utilization
+                .hold(&SEAT_UTILIZATION_BUCKETS, utilization, TICK_NS);
             let demand = l.seats_in_use + l.waiting_seats;
             l.period_sum += demand as f64;
             l.period_sum_sq += (demand as f64) * (demand as f64);
@@ -781,7 +803,17 @@ impl State {
                     .front()
                     .is_some_and(|r| l.fits(r.seats))
             });
-            let Some(qi) = found else { return };
+            let Some(qi) = found else {
+                // Q counts the attempt that found no seat for the head of the queue next in turn.
+                let head = (0..n)
+                    .map(|k| (l.rr + k) % n)
+                    .find_map(|qi| l.queues[qi].waiting.front().map(|r| r.flow));
+                if let Some(flow) = head {
+                    let fs = self.flows[flow].fs;
+                    self.stats(li, fs).no_accommodation += 1;
+                }
+                return;
+            };
             let Some(r) = l.queues[qi].waiting.pop_front() else {
                 return;
             };

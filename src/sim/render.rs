@@ -1,6 +1,8 @@
 //! `/metrics` and the debug dumps, in the layout of the simulated version (k8s.io/apiserver `pkg/util/flowcontrol/metrics/metrics.go`, `apf_controller_debug.go`).
 
-use super::apf::{FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS};
+use super::apf::{
+    FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS, SEAT_UTILIZATION_BUCKETS,
+};
 use super::tabwriter::{row, tabwrite};
 use super::Simulator;
 use std::fmt::Write as _;
@@ -318,6 +320,20 @@ impl State {
             );
         }
         if m >= 24 {
+            let help = "Number of times a dispatch attempt resulted in a non accommodation due to lack of available seats";
+            let f = out.apf(
+                "request_dispatch_no_accommodation_total",
+                "counter",
+                help,
+                None,
+                None,
+            );
+            // A counter vector gets its series at the first increment.
+            for ((pl, fs), s) in stats.iter().filter(|(_, s)| s.no_accommodation > 0) {
+                out.sample(f, "", &fs_labels(pl, fs), s.no_accommodation as f64);
+            }
+        }
+        if m >= 24 {
             let help = "Number of estimated seats (maximum of initial and final seats) associated with requests in API Priority and Fairness";
             let f = out.apf("work_estimated_seats", "histogram", help, None, None);
             for ((pl, fs), s) in queueset_stats
@@ -425,6 +441,25 @@ impl State {
                     "",
                     &format!("priority_level=\"{}\"", l.def.name),
                     v as f64,
+                );
+            }
+        }
+        if m >= 25 {
+            // A timing-ratio histogram (component-base `timing_histogram.go`): counts are nanoseconds.
+            let help = "Observations, at the end of every nanosecond, of utilization of seats for any stage of execution (but only initial stage for WATCHes)";
+            let f = out.apf(
+                "priority_level_seat_utilization",
+                "histogram",
+                help,
+                None,
+                None,
+            );
+            for l in &levels {
+                out.histogram(
+                    f,
+                    &format!("phase=\"executing\",priority_level=\"{}\"", l.def.name),
+                    &SEAT_UTILIZATION_BUCKETS,
+                    &l.seat_utilization,
                 );
             }
         }

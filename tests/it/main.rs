@@ -24,5 +24,6 @@ mod serve_sim;
 mod silences_api;
 mod sim_cluster;
 mod sim_versions;
+mod spike_signals;
 mod status_page;
 mod tls;

@@ -753,6 +753,7 @@ mod tests {
                 ..Default::default()
             }],
             alerts: vec![],
+            config_findings: None,
         }
     }
 

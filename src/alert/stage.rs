@@ -232,6 +232,7 @@ mod tests {
                 ..Default::default()
             }],
             alerts: vec![],
+            config_findings: None,
         }
     }
 

@@ -47,6 +47,11 @@ impl ReplicaHistory {
             .collect()
     }
 
+    /// Every point kept, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Point> {
+        self.points.iter()
+    }
+
     pub fn latest(&self) -> Option<&Point> {
         self.points.back()
     }

@@ -24,6 +24,10 @@ pub struct StatusReport {
     pub apiservers: Vec<ApiserverReport>,
     /// Pending and firing alerts (and those muted by inhibition or a silence), from the alerting stage.
     pub alerts: Vec<AlertReport>,
+    /// The configuration review of the objects the replicas serve (`check --review`); absent until they were
+    /// read, and from `check` without `--review`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_findings: Option<Vec<review::Finding>>,
 }
 
 /// One alert as `/api/v1/status` shows it.

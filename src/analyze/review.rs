@@ -49,6 +49,17 @@ pub struct Finding {
     pub manifest: Option<String>,
 }
 
+/// Every check and the severity of its findings: `apf_config_findings` has a series for each, at 0 when it finds
+/// nothing.
+pub const CHECKS: [(&str, Severity); 6] = [
+    ("dangling_flow_schema", Severity::Warning),
+    ("unreachable_priority_level", Severity::Warning),
+    ("shadowed_flow_schema", Severity::Warning),
+    ("exempt_grant", Severity::Critical),
+    ("flow_share_below_one_request", Severity::Warning),
+    ("operator_in_shared_level", Severity::Warning),
+];
+
 /// The schemas kube-apiserver ships as exempt grants: system:masters and the health probes.
 const SYSTEM_EXEMPT_SCHEMAS: [&str; 2] = ["exempt", "probes"];
 

@@ -85,7 +85,7 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
     }
     Ok(StatusReport {
         apiservers: vec![report],
-        alerts: Vec::new(),
+        ..Default::default()
     })
 }
 
@@ -141,7 +141,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
             .collect();
         let mut a = match round.snapshot.take() {
             Some(mut snap) => {
-                snap.attach_configs(round.objects.iter().flatten());
+                snap.attach_configs(round.objects.iter().flat_map(|o| &o.priority_levels));
                 crate::analyze::analyze_single(name, snap, analysis)
             }
             None => crate::analyze::ApiserverReport {

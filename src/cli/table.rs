@@ -254,6 +254,7 @@ mod tests {
                 ..Default::default()
             }],
             alerts: Vec::new(),
+            config_findings: None,
         }
     }
 

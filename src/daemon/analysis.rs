@@ -1,24 +1,26 @@
 //! The analysis stage: one task owning every replica's history. Rounds come in from the replica loops (and the
 //! supervisor says when a replica comes or goes); each one re-analyses that replica and publishes the whole report
 //! on a watch channel, which export and alerting read.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::analyze::review::{review, Finding, ReviewInput};
 use crate::analyze::{Analysis, ApiserverReport, Point, Problem, ReplicaHistory, StatusReport};
-use crate::model::PriorityLevelConfig;
+use crate::apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
+use crate::model::FlowcontrolObjects;
 use crate::scrape::{Endpoint, ReplicaScrape};
 
 /// What the replica loops and the supervisor tell the analysis.
 pub enum Update {
-    /// One round of a replica: what was fetched, and the latest PriorityLevelConfiguration list.
+    /// One round of a replica: what was fetched, and the latest flowcontrol objects.
     Round {
         apiserver: String,
         round: Box<ReplicaScrape>,
-        objects: Option<Arc<Vec<PriorityLevelConfig>>>,
+        objects: Option<Arc<FlowcontrolObjects>>,
         at: Instant,
         wall: SystemTime,
     },
@@ -34,6 +36,8 @@ struct ReplicaState {
     /// Problems of the latest round, by endpoint.
     errors: BTreeMap<Endpoint, Problem>,
     report: ApiserverReport,
+    /// The latest flowcontrol objects this replica served.
+    objects: Option<Arc<FlowcontrolObjects>>,
 }
 
 pub struct AnalysisStage {
@@ -90,13 +94,16 @@ impl AnalysisStage {
         &mut self,
         apiserver: String,
         mut round: ReplicaScrape,
-        objects: Option<Arc<Vec<PriorityLevelConfig>>>,
+        objects: Option<Arc<FlowcontrolObjects>>,
         at: Instant,
         wall: SystemTime,
     ) {
         let now = self.seconds(at);
         let analysis = self.settings.borrow().clone();
         let state = self.replicas.entry(apiserver.clone()).or_default();
+        if objects.is_some() {
+            state.objects = objects.clone();
+        }
         for r in &round.results {
             match &r.outcome {
                 Ok(()) => {
@@ -114,7 +121,7 @@ impl AnalysisStage {
             }
         }
         if let Some(mut snapshot) = round.snapshot.take() {
-            snapshot.attach_configs(objects.iter().flat_map(|o| o.iter()));
+            snapshot.attach_configs(objects.iter().flat_map(|o| &o.priority_levels));
             if !snapshot.has_apf() {
                 state
                     .errors
@@ -155,7 +162,49 @@ impl AnalysisStage {
         let report = StatusReport {
             apiservers: self.replicas.values().map(|r| r.report.clone()).collect(),
             alerts: Vec::new(),
+            config_findings: self.review(),
         };
         self.report.send_replace(Arc::new(report));
+    }
+
+    /// The configuration review over the objects the first replica serves (every replica serves the same ones),
+    /// at that replica's server concurrency, with the traffic every replica's window saw in `dump_requests`.
+    /// `None` until objects were read.
+    fn review(&self) -> Option<Vec<Finding>> {
+        let (state, objects) = self
+            .replicas
+            .values()
+            .find_map(|r| Some((r, r.objects.as_ref()?)))?;
+        let served: BTreeMap<String, f64> = state
+            .history
+            .latest()
+            .map(|p| {
+                p.snapshot
+                    .levels
+                    .iter()
+                    .filter_map(|(n, l)| Some((n.clone(), l.nominal_limit_seats?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let server_concurrency = infer_server_concurrency(&objects.priority_levels, &served)
+            .unwrap_or(DEFAULT_SERVER_CONCURRENCY);
+        let traffic: BTreeSet<(String, String, String)> = self
+            .replicas
+            .values()
+            .flat_map(|r| r.history.iter())
+            .flat_map(|p| p.snapshot.flows.iter().flatten())
+            .flat_map(|f| {
+                f.users
+                    .iter()
+                    .map(|u| (f.flow_schema.clone(), f.priority_level.clone(), u.clone()))
+            })
+            .collect();
+        let traffic: Vec<_> = traffic.into_iter().collect();
+        Some(review(&ReviewInput {
+            flow_schemas: &objects.flow_schemas,
+            priority_levels: &objects.priority_levels,
+            server_concurrency,
+            traffic: &traffic,
+        }))
     }
 }

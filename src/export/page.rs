@@ -551,6 +551,7 @@ mod tests {
                 }],
                 ..Default::default()
             }],
+            config_findings: None,
         };
         let h = render(&report);
         assert!(h.contains("&lt;script&gt;x&lt;/script&gt;"), "{h}");
@@ -609,6 +610,7 @@ mod tests {
                 ..Default::default()
             }],
             alerts: Vec::new(),
+            config_findings: None,
         };
         let h = render(&report);
         assert!(
@@ -687,6 +689,7 @@ mod tests {
         let h = render(&StatusReport {
             apiservers: Vec::new(),
             alerts,
+            config_findings: None,
         });
         assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");
         assert!(h.contains("APFHeadroomLow on a"), "{h}");

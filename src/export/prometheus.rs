@@ -243,6 +243,29 @@ impl Collector for DerivedMetrics {
             gauge(&mut e, name, help, flows)?;
         }
 
+        // The configuration review: a series per check (0 when it finds nothing) once the objects were read.
+        if let Some(findings) = &r.config_findings {
+            let counts = crate::analyze::review::CHECKS
+                .iter()
+                .map(|(check, severity)| {
+                    let n = findings
+                        .iter()
+                        .filter(|f| f.check == *check && f.severity == *severity)
+                        .count();
+                    (
+                        [("check", *check), ("severity", severity.label())],
+                        n as f64,
+                    )
+                });
+            gauge(
+                &mut e,
+                "apf_config_findings",
+                "Findings of the configuration review (check --review) on the objects the replicas serve, by check \
+                 and severity.",
+                counts,
+            )?;
+        }
+
         let firing = alerts
             .alerts
             .iter()

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::{fetch, Endpoint, ScrapeError};
 use crate::apf::endpoints::{self, Dump};
-use crate::model::{self, PriorityLevelConfig, ReplicaSnapshot, SnapshotBuilder};
+use crate::model::{self, ReplicaSnapshot, SnapshotBuilder};
 use crate::parse::dump;
 use crate::parse::exposition::{ExpositionParser, ParseStats};
 use crate::targets::Target;
@@ -35,8 +35,8 @@ pub struct ReplicaScrape {
     pub snapshot: Option<ReplicaSnapshot>,
     pub results: Vec<EndpointResult>,
     pub metrics_stats: Option<ParseStats>,
-    /// The object list, when it was fetched this round.
-    pub objects: Option<Vec<PriorityLevelConfig>>,
+    /// The flowcontrol objects, when they were fetched this round.
+    pub objects: Option<model::FlowcontrolObjects>,
 }
 
 pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape {
@@ -202,15 +202,24 @@ async fn fetch_text(target: &Target, path: &str, max_body: u64) -> Result<String
     })
 }
 
-/// The PriorityLevelConfigurations, from the newest API version the replica serves.
+/// The PriorityLevelConfigurations and FlowSchemas, from the newest API version the replica serves (one RBAC
+/// rule grants both).
 async fn fetch_objects(
     target: &Target,
     max_body: u64,
-) -> Result<Vec<PriorityLevelConfig>, ScrapeError> {
-    let (path, body) =
-        fetch_flowcontrol_list(target, endpoints::PRIORITY_LEVEL_CONFIGURATIONS, max_body).await?;
-    model::parse_priority_level_configurations(&body)
-        .map_err(|e| ScrapeError::Parse(format!("{path}: {e}")))
+) -> Result<model::FlowcontrolObjects, ScrapeError> {
+    let (levels, schemas) = tokio::join!(
+        fetch_flowcontrol_list(target, endpoints::PRIORITY_LEVEL_CONFIGURATIONS, max_body),
+        fetch_flowcontrol_list(target, endpoints::FLOW_SCHEMAS, max_body),
+    );
+    let (pl_path, pl) = levels?;
+    let (fs_path, fs) = schemas?;
+    Ok(model::FlowcontrolObjects {
+        priority_levels: model::parse_priority_level_configurations(&pl)
+            .map_err(|e| ScrapeError::Parse(format!("{pl_path}: {e}")))?,
+        flow_schemas: model::parse_flow_schemas(&fs)
+            .map_err(|e| ScrapeError::Parse(format!("{fs_path}: {e}")))?,
+    })
 }
 
 /// The list of a flowcontrol `resource` (`prioritylevelconfigurations`, `flowschemas`) from the newest API version

@@ -124,7 +124,8 @@ pub(super) fn resources(v: KubeVersion) -> Vec<Resource> {
             kind: "FlowSchema",
             singular: "flowschema",
             namespaced: false,
-            verbs: READ,
+            // Created like a user would (a test plants a misconfiguration for the review to find).
+            verbs: &["create", "get", "list", "patch", "watch"],
             short_names: &[],
         });
         out.push(Resource {
@@ -136,7 +137,7 @@ pub(super) fn resources(v: KubeVersion) -> Vec<Resource> {
             kind: "PriorityLevelConfiguration",
             singular: "prioritylevelconfiguration",
             namespaced: false,
-            verbs: READ,
+            verbs: &["create", "get", "list", "patch", "watch"],
             short_names: &[],
         });
     }

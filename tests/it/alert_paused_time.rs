@@ -35,6 +35,7 @@ fn report(free: f64) -> StatusReport {
             ..Default::default()
         }],
         alerts: vec![],
+        config_findings: None,
     }
 }
 

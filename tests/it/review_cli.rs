@@ -261,3 +261,70 @@ fn a_cluster_operator_in_workload_low_is_found_from_the_traffic() {
         Some("cilium-operator")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_exports_findings_and_rechecks_when_the_objects_change() {
+    let sim = Simulator::try_new(SimOptions::new(
+        KubeVersion::new(34, 0),
+        Scenario::load(&ScenarioSource::Idle).unwrap(),
+    ))
+    .unwrap();
+    let sim_url = crate::common::serve_sim(&sim).await;
+    let mut config = apf_monitor::config::Config::default();
+    config.scrape.interval = apf_monitor::config::Interval(Duration::from_secs(1));
+    config.scrape.timeout = apf_monitor::config::Interval(Duration::from_secs(1));
+    config.scrape.objects_interval = apf_monitor::config::DurationValue(Duration::from_secs(1));
+    config.targets.static_targets = vec![crate::common::sim_target(&sim_url)];
+    let monitor = crate::common::start_monitor(&config).await;
+    let findings = |body: &str| {
+        crate::common::sample_value(
+            body,
+            "apf_config_findings",
+            &[("check", "exempt_grant"), ("severity", "critical")],
+        )
+    };
+    let url = format!("{monitor}/metrics");
+    let zero = crate::common::eventually(Duration::from_secs(30), || async {
+        (findings(&crate::common::get_text(&url).await?)? == 0.0).then_some(())
+    })
+    .await;
+    assert!(
+        zero.is_some(),
+        "no apf_config_findings at 0 on the default objects"
+    );
+    // Someone grants exempt to a group: the next listing of the objects finds it.
+    let grant = serde_json::json!({
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": "admins"},
+        "spec": {"matchingPrecedence": 50, "priorityLevelConfiguration": {"name": "exempt"},
+                 "rules": [{"subjects": [{"kind": "Group", "group": {"name": "platform-admins"}}],
+                            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}
+    });
+    let created = reqwest::Client::new()
+        .post(format!(
+            "{sim_url}/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas"
+        ))
+        .header("content-type", "application/json")
+        .body(grant.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(created.status().is_success(), "{}", created.status());
+    let one = crate::common::eventually(Duration::from_secs(30), || async {
+        (findings(&crate::common::get_text(&url).await?)? == 1.0).then_some(())
+    })
+    .await;
+    assert!(one.is_some(), "the exempt grant was not found");
+    let status = crate::common::get_text(&format!("{monitor}/api/v1/status"))
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&status).unwrap();
+    assert!(
+        v["config_findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["object"] == "FlowSchema/admins"),
+        "{status}"
+    );
+}

@@ -3,7 +3,7 @@
 //! Pure functions of the report; numbers that are not known are said to be unknown, never guessed.
 use serde_json::json;
 
-use crate::analyze::{FlowReport, LevelReport};
+use crate::analyze::{FlowReport, LevelReport, ListCosts};
 use crate::apf::defaults::{default_precedence, default_shares};
 use crate::apf::endpoints::flowcontrol_api_version;
 use crate::apf::{limits, EXEMPT};
@@ -40,14 +40,19 @@ fn verb_and_resource(example: &str) -> Option<(&str, &str)> {
 }
 
 /// The proposal for one level of one replica; `replica_levels` are all levels of that replica (to find a donor).
-pub fn remediate(level: &LevelReport, replica_levels: &[LevelReport]) -> Remediation {
+pub fn remediate(
+    level: &LevelReport,
+    replica_levels: &[LevelReport],
+    lists: &ListCosts,
+) -> Remediation {
     if let Some(flow) = dominant_flow(level) {
-        return isolate(flow, &level.priority_level);
+        return isolate(flow, level, lists);
     }
     move_shares(level, replica_levels)
 }
 
-fn isolate(flow: &FlowReport, level: &str) -> Remediation {
+fn isolate(flow: &FlowReport, level_report: &LevelReport, lists: &ListCosts) -> Remediation {
+    let level = level_report.priority_level.as_str();
     let user = flow.users.first();
     let mut who = String::new();
     if let Some(u) = user {
@@ -82,6 +87,14 @@ fn isolate(flow: &FlowReport, level: &str) -> Remediation {
         sentence.push_str(
             "; and have the client paginate its LIST (limit/continue) or read from an informer's cache instead",
         );
+        let resource = flow
+            .example_request
+            .as_deref()
+            .and_then(verb_and_resource)
+            .map(|(_, r)| r.split('.').next().unwrap_or(r));
+        if let Some(cost) = resource.and_then(|r| list_cost(r, level_report, lists)) {
+            sentence.push_str(&cost);
+        }
     }
     let manifest = user.map(|u| isolation_manifest(flow, u));
     if manifest.is_none() {
@@ -90,6 +103,41 @@ fn isolate(flow: &FlowReport, level: &str) -> Remediation {
     }
     sentence.push('.');
     Remediation { sentence, manifest }
+}
+
+fn seats_word(n: u32) -> String {
+    format!("{n} seat{}", if n == 1 { "" } else { "s" })
+}
+
+/// What one LIST of all of `resource` costs in seats here, and what a page or an informer would cost instead.
+fn list_cost(resource: &str, level: &LevelReport, lists: &ListCosts) -> Option<String> {
+    let (seats, objects, bytes) = lists.list(resource)?;
+    let minor = lists.minor?;
+    let of_limit = level
+        .limit_seats
+        .map(|l| format!(" of the level's {l:.0}"))
+        .unwrap_or_default();
+    let reads = match (objects, bytes) {
+        (Some(o), Some(b)) => format!("{o:.0} objects, {:.1} MB", b / 1e6),
+        (Some(o), None) => format!("{o:.0} objects"),
+        (None, Some(b)) => format!("{:.1} MB", b / 1e6),
+        (None, None) => return None,
+    };
+    // A page of 100: from 1.34 priced by its bytes, before by the 2·limit objects the estimator assumes of etcd.
+    let page = match (minor >= 34, objects, bytes) {
+        (true, Some(o), Some(b)) if o > 0.0 => {
+            crate::apf::limits::list_seats(minor, None, Some(b / o * 100.0))
+        }
+        (false, _, _) => crate::apf::limits::list_seats(minor, Some(200.0), None),
+        _ => None,
+    };
+    Some(format!(
+        ": one `list {resource}` here reads {reads} and holds {}{of_limit} while it runs{}, where an informer lists \
+         once and then watches",
+        seats_word(seats),
+        page.map(|p| format!("; a page of 100 (limit=100) holds {}", seats_word(p)))
+            .unwrap_or_default()
+    ))
 }
 
 /// A DNS-1123 name made of the user's words, short enough for both objects.
@@ -317,6 +365,50 @@ mod tests {
     }
 
     #[test]
+    fn a_dominant_list_is_priced_in_seats_with_what_a_page_would_cost() {
+        let mut l = level("workload-low", 245.0, 245.0, 230.0, 40.0);
+        l.top_flows = vec![flow(
+            "service-accounts",
+            "system:serviceaccount:ci:runner",
+            35.0,
+            200.0,
+            "system:serviceaccount:ci:runner",
+            "list pods",
+        )];
+        let lists = |minor| ListCosts {
+            minor: Some(minor),
+            objects: [("pods".to_string(), 12_000.0)].into(),
+            bytes: [("pods".to_string(), 48e6)].into(),
+        };
+        // 1.34 prices by bytes: 48 MB is 480 → capped at 100 seats; a page of 100 pods (400 kB) is 4.
+        let r = remediate(&l, std::slice::from_ref(&l), &lists(34));
+        assert!(
+            r.sentence.contains(
+                "one `list pods` here reads 12000 objects, 48.0 MB and holds 100 seats of the level's 245 while it \
+                 runs; a page of 100 (limit=100) holds 4 seats, where an informer lists once and then watches"
+            ),
+            "{}",
+            r.sentence
+        );
+        // Before 1.34, by objects: 10 seats at most; a page is priced as 2·limit objects: 2 seats.
+        let r = remediate(&l, std::slice::from_ref(&l), &lists(28));
+        assert!(
+            r.sentence.contains("holds 10 seats of the level's 245"),
+            "{}",
+            r.sentence
+        );
+        assert!(
+            r.sentence
+                .contains("a page of 100 (limit=100) holds 2 seats"),
+            "{}",
+            r.sentence
+        );
+        // Nothing known of the resource: nothing said.
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default());
+        assert!(!r.sentence.contains("here reads"), "{}", r.sentence);
+    }
+
+    #[test]
     fn dominant_service_account_list_gets_an_isolating_manifest() {
         let mut l = level("workload-low", 245.0, 245.0, 230.0, 40.0);
         l.top_flows = vec![
@@ -337,7 +429,7 @@ mod tests {
                 "get configmaps",
             ),
         ];
-        let r = remediate(&l, std::slice::from_ref(&l));
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default());
         assert!(
             r.sentence.starts_with(
                 "Isolate flow system:serviceaccount:ci:runner of flow schema service-accounts (user \
@@ -435,7 +527,7 @@ mod tests {
             level("exempt", 0.0, 600.0, 0.0, 0.0),
         ];
         assert!(dominant_flow(&low).is_none(), "17 of 51 is not over half");
-        let r = remediate(&low, &levels);
+        let r = remediate(&low, &levels, &ListCosts::default());
         // demand 51 seats, wanted limit 51/0.75 = 68, needed 19 seats, 19 / 2.45 = 7.76 → 8 shares.
         assert!(
             r.sentence.starts_with(
@@ -449,12 +541,14 @@ mod tests {
         // Shares changed from the defaults: say the seat count, admit the share count is not known.
         let mut changed = levels.clone();
         changed[2].nominal_limit_seats = Some(150.0);
-        let r = remediate(&low, &changed);
+        let r = remediate(&low, &changed, &ListCosts::default());
         assert!(r.sentence.contains("about 19 more seats"), "{}", r.sentence);
         assert!(r.sentence.contains("is not known"));
         // Limits unknown.
         let mut unknown = low.clone();
         unknown.limit_seats = None;
-        assert!(remediate(&unknown, &levels).sentence.contains("not known"));
+        assert!(remediate(&unknown, &levels, &ListCosts::default())
+            .sentence
+            .contains("not known"));
     }
 }

@@ -53,6 +53,30 @@ pub struct ApiserverReport {
     /// Rejections per second by (priority level, flow schema, reason) over the window.
     #[serde(skip)]
     pub flow_schema_rejected_per_second: Vec<(String, String, String, f64)>,
+    /// What a LIST of each resource reads on this replica: the remediation prices a flow's LISTs with it.
+    #[serde(skip)]
+    pub list_costs: ListCosts,
+}
+
+/// The inputs of kube-apiserver's LIST work estimate, from the latest scrape.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListCosts {
+    /// The replica's minor version: how it prices a LIST (by objects, or by bytes from 1.34).
+    pub minor: Option<u32>,
+    /// Objects stored, by bare resource name (`pods`).
+    pub objects: BTreeMap<String, f64>,
+    /// Their estimated size in bytes.
+    pub bytes: BTreeMap<String, f64>,
+}
+
+impl ListCosts {
+    /// Seats one LIST of `resource` (all of it) costs here, with the objects and bytes it reads.
+    pub fn list(&self, resource: &str) -> Option<(u32, Option<f64>, Option<f64>)> {
+        let objects = self.objects.get(resource).copied();
+        let bytes = self.bytes.get(resource).copied();
+        let seats = crate::apf::limits::list_seats(self.minor?, objects, bytes)?;
+        Some((seats, objects, bytes))
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -161,6 +185,14 @@ impl Analysis {
         };
         let snap = &latest.snapshot;
         report.kubernetes_version = snap.kubernetes_version.clone();
+        report.list_costs = ListCosts {
+            minor: snap
+                .kubernetes_version
+                .as_deref()
+                .and_then(crate::apf::KubeVersion::minor_of),
+            objects: snap.resource_objects.clone(),
+            bytes: snap.resource_size_bytes.clone(),
+        };
         report.scraped_at = Some(latest.wall_time.clone());
         // Only the points inside the window (not the baseline before it) speak for trends and flow means.
         let inside: Vec<&Point> = points

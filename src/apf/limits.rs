@@ -103,6 +103,27 @@ pub fn max_seats(v: KubeVersion, pl: &PriorityLevelConfig, nominal: u32) -> u32 
     fifteen.min(per_hand).clamp(1, 10)
 }
 
+/// Seats one LIST costs, as kube-apiserver's work estimator prices it (k8s.io/apiserver
+/// `pkg/util/flowcontrol/request/list_work_estimator.go`): before 1.23 every request is one seat; from 1.23
+/// `ceil(objects / 100)`, 1 to 10; from 1.34 (`SizeBasedListCostEstimate`, on by default) `ceil(bytes / 100 000)`,
+/// 1 to 100. The level's own cap ([`max_seats`]) may lower it further. `None` when what the estimate needs is not
+/// known.
+pub fn list_seats(minor: u32, objects: Option<f64>, bytes: Option<f64>) -> Option<u32> {
+    if minor < 23 {
+        return Some(1);
+    }
+    let (amount, per_seat, cap) = if minor >= 34 {
+        (bytes?, 100_000.0, 100.0)
+    } else {
+        (objects?, 100.0, 10.0)
+    };
+    if !amount.is_finite() || amount < 0.0 {
+        return None;
+    }
+    // Bounded by `cap` before the conversion.
+    Some((amount / per_seat).ceil().clamp(1.0, cap) as u32)
+}
+
 /// The seats one share is worth on a replica, inferred from levels whose shares are known: (shares, reported
 /// NominalCL) pairs. `None` unless every pair agrees with NominalCL = ceil(ServerCL × shares / Σ shares) for one
 /// worth (the shares were changed, or a level is missing), or no pair tells anything.
@@ -318,5 +339,17 @@ mod tests {
         // One level's shares were changed: the worth of a share is not known.
         assert_eq!(seats_per_share(&[(100, 245.0), (40, 150.0)]), None);
         assert_eq!(seats_per_share(&[]), None);
+    }
+
+    #[test]
+    fn a_list_is_priced_by_objects_then_by_bytes() {
+        assert_eq!(list_seats(22, Some(5000.0), None), Some(1));
+        assert_eq!(list_seats(28, Some(250.0), None), Some(3));
+        assert_eq!(list_seats(28, Some(50_000.0), None), Some(10));
+        assert_eq!(list_seats(28, None, Some(1e9)), None);
+        assert_eq!(list_seats(34, Some(12.0), Some(98_186.0)), Some(1));
+        assert_eq!(list_seats(34, None, Some(4_800_000.0)), Some(48));
+        assert_eq!(list_seats(34, None, Some(1e9)), Some(100));
+        assert_eq!(list_seats(34, Some(1.0), Some(-1.0)), None);
     }
 }

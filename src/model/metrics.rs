@@ -34,11 +34,19 @@ const WANTED: &[&str] = &[
     "request_dispatch_no_accommodation_total",
 ];
 
+/// What a LIST of a resource reads: objects stored, and their size (the work estimator's inputs).
+const STORAGE_OBJECTS: &str = "apiserver_storage_objects";
+const RESOURCE_OBJECTS: &str = "apiserver_resource_objects";
+const RESOURCE_SIZE: &str = "apiserver_resource_size_estimate_bytes";
+
 /// The sample-name filter handed to the exposition parser.
 pub fn is_wanted_sample(name: &str) -> bool {
     match name.strip_prefix(PREFIX) {
         Some(family) => WANTED.contains(&family),
-        None => name == "kubernetes_build_info",
+        None => matches!(
+            name,
+            "kubernetes_build_info" | STORAGE_OBJECTS | RESOURCE_OBJECTS | RESOURCE_SIZE
+        ),
     }
 }
 
@@ -68,6 +76,9 @@ pub struct SnapshotBuilder {
     demand_high_watermark: PerLevel,
     demand_average: PerLevel,
     no_accommodation: PerLevel,
+    storage_objects: PerLevel,
+    resource_objects: PerLevel,
+    resource_size: PerLevel,
     /// What each series (name and label set) last added, so that a series served twice counts once.
     series: HashMap<u64, f64>,
     /// Samples of a wanted family that lacked the labels it must have.
@@ -135,6 +146,12 @@ impl SnapshotBuilder {
 
     pub fn finish(self) -> ReplicaSnapshot {
         let mut snap = ReplicaSnapshot {
+            resource_objects: if self.resource_objects.is_empty() {
+                self.storage_objects.clone()
+            } else {
+                self.resource_objects.clone()
+            },
+            resource_size_bytes: self.resource_size.clone(),
             generation: Some(self.generation()),
             kubernetes_version: self.git_version.clone(),
             duplicate_series: self.duplicate_series,
@@ -191,6 +208,22 @@ impl SnapshotBuilder {
 impl SampleSink for SnapshotBuilder {
     fn sample(&mut self, s: &Sample<'_>) {
         let Some(family) = s.name.strip_prefix(PREFIX) else {
+            if let Some(map) = match s.name {
+                STORAGE_OBJECTS => Some(&mut self.storage_objects),
+                RESOURCE_OBJECTS => Some(&mut self.resource_objects),
+                RESOURCE_SIZE => Some(&mut self.resource_size),
+                _ => None,
+            } {
+                // `deployments.apps` (storage_objects) or resource + group: the dumps name the bare resource.
+                // -1 is the apiserver's "could not count": unknown, not a size.
+                if let Some(resource) = s.label("resource") {
+                    let bare = resource.split('.').next().unwrap_or(resource).to_string();
+                    if s.value >= 0.0 {
+                        *map.entry(bare).or_insert(0.0) += s.value;
+                    }
+                }
+                return;
+            }
             if s.name == "kubernetes_build_info" {
                 self.git_version = s
                     .label("git_version")
@@ -310,5 +343,26 @@ mod tests {
             Some(vec![(1.0, 7.0)])
         );
         assert_eq!(duplicates, 2);
+    }
+
+    #[test]
+    fn objects_and_sizes_of_resources_are_what_a_list_reads() {
+        let (snap, _) = snapshot(
+            "apiserver_storage_objects{resource=\"pods\"} 22\n\
+             apiserver_storage_objects{resource=\"deployments.apps\"} 3\n\
+             apiserver_resource_size_estimate_bytes{group=\"\",resource=\"pods\"} 98186\n\
+             apiserver_resource_size_estimate_bytes{group=\"\",resource=\"events\"} -1\n",
+        );
+        assert_eq!(snap.resource_objects.get("pods"), Some(&22.0));
+        assert_eq!(snap.resource_objects.get("deployments"), Some(&3.0));
+        assert_eq!(snap.resource_size_bytes.get("pods"), Some(&98186.0));
+        // -1 is the apiserver's "could not count".
+        assert_eq!(snap.resource_size_bytes.get("events"), None);
+        // apiserver_resource_objects (1.34+) wins over the deprecated storage_objects.
+        let (snap, _) = snapshot(
+            "apiserver_storage_objects{resource=\"pods\"} 22\n\
+             apiserver_resource_objects{group=\"\",resource=\"pods\"} 23\n",
+        );
+        assert_eq!(snap.resource_objects.get("pods"), Some(&23.0));
     }
 }

@@ -134,6 +134,11 @@ pub struct ReplicaSnapshot {
     pub flows: Option<Vec<FlowSample>>,
     /// Series of `/metrics` that appeared more than once; each counted once, with its last value.
     pub duplicate_series: u64,
+    /// Objects stored per resource (`apiserver_resource_objects`, else `apiserver_storage_objects`), keyed by the
+    /// bare resource name the dumps use (`pods`): what a LIST of it reads.
+    pub resource_objects: BTreeMap<String, f64>,
+    /// Their estimated size in bytes (`apiserver_resource_size_estimate_bytes`), what a LIST costs from 1.34.
+    pub resource_size_bytes: BTreeMap<String, f64>,
 }
 
 impl ReplicaSnapshot {

@@ -6,7 +6,9 @@ use serde_json::json;
 use crate::analyze::{FlowReport, LevelReport, ListCosts};
 use crate::apf::defaults::{default_precedence, default_shares};
 use crate::apf::endpoints::flowcontrol_api_version;
+use crate::apf::matching::{implied_groups, match_request, Request, Target};
 use crate::apf::{limits, EXEMPT};
+use crate::model::FlowcontrolObjects;
 
 /// A sentence, and a manifest when the change is one.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,14 +46,20 @@ pub fn remediate(
     level: &LevelReport,
     replica_levels: &[LevelReport],
     lists: &ListCosts,
+    objects: Option<&FlowcontrolObjects>,
 ) -> Remediation {
     if let Some(flow) = dominant_flow(level) {
-        return isolate(flow, level, lists);
+        return isolate(flow, level, lists, objects);
     }
     move_shares(level, replica_levels)
 }
 
-fn isolate(flow: &FlowReport, level_report: &LevelReport, lists: &ListCosts) -> Remediation {
+fn isolate(
+    flow: &FlowReport,
+    level_report: &LevelReport,
+    lists: &ListCosts,
+    objects: Option<&FlowcontrolObjects>,
+) -> Remediation {
     let level = level_report.priority_level.as_str();
     let user = flow.users.first();
     let mut who = String::new();
@@ -96,13 +104,89 @@ fn isolate(flow: &FlowReport, level_report: &LevelReport, lists: &ListCosts) -> 
             sentence.push_str(&cost);
         }
     }
-    let manifest = user.map(|u| isolation_manifest(flow, u));
+    // The cluster's own FlowSchemas, matched as kube-apiserver matches: where the flow's requests land today, and
+    // whether the proposed schema would catch them first.
+    let today = match (user, objects) {
+        (Some(u), Some(o)) => matched_today(flow, u, o),
+        _ => None,
+    };
+    let manifest =
+        user.map(|u| isolation_manifest(flow, u, today.as_ref().map(|(s, p)| (s.as_str(), *p))));
+    if let (Some(u), Some(o), Some(m), Some((schema, p))) = (user, objects, &manifest, &today) {
+        match lands_in_new_schema(flow, u, o, m) {
+            Some(true) => sentence.push_str(&format!(
+                " (checked with kube-apiserver's matching on the cluster's FlowSchemas: its requests match {schema} \
+                 at precedence {p} today, and the manifest's schema first)"
+            )),
+            Some(false) => sentence.push_str(&format!(
+                " (careful: on the cluster's FlowSchemas its requests match {schema} at precedence {p}, ahead of \
+                 the manifest's schema; lower its matchingPrecedence further)"
+            )),
+            None => {}
+        }
+    }
     if manifest.is_none() {
         sentence
             .push_str(" (no user was seen in the dumps: enable request details to get a manifest)");
     }
     sentence.push('.');
     Remediation { sentence, manifest }
+}
+
+/// The request the flow's example stands for: its user (with the groups authenticators add) and `verb resource`.
+fn example_request(flow: &FlowReport, user: &str) -> Option<Request> {
+    let (verb, what) = flow
+        .example_request
+        .as_deref()
+        .and_then(verb_and_resource)?;
+    let target = if what.starts_with('/') {
+        Target::NonResource { path: what.into() }
+    } else {
+        // `deployments.apps` names the group after the first dot; core resources have none.
+        let (resource, group) = what.split_once('.').unwrap_or((what, ""));
+        Target::Resource {
+            api_group: group.into(),
+            resource: resource.into(),
+            subresource: None,
+            namespace: None,
+        }
+    };
+    Some(Request {
+        user: user.into(),
+        groups: implied_groups(user),
+        verb: verb.into(),
+        target,
+    })
+}
+
+/// The FlowSchema (and its precedence) the flow's example request matches on the cluster's objects.
+fn matched_today(
+    flow: &FlowReport,
+    user: &str,
+    objects: &FlowcontrolObjects,
+) -> Option<(String, u32)> {
+    let request = example_request(flow, user)?;
+    let m = match_request(&objects.flow_schemas, &objects.priority_levels, &request).ok()?;
+    Some((m.flow_schema, m.matching_precedence))
+}
+
+/// Whether, with the manifest applied, the example request matches the manifest's schema.
+fn lands_in_new_schema(
+    flow: &FlowReport,
+    user: &str,
+    objects: &FlowcontrolObjects,
+    manifest: &str,
+) -> Option<bool> {
+    let request = example_request(flow, user)?;
+    let added = crate::model::parse_flowcontrol_documents(manifest).ok()?;
+    let new_schema = added.flow_schemas.first()?.name.clone();
+    let mut schemas = objects.flow_schemas.clone();
+    schemas.retain(|s| s.name != new_schema);
+    schemas.extend(added.flow_schemas);
+    let mut levels = objects.priority_levels.clone();
+    levels.extend(added.priority_levels);
+    let m = match_request(&schemas, &levels, &request).ok()?;
+    Some(m.flow_schema == new_schema)
 }
 
 fn seats_word(n: u32) -> String {
@@ -158,8 +242,9 @@ fn object_name(user: &str) -> String {
 }
 
 /// PriorityLevelConfiguration + FlowSchema (flowcontrol.apiserver.k8s.io/v1) matching this user, and the
-/// resource and verb seen, ahead of the schema that matches the flow today.
-pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
+/// resource and verb seen, ahead of the schema that matches the flow today: `today` as the cluster's objects say
+/// (schema, precedence), else the default schema's precedence.
+pub fn isolation_manifest(flow: &FlowReport, user: &str, today: Option<(&str, u32)>) -> String {
     let name = object_name(user);
     let subject = match user
         .strip_prefix("system:serviceaccount:")
@@ -171,7 +256,13 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
         }),
         _ => json!({"kind": "User", "user": {"name": user}}),
     };
-    let today = default_precedence(&flow.flow_schema);
+    let (schema_today, today) = match today {
+        Some((schema, p)) => (schema, Some(p)),
+        None => (
+            flow.flow_schema.as_str(),
+            default_precedence(&flow.flow_schema),
+        ),
+    };
     // Lower numbers match first; 1 and 2 belong to exempt and probes.
     let precedence = today.map_or(500, |p| p.saturating_sub(1).max(2));
     let mut rule = json!({"subjects": [subject]});
@@ -229,7 +320,7 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str) -> String {
         Some(p) => format!(
             "# Matches {user} ahead of FlowSchema {} (precedence {p}); a level of its own keeps its requests from\n\
              # taking the seats and queues of everyone else.\n",
-            flow.flow_schema
+            schema_today
         ),
         None => format!(
             "# FlowSchema {} is not a default one and its precedence is not known here: set matchingPrecedence\n\
@@ -365,6 +456,56 @@ mod tests {
     }
 
     #[test]
+    fn the_manifest_goes_ahead_of_the_schema_the_cluster_matches_today() {
+        // The cluster has a schema of its own for CI runners, ahead of service-accounts: the dump names the flow's
+        // schema, but the manifest must go ahead of the one that matches first.
+        let objects = crate::model::parse_flowcontrol_documents(
+            r#"{"kind": "FlowSchemaList", "items": [
+              {"metadata": {"name": "service-accounts"}, "spec": {"matchingPrecedence": 9000,
+                "priorityLevelConfiguration": {"name": "workload-low"}, "distinguisherMethod": {"type": "ByUser"},
+                "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}],
+                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}]}]}},
+              {"metadata": {"name": "ci"}, "spec": {"matchingPrecedence": 5000,
+                "priorityLevelConfiguration": {"name": "workload-low"},
+                "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {"namespace": "ci", "name": "*"}}],
+                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}]}]}}]}
+---
+            {"kind": "PriorityLevelConfigurationList", "items": [
+              {"metadata": {"name": "workload-low"}, "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 100,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}}]}"#,
+        )
+        .unwrap();
+        let mut l = level("workload-low", 245.0, 245.0, 230.0, 40.0);
+        l.top_flows = vec![flow(
+            "service-accounts",
+            "system:serviceaccount:ci:runner",
+            35.0,
+            200.0,
+            "system:serviceaccount:ci:runner",
+            "list pods",
+        )];
+        let r = remediate(
+            &l,
+            std::slice::from_ref(&l),
+            &ListCosts::default(),
+            Some(&objects),
+        );
+        assert!(
+            r.sentence.contains(
+                "its requests match ci at precedence 5000 today, and the manifest's schema first"
+            ),
+            "{}",
+            r.sentence
+        );
+        let m = r.manifest.unwrap();
+        assert!(m.contains("matchingPrecedence: 4999"), "{m}");
+        assert!(
+            m.contains("ahead of FlowSchema ci (precedence 5000)"),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn a_dominant_list_is_priced_in_seats_with_what_a_page_would_cost() {
         let mut l = level("workload-low", 245.0, 245.0, 230.0, 40.0);
         l.top_flows = vec![flow(
@@ -381,7 +522,7 @@ mod tests {
             bytes: [("pods".to_string(), 48e6)].into(),
         };
         // 1.34 prices by bytes: 48 MB is 480 → capped at 100 seats; a page of 100 pods (400 kB) is 4.
-        let r = remediate(&l, std::slice::from_ref(&l), &lists(34));
+        let r = remediate(&l, std::slice::from_ref(&l), &lists(34), None);
         assert!(
             r.sentence.contains(
                 "one `list pods` here reads 12000 objects, 48.0 MB and holds 100 seats of the level's 245 while it \
@@ -391,7 +532,7 @@ mod tests {
             r.sentence
         );
         // Before 1.34, by objects: 10 seats at most; a page is priced as 2·limit objects: 2 seats.
-        let r = remediate(&l, std::slice::from_ref(&l), &lists(28));
+        let r = remediate(&l, std::slice::from_ref(&l), &lists(28), None);
         assert!(
             r.sentence.contains("holds 10 seats of the level's 245"),
             "{}",
@@ -404,7 +545,7 @@ mod tests {
             r.sentence
         );
         // Nothing known of the resource: nothing said.
-        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default());
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
         assert!(!r.sentence.contains("here reads"), "{}", r.sentence);
     }
 
@@ -429,7 +570,7 @@ mod tests {
                 "get configmaps",
             ),
         ];
-        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default());
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
         assert!(
             r.sentence.starts_with(
                 "Isolate flow system:serviceaccount:ci:runner of flow schema service-accounts (user \
@@ -476,7 +617,7 @@ mod tests {
     #[test]
     fn user_subject_group_resource_and_precedence_floor() {
         let f = flow("probes", "", 1.0, 1.0, "alice", "watch deployments.apps");
-        let d = docs(&isolation_manifest(&f, "alice"));
+        let d = docs(&isolation_manifest(&f, "alice", None));
         assert_eq!(d[1]["spec"]["matchingPrecedence"], 2, "never below 2");
         let rule = &d[1]["spec"]["rules"][0];
         assert_eq!(rule["subjects"][0]["kind"], "User");
@@ -485,7 +626,7 @@ mod tests {
         assert_eq!(rule["resourceRules"][0]["resources"][0], "deployments");
         // Unknown request: every verb and resource, and non-resource URLs.
         let f = flow("my-schema", "bob", 1.0, 1.0, "bob", "");
-        let m = isolation_manifest(&f, "bob");
+        let m = isolation_manifest(&f, "bob", None);
         assert!(m.starts_with("# FlowSchema my-schema is not a default one"));
         let d = docs(&m);
         assert_eq!(
@@ -501,6 +642,7 @@ mod tests {
         let d = docs(&isolation_manifest(
             &flow("global-default", weird, 1.0, 1.0, weird, ""),
             weird,
+            None,
         ));
         assert_eq!(
             d[1]["spec"]["rules"][0]["subjects"][0]["user"]["name"],
@@ -527,7 +669,7 @@ mod tests {
             level("exempt", 0.0, 600.0, 0.0, 0.0),
         ];
         assert!(dominant_flow(&low).is_none(), "17 of 51 is not over half");
-        let r = remediate(&low, &levels, &ListCosts::default());
+        let r = remediate(&low, &levels, &ListCosts::default(), None);
         // demand 51 seats, wanted limit 51/0.75 = 68, needed 19 seats, 19 / 2.45 = 7.76 → 8 shares.
         assert!(
             r.sentence.starts_with(
@@ -541,13 +683,13 @@ mod tests {
         // Shares changed from the defaults: say the seat count, admit the share count is not known.
         let mut changed = levels.clone();
         changed[2].nominal_limit_seats = Some(150.0);
-        let r = remediate(&low, &changed, &ListCosts::default());
+        let r = remediate(&low, &changed, &ListCosts::default(), None);
         assert!(r.sentence.contains("about 19 more seats"), "{}", r.sentence);
         assert!(r.sentence.contains("is not known"));
         // Limits unknown.
         let mut unknown = low.clone();
         unknown.limit_seats = None;
-        assert!(remediate(&unknown, &levels, &ListCosts::default())
+        assert!(remediate(&unknown, &levels, &ListCosts::default(), None)
             .sentence
             .contains("not known"));
     }

@@ -595,7 +595,12 @@ impl Rule {
         }
         for l in server.levels.iter().filter(|l| l.priority_level != EXEMPT) {
             let base = || {
-                let remedy = remediate(l, &server.levels, &server.list_costs);
+                let remedy = remediate(
+                    l,
+                    &server.levels,
+                    &server.list_costs,
+                    server.objects.as_deref(),
+                );
                 let mut a = BTreeMap::new();
                 a.insert("description".to_string(), describe(l));
                 a.insert("top_flows".to_string(), top_flows(l));

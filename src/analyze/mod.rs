@@ -56,6 +56,9 @@ pub struct ApiserverReport {
     /// What a LIST of each resource reads on this replica: the remediation prices a flow's LISTs with it.
     #[serde(skip)]
     pub list_costs: ListCosts,
+    /// The flowcontrol objects the replica serves, when read: the remediation matches a flow against them.
+    #[serde(skip)]
+    pub objects: Option<std::sync::Arc<crate::model::FlowcontrolObjects>>,
 }
 
 /// The inputs of kube-apiserver's LIST work estimate, from the latest scrape.

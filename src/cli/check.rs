@@ -139,9 +139,10 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
                 })
             })
             .collect();
+        let objects = round.objects.take().map(std::sync::Arc::new);
         let mut a = match round.snapshot.take() {
             Some(mut snap) => {
-                snap.attach_configs(round.objects.iter().flat_map(|o| &o.priority_levels));
+                snap.attach_configs(objects.iter().flat_map(|o| &o.priority_levels));
                 crate::analyze::analyze_single(name, snap, analysis)
             }
             None => crate::analyze::ApiserverReport {
@@ -150,6 +151,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
             },
         };
         a.errors.extend(errors);
+        a.objects = objects;
         report.apiservers.push(a);
     }
     Ok(report)

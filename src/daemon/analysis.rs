@@ -155,6 +155,7 @@ impl AnalysisStage {
             });
         }
         report.errors.extend(state.errors.values().cloned());
+        report.objects = state.objects.clone();
         state.report = report;
     }
 

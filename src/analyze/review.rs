@@ -5,10 +5,11 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::apf::limits::seat_limits;
+use crate::apf::limits::{max_seats, seat_limits};
 use crate::apf::matching::in_matching_order;
 use crate::apf::{
-    FlowSchema, NonResourceRule, PolicyRules, PriorityLevelConfig, ResourceRule, Subject,
+    FlowSchema, KubeVersion, NonResourceRule, PolicyRules, PriorityLevelConfig, ResourceRule,
+    Subject,
 };
 
 /// What the review looks at: the objects, the seats of a replica, and the users seen in the replicas' flows.
@@ -18,6 +19,8 @@ pub struct ReviewInput<'a> {
     pub server_concurrency: u32,
     /// (flow schema, priority level, user) of requests seen in `dump_requests`.
     pub traffic: &'a [(String, String, String)],
+    /// The replicas' Kubernetes version (how wide a request may be); the newest known when not known.
+    pub version: Option<KubeVersion>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -51,13 +54,14 @@ pub struct Finding {
 
 /// Every check and the severity of its findings: `apf_config_findings` has a series for each, at 0 when it finds
 /// nothing.
-pub const CHECKS: [(&str, Severity); 6] = [
+pub const CHECKS: [(&str, Severity); 7] = [
     ("dangling_flow_schema", Severity::Warning),
     ("unreachable_priority_level", Severity::Warning),
     ("shadowed_flow_schema", Severity::Warning),
     ("exempt_grant", Severity::Critical),
     ("flow_share_below_one_request", Severity::Warning),
     ("operator_in_shared_level", Severity::Warning),
+    ("level_narrower_than_a_request", Severity::Warning),
 ];
 
 /// The schemas kube-apiserver ships as exempt grants: system:masters and the health probes.
@@ -100,6 +104,7 @@ pub fn review(input: &ReviewInput) -> Vec<Finding> {
     exempt_grants(input, &mut out);
     queues_below_one_request(input, &mut out);
     operators_in_shared_levels(input, &mut out);
+    levels_narrower_than_a_request(input, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.object.cmp(&b.object)));
     out
 }
@@ -325,6 +330,38 @@ fn queues_below_one_request(input: &ReviewInput, out: &mut Vec<Finding>) {
     }
 }
 
+/// A request may hold up to the level's max seats (the work estimator's cap); a level whose limit is below that
+/// admits such a request only when nothing else runs there.
+fn levels_narrower_than_a_request(input: &ReviewInput, out: &mut Vec<Finding>) {
+    let version = input
+        .version
+        .unwrap_or(KubeVersion::new(KubeVersion::MAX_MINOR, 0));
+    let limits = seat_limits(input.priority_levels, input.server_concurrency);
+    for (pl, limits) in input.priority_levels.iter().zip(limits) {
+        if pl.exempt {
+            continue;
+        }
+        let widest = max_seats(version, pl, limits.nominal);
+        if widest > limits.nominal {
+            out.push(Finding {
+                check: "level_narrower_than_a_request",
+                severity: Severity::Warning,
+                object: format!("PriorityLevelConfiguration/{}", pl.name),
+                why: format!(
+                    "its nominal limit is {} seats (at {} seats in all) and a request may hold up to {widest} (a wide \
+                     LIST): such a request runs only when nothing else does, and everyone else waits behind it",
+                    limits.nominal, input.server_concurrency
+                ),
+                fix: format!(
+                    "raise its shares until the nominal limit reaches {widest} seats (`apf-monitor plan --set {}.shares=N`)",
+                    pl.name
+                ),
+                manifest: None,
+            });
+        }
+    }
+}
+
 fn operators_in_shared_levels(input: &ReviewInput, out: &mut Vec<Finding>) {
     let mut seen = BTreeSet::new();
     for (schema, level_name, user) in input.traffic {
@@ -466,6 +503,7 @@ mod tests {
             priority_levels: &[pl],
             server_concurrency: 600,
             traffic: &[],
+            version: None,
         });
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert_eq!(findings[0].check, "shadowed_flow_schema");

@@ -21,14 +21,14 @@ struct ReviewReport {
 pub async fn review(args: CheckArgs) -> Result<ExitCode> {
     let config = load_config(&args.common, None)?;
     init_logging(config.log.format, "warn")?;
-    let (objects, served, traffic, source) = if args.objects.is_empty() {
+    let (objects, served, traffic, source, minor) = if args.objects.is_empty() {
         let c = super::objects::read_cluster(&config, true).await?;
         let source = format!("the objects {} serves, and its dump_requests", c.replica);
         let objects = crate::model::FlowcontrolObjects {
             flow_schemas: c.flow_schemas,
             priority_levels: c.priority_levels,
         };
-        (objects, Some(c.served_nominal), c.traffic, source)
+        (objects, Some(c.served_nominal), c.traffic, source, c.minor)
     } else {
         let objects = super::objects::read_files(&args.objects)?;
         let source = args
@@ -37,7 +37,7 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        (objects, None, Vec::new(), source)
+        (objects, None, Vec::new(), source, None)
     };
     if objects.priority_levels.is_empty() {
         bail!("the review needs the PriorityLevelConfigurations too: `kubectl get flowschemas,prioritylevelconfigurations -o yaml`");
@@ -51,6 +51,7 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
         priority_levels: &objects.priority_levels,
         server_concurrency,
         traffic: &traffic,
+        version: minor.map(|m| crate::apf::KubeVersion::new(m, 0)),
     });
     let code = match findings.iter().map(|f| f.severity).max() {
         None => 0,

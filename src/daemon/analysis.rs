@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::analyze::review::{review, Finding, ReviewInput};
 use crate::analyze::{Analysis, ApiserverReport, Point, Problem, ReplicaHistory, StatusReport};
 use crate::apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
+use crate::apf::KubeVersion;
 use crate::model::FlowcontrolObjects;
 use crate::scrape::{Endpoint, ReplicaScrape};
 
@@ -176,6 +177,12 @@ impl AnalysisStage {
             .replicas
             .values()
             .find_map(|r| Some((r, r.objects.as_ref()?)))?;
+        let version = state
+            .history
+            .latest()
+            .and_then(|p| p.snapshot.kubernetes_version.as_deref())
+            .and_then(KubeVersion::minor_of)
+            .map(|minor| KubeVersion::new(minor, 0));
         let served: BTreeMap<String, f64> = state
             .history
             .latest()
@@ -206,6 +213,7 @@ impl AnalysisStage {
             priority_levels: &objects.priority_levels,
             server_concurrency,
             traffic: &traffic,
+            version,
         }))
     }
 }

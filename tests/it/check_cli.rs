@@ -320,7 +320,9 @@ fn a_live_target_under_a_storm_is_critical_and_idle_is_ok() {
             assert!(text.contains("fix: "), "{text}");
             // The fix was checked against the cluster's own FlowSchemas with kube-apiserver's matching.
             assert!(
-                text.contains("checked with kube-apiserver's matching on the cluster's FlowSchemas"),
+                text.contains(
+                    "checked with kube-apiserver's matching on the cluster's FlowSchemas"
+                ),
                 "{text}"
             );
         }

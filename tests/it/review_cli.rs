@@ -150,6 +150,21 @@ spec:
   rules:
   - subjects: [{kind: Group, group: {name: batch-jobs}}]
     resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], clusterScope: true, namespaces: ["*"]}]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: narrow}
+spec: {type: Limited, limited: {nominalConcurrencyShares: 1, lendablePercent: 0, limitResponse: {type: Reject}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: reports}
+spec:
+  matchingPrecedence: 4500
+  priorityLevelConfiguration: {name: narrow}
+  rules:
+  - subjects: [{kind: User, user: {name: report-generator}}]
+    resourceRules: [{verbs: [list], apiGroups: [""], resources: [pods], clusterScope: true, namespaces: ["*"]}]
 "#;
 
 #[test]
@@ -192,6 +207,11 @@ fn each_planted_misconfiguration_is_found_with_its_fix() {
         (
             "flow_share_below_one_request",
             "PriorityLevelConfiguration/tiny",
+        ),
+        // 3 seats (1 share of 267), and a LIST on a level without queues may be 10 wide.
+        (
+            "level_narrower_than_a_request",
+            "PriorityLevelConfiguration/narrow",
         ),
     ];
     for (check, object) in want {

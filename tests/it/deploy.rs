@@ -751,6 +751,31 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
                 labels: level.into(),
             }
         },
+        // Saturation between scrapes (the apiserver's own histogram), the headroom gauge calm: 1 - p99 is the
+        // share of seats free.
+        {
+            let s = RuleSpec::of(RuleName::APFHeadroomLow);
+            let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
+            Life {
+                rule: RuleName::APFHeadroomLow,
+                series: level_series(
+                    "apf_priority_level_seat_utilization_p99",
+                    "",
+                    [0.1, 1.0 - (t - 0.05), 1.0 - between(&s, 1.0), 1.0 - (c + 0.05)],
+                ),
+                labels: level.into(),
+            }
+        },
+        // Bursts between scrapes: demand peaked over the limit (no hysteresis: it holds while the peak does).
+        Life {
+            rule: RuleName::APFExhaustionPredicted,
+            series: [
+                level_series("apf_priority_level_demand_seats_max", "", [10.0, 150.0, 150.0, 10.0]),
+                level_series("apf_priority_level_limit_seats", "", [100.0; 4]),
+            ]
+            .concat(),
+            labels: level.into(),
+        },
         Life {
             rule: RuleName::APFRequestsRejected,
             series: level_series(

@@ -44,6 +44,9 @@ pub struct AlertReport {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ApiserverReport {
     pub apiserver: String,
+    /// The replica's cluster, when read from a Prometheus that labels one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub kubernetes_version: Option<String>,
     /// RFC 3339 time of the last successful `/metrics` scrape.
     pub scraped_at: Option<String>,
@@ -394,6 +397,39 @@ impl Analysis {
             flows.truncate(self.top_flows);
         }
         by_level
+    }
+}
+
+/// Rejection rates computed elsewhere (a Prometheus' `rate()` of the counters), as (priority level, flow schema,
+/// reason, per second): every non-exempt level gets a rate map (a level absent here rejected nothing).
+pub fn apply_rejection_rates<'a>(
+    report: &mut ApiserverReport,
+    rates: impl IntoIterator<Item = (&'a str, &'a str, &'a str, f64)>,
+) {
+    for l in report
+        .levels
+        .iter_mut()
+        .filter(|l| l.priority_level != EXEMPT)
+    {
+        l.rejected_per_second = Some(BTreeMap::new());
+    }
+    for (pl, fs, reason, rate) in rates {
+        if let Some(l) = report
+            .levels
+            .iter_mut()
+            .find(|l| l.priority_level == pl && l.priority_level != EXEMPT)
+        {
+            *l.rejected_per_second
+                .get_or_insert_with(BTreeMap::new)
+                .entry(reason.to_string())
+                .or_insert(0.0) += rate;
+        }
+        report.flow_schema_rejected_per_second.push((
+            pl.to_string(),
+            fs.to_string(),
+            reason.to_string(),
+            rate,
+        ));
     }
 }
 

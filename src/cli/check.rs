@@ -27,9 +27,24 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let analysis = analysis_of(&config);
     let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
+        None if !args.prometheus.is_empty() => {
+            check_prometheus(&args.prometheus, &args.selector, &analysis).await?
+        }
         None => check_targets(&replicas(&config).await?, &analysis).await?,
     };
     apply_rules(&mut report, &rules);
+    if !args.prometheus.is_empty() {
+        // A fleet: the worst replica first, whatever cluster it is in.
+        let worst = |a: &crate::analyze::ApiserverReport| {
+            a.levels.iter().map(|l| l.status).max().unwrap_or_default()
+        };
+        report.apiservers.sort_by(|x, y| {
+            worst(y)
+                .cmp(&worst(x))
+                .then_with(|| x.cluster.cmp(&y.cluster))
+                .then_with(|| x.apiserver.cmp(&y.apiserver))
+        });
+    }
     let code = exit_status(&report);
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -153,6 +168,64 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
         a.errors.extend(errors);
         a.objects = objects;
         report.apiservers.push(a);
+    }
+    Ok(report)
+}
+
+/// Every replica of every cluster a Prometheus holds, at this instant: the same snapshots as a scrape gives, with
+/// rejection rates from Prometheus' own counters over the analysis window (one query each per source).
+async fn check_prometheus(
+    urls: &[String],
+    selector: &str,
+    analysis: &Analysis,
+) -> Result<StatusReport> {
+    use crate::scrape::prometheus::{instant_query, with_names, PrometheusSource};
+    let client = reqwest::Client::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let mut report = StatusReport::default();
+    for url in urls {
+        let mut source = PrometheusSource::new(url);
+        source.selector = selector.to_string();
+        let families = with_names(&source.selector, &crate::model::wanted_names())?;
+        let samples = instant_query(&client, &source, &families, now).await?;
+        let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
+        let (snapshots, _) = crate::model::snapshots_by_replica(
+            &samples,
+            &source.cluster_label,
+            &source.apiserver_label,
+        );
+        let (c, a) = (&source.cluster_label, &source.apiserver_label);
+        let rejected = with_names(
+            &source.selector,
+            &["apiserver_flowcontrol_rejected_requests_total".to_string()],
+        )?;
+        let rates_query = format!(
+            "sum by ({c}, {a}, priority_level, flow_schema, reason) (rate({rejected}[{}s]))",
+            analysis.window_seconds.max(1.0).round()
+        );
+        let rates = instant_query(&client, &source, &rates_query, now).await?;
+        for (key, snapshot) in snapshots {
+            let mut r = crate::analyze::analyze_single(&key.apiserver, snapshot, analysis);
+            r.cluster = key.cluster.clone();
+            let mine = rates.iter().filter(|s| {
+                s.labels.get(a) == Some(&key.apiserver) && s.labels.get(c) == key.cluster.as_ref()
+            });
+            crate::analyze::apply_rejection_rates(
+                &mut r,
+                mine.filter_map(|s| {
+                    Some((
+                        s.labels.get("priority_level")?.as_str(),
+                        s.labels.get("flow_schema")?.as_str(),
+                        s.labels.get("reason")?.as_str(),
+                        s.value,
+                    ))
+                }),
+            );
+            report.apiservers.push(r);
+        }
     }
     Ok(report)
 }

@@ -109,6 +109,18 @@ pub struct CheckArgs {
     pub file: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
+    /// Read the replicas' metrics from this Prometheus (or Thanos, Mimir, a provider's managed Prometheus)
+    /// instead of scraping them: one section per cluster and replica. Repeatable.
+    #[arg(long = "prometheus", value_name = "URL", conflicts_with = "file")]
+    pub prometheus: Vec<String>,
+    /// With --prometheus: the apiservers' series.
+    #[arg(
+        long,
+        value_name = "SELECTOR",
+        default_value = r#"{job=~"apiserver|kube-apiserver"}"#,
+        requires = "prometheus"
+    )]
+    pub selector: String,
     /// Review the APF configuration instead: FlowSchemas and PriorityLevelConfigurations that are dangling,
     /// unreachable, shadowed, exempt grants, queue settings that leave a flow less than one request, and cluster
     /// operators landing in shared levels (from the replica's dump_requests).

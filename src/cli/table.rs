@@ -92,11 +92,15 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
     for a in &report.apiservers {
         let _ = writeln!(
             out,
-            "{}{}",
+            "{}{}{}",
             style.paint("1", &format!("apiserver {}", a.apiserver)),
             a.kubernetes_version
                 .as_deref()
                 .map(|v| format!(" ({v})"))
+                .unwrap_or_default(),
+            a.cluster
+                .as_deref()
+                .map(|c| format!(" in cluster {c}"))
                 .unwrap_or_default()
         );
         for e in &a.errors {

@@ -39,6 +39,24 @@ const STORAGE_OBJECTS: &str = "apiserver_storage_objects";
 const RESOURCE_OBJECTS: &str = "apiserver_resource_objects";
 const RESOURCE_SIZE: &str = "apiserver_resource_size_estimate_bytes";
 
+/// Every series name the model reads, in full: what a query to a Prometheus asks for.
+pub fn wanted_names() -> Vec<String> {
+    WANTED
+        .iter()
+        .map(|f| format!("{PREFIX}{f}"))
+        .chain(
+            [
+                "kubernetes_build_info",
+                STORAGE_OBJECTS,
+                RESOURCE_OBJECTS,
+                RESOURCE_SIZE,
+            ]
+            .into_iter()
+            .map(String::from),
+        )
+        .collect()
+}
+
 /// The sample-name filter handed to the exposition parser.
 pub fn is_wanted_sample(name: &str) -> bool {
     match name.strip_prefix(PREFIX) {

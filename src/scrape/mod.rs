@@ -2,6 +2,7 @@
 //! `apf_monitor_scrape_errors_total`.
 mod backoff;
 mod metrics;
+pub mod prometheus;
 mod round;
 
 pub use backoff::{EndpointState, Verdict, UNAVAILABLE_RETRY};

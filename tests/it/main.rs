@@ -18,6 +18,7 @@ mod notify_email;
 mod notify_http;
 mod plan_cli;
 mod prometheus_scrape;
+mod prometheus_source;
 mod review_cli;
 mod serve_resilience;
 mod serve_sim;

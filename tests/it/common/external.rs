@@ -101,6 +101,17 @@ pub async fn alertmanager() -> Process {
 
 /// Prometheus scraping `targets` (job name -> `host:port`) every second, with `rules` (a rule file's YAML).
 pub async fn prometheus(targets: &[(&str, String)], rules: &str) -> Process {
+    let mut scrape_configs = String::new();
+    for (job, target) in targets {
+        scrape_configs.push_str(&format!(
+            "  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+        ));
+    }
+    prometheus_with(&scrape_configs, rules).await
+}
+
+/// Prometheus with `scrape_configs` (the YAML list's items, indented two spaces) scraped every second.
+pub async fn prometheus_with(scrape_configs: &str, rules: &str) -> Process {
     let bin = binary("prometheus", "prometheus");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -110,11 +121,7 @@ pub async fn prometheus(targets: &[(&str, String)], rules: &str) -> Process {
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n",
         rules_file.display()
     );
-    for (job, target) in targets {
-        config.push_str(&format!(
-            "  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
-        ));
-    }
+    config.push_str(scrape_configs);
     let config_file = dir.path().join("prometheus.yml");
     std::fs::write(&config_file, config).unwrap();
     let args = vec![

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
+use crate::analyze::review::{Finding, Severity};
 use crate::analyze::{
     AlertReport, ApiserverReport, FlowReport, LevelReport, LevelStatus, StatusReport,
 };
@@ -45,6 +46,8 @@ tr:has(+tr.flows) td{border-bottom:0}tr.flows td{padding-top:0}\
 .nums{font-size:12px}\
 svg.trend{display:block;width:5.5rem;height:1.6rem}\
 ul.flows{font-size:12px;margin:0;padding-left:1rem}\
+details.findings{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
+details.findings li{margin:.4rem 0}details.findings pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
 ";
 
 pub fn render(report: &StatusReport) -> String {
@@ -73,6 +76,10 @@ pub fn render(report: &StatusReport) -> String {
         text(&worst_level(report))
     );
     render_alerts(&mut h, &report.alerts);
+    render_findings(
+        &mut h,
+        report.config_findings.as_deref().unwrap_or_default(),
+    );
     if report.apiservers.is_empty() {
         h.push_str("<p>No replica scraped yet.</p>");
     }
@@ -270,6 +277,39 @@ fn render_alert_line(h: &mut String, a: &AlertReport) {
         let _ = write!(h, "<br><span class=\"summary\">{}</span>", text(s));
     }
     h.push_str("</li>");
+}
+
+/// The configuration review, folded: what is wrong with the objects matters, but less than what is on fire now.
+fn render_findings(h: &mut String, findings: &[Finding]) {
+    if findings.is_empty() {
+        return;
+    }
+    let critical = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Critical)
+        .count();
+    let _ = write!(
+        h,
+        "<details class=\"findings\"><summary><b>Configuration review:</b> {} ({critical} critical)</summary><ul>",
+        plural(findings.len(), "finding", "findings")
+    );
+    for f in findings {
+        let _ = write!(
+            h,
+            "<li><span class=\"badge {}\">{}</span> <b>{}</b> <span class=\"muted\">{}</span><br>{}<br><b>Fix:</b> {}{}</li>",
+            f.severity.label(),
+            f.severity.label(),
+            text(&f.object),
+            text(f.check),
+            text(&f.why),
+            text(&f.fix),
+            f.manifest
+                .as_deref()
+                .map(|m| format!("<pre>{}</pre>", text(m)))
+                .unwrap_or_default()
+        );
+    }
+    h.push_str("</ul></details>");
 }
 
 fn render_replica(h: &mut String, a: &ApiserverReport) {
@@ -693,5 +733,32 @@ mod tests {
         });
         assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");
         assert!(h.contains("APFHeadroomLow on a"), "{h}");
+    }
+
+    #[test]
+    fn config_findings_are_listed_folded_with_their_fix() {
+        let report = StatusReport {
+            config_findings: Some(vec![Finding {
+                check: "exempt_grant",
+                severity: Severity::Critical,
+                object: "FlowSchema/<admins>".into(),
+                why: "never limited".into(),
+                fix: "point it to workload-high".into(),
+                manifest: Some("kind: FlowSchema".into()),
+            }]),
+            ..Default::default()
+        };
+        let h = render(&report);
+        assert!(
+            h.contains("<b>Configuration review:</b> 1 finding (1 critical)"),
+            "{h}"
+        );
+        assert!(h.contains("FlowSchema/&lt;admins&gt;"), "{h}");
+        assert!(
+            h.contains("<b>Fix:</b> point it to workload-high<pre>kind: FlowSchema</pre>"),
+            "{h}"
+        );
+        // Nothing found: nothing shown.
+        assert!(!render(&StatusReport::default()).contains("Configuration review"));
     }
 }

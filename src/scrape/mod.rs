@@ -313,7 +313,7 @@ fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
 }
 
 /// reqwest's own message is terse ("error sending request"); the causes say what went wrong (TLS, refused...).
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::error_chain;
+
 /// Where and what to read.
 #[derive(Debug, Clone)]
 pub struct PrometheusSource {
@@ -188,17 +190,6 @@ pub async fn instant_query(
             })
         })
         .collect())
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -224,3 +224,66 @@ pub async fn terminate(mut child: std::process::Child) -> Option<i32> {
         .ok()
         .flatten()
 }
+
+/// A gzipped fixture of `tests/fixtures/` written out plain into `dir`, for commands that read files: its path.
+pub fn fixture_file(dir: &tempfile::TempDir, name: &str) -> String {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(format!(
+            "{}/tests/fixtures/{name}.gz",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .read_to_string(&mut text)
+    .unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// A simulated replica of 1.`minor` under `scenario`, served on loopback by `rt` (for tests that run the binary
+/// synchronously), with its clock running when `clock`; its base URL.
+pub fn sim_on(
+    rt: &tokio::runtime::Runtime,
+    minor: u32,
+    scenario: apf_monitor::sim::ScenarioSource,
+    clock: bool,
+) -> String {
+    let options = apf_monitor::sim::SimOptions::new(
+        apf_monitor::sim::KubeVersion::new(minor, 0),
+        apf_monitor::sim::Scenario::load(&scenario).unwrap(),
+    );
+    sim_with_on(rt, options, clock)
+}
+
+/// [`sim_on`] with the simulator's options given.
+pub fn sim_with_on(
+    rt: &tokio::runtime::Runtime,
+    options: apf_monitor::sim::SimOptions,
+    clock: bool,
+) -> String {
+    let sim = apf_monitor::sim::Simulator::try_new(options).unwrap();
+    if clock {
+        let _guard = rt.enter();
+        // The clock task lives as long as the runtime.
+        drop(sim.spawn_clock(std::time::Duration::from_millis(100)));
+    }
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(apf_monitor::sim::serve(listener, sim));
+    format!("http://{addr}")
+}
+
+/// A daemon config that scrapes `sim_url` every second over a 10 s window: the tests' fast loop.
+pub fn fast_config(sim_url: &str) -> apf_monitor::config::Config {
+    use apf_monitor::config::{Config, Interval};
+    let mut config = Config::default();
+    config.scrape.interval = Interval(std::time::Duration::from_secs(1));
+    config.scrape.timeout = Interval(std::time::Duration::from_secs(1));
+    config.analysis.window = Interval(std::time::Duration::from_secs(10));
+    config.targets.static_targets = vec![sim_target(sim_url)];
+    config
+}

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::external;
-use apf_monitor::config::{self, Config};
 use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use serde_json::Value;
 
@@ -217,10 +216,7 @@ async fn every_panel_of_every_dashboard_shows_data_from_a_real_prometheus() {
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_url = common::serve_sim(&sim).await;
 
-    let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_secs(1));
-    config.scrape.timeout = config::Interval(Duration::from_secs(1));
-    config.analysis.window = config::Interval(Duration::from_secs(10));
+    let mut config = common::fast_config(&sim_url);
     // The second replica is down: its scrape errors, availability and the APFScrapeFailing path have series.
     let dead = format!("http://127.0.0.1:{}", external::free_port());
     let mut down = common::sim_target(&dead);

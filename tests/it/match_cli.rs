@@ -2,10 +2,9 @@
 //! default objects of 1.33 (a `kubectl get -o yaml` transcription of kube-apiserver's bootstrap objects) and on the
 //! objects a simulated 1.34 and 1.20 cluster serves. The expected answers are kube-apiserver's, worked out by hand
 //! from those objects and its matching rules (precedence, then name; first match wins).
-use std::io::Read;
 use std::process::{Command, Output};
 
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_monitor::sim::ScenarioSource;
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
@@ -33,22 +32,6 @@ fn matched(source: &[&str], request: &[&str]) -> (String, String, String) {
     )
 }
 
-fn fixture(dir: &tempfile::TempDir, name: &str) -> String {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(format!(
-            "{}/tests/fixtures/{name}.gz",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .read_to_string(&mut text)
-    .unwrap();
-    let path = dir.path().join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 /// (flow schema, priority level, flow distinguisher).
 type Expected = (&'static str, &'static str, &'static str);
 
@@ -64,8 +47,8 @@ fn req(who: &[&str], what: &[&str]) -> Vec<String> {
 #[test]
 fn the_default_objects_of_1_33() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = fixture(&dir, "defaults-1.33-flowschemas.yaml");
-    let pl = fixture(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     let source = ["-f", fs.as_str(), "-f", pl.as_str()];
     let update_status = [
         "--verb",
@@ -250,8 +233,8 @@ fn the_default_objects_of_1_33() {
 #[test]
 fn a_higher_precedence_schema_of_ones_own_and_a_dangling_one() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = fixture(&dir, "defaults-1.33-flowschemas.yaml");
-    let pl = fixture(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     // The isolation apf-monitor's remediation proposes: the agent's LISTs in a level of their own, ahead of
     // service-accounts; and a schema whose level is missing (kube-apiserver skips it).
     let own = "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: agent}\n\
@@ -314,7 +297,7 @@ fn a_higher_precedence_schema_of_ones_own_and_a_dangling_one() {
 #[test]
 fn bad_requests_are_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = fixture(&dir, "defaults-1.33-flowschemas.yaml");
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
     let err = |args: &[&str]| {
         let out = run(args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -329,25 +312,11 @@ fn bad_requests_are_refused_with_what_to_do() {
         .contains("and the PriorityLevelConfigurations"));
 }
 
-fn sim(rt: &tokio::runtime::Runtime, minor: u32) -> String {
-    let sim = Simulator::try_new(SimOptions::new(
-        KubeVersion::new(minor, 0),
-        Scenario::load(&ScenarioSource::Idle).unwrap(),
-    ))
-    .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(apf_monitor::sim::serve(listener, sim));
-    format!("http://{addr}")
-}
-
 #[test]
 fn the_objects_a_cluster_serves_in_other_versions() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     // 1.34 removed endpoint-controller and workload-leader-election.
-    let url = sim(&rt, 34);
+    let url = crate::common::sim_on(&rt, 34, ScenarioSource::Idle, false);
     let source = ["--target", url.as_str()];
     let r = req(
         KCM,
@@ -388,7 +357,7 @@ fn the_objects_a_cluster_serves_in_other_versions() {
         )
     );
     // 1.20 had no node-high: a node's status update lands in system (read through v1beta1).
-    let url = sim(&rt, 20);
+    let url = crate::common::sim_on(&rt, 20, ScenarioSource::Idle, false);
     let source = ["--target", url.as_str()];
     let r = req(
         NODE,

@@ -3,10 +3,9 @@
 //! the three file forms and from a simulated cluster's objects.
 use crate::common;
 
-use std::io::Read;
 use std::process::{Command, Output};
 
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions};
 use serde_json::Value;
 
 fn plan(args: &[&str]) -> Output {
@@ -65,26 +64,10 @@ fn assert_defaults_126(report: &Value, when: &str) {
     }
 }
 
-fn defaults_133_file(dir: &tempfile::TempDir) -> String {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(format!(
-            "{}/tests/fixtures/defaults-1.33-prioritylevelconfigurations.yaml.gz",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .read_to_string(&mut text)
-    .unwrap();
-    let path = dir.path().join("plcs.yaml");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 #[test]
 fn the_defaults_of_1_33_and_more_shares_for_workload_low() {
     let dir = tempfile::tempdir().unwrap();
-    let file = defaults_133_file(&dir);
+    let file = common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     let r = json(&["-f", &file, "--set", "workload-low.shares=150"]);
     assert_eq!(r["server_concurrency"], 600);
     assert_eq!(
@@ -125,7 +108,7 @@ fn the_defaults_of_1_33_and_more_shares_for_workload_low() {
 #[test]
 fn manifests_carry_the_change_and_read_back_as_the_new_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let file = defaults_133_file(&dir);
+    let file = common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     let out = plan(&[
         "-f",
         &file,
@@ -234,7 +217,7 @@ fn manifests_and_the_apis_json_are_read_too() {
 #[test]
 fn bad_input_is_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let file = defaults_133_file(&dir);
+    let file = common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     // 1 for what the input says; 2 for a malformed command line (clap's usage error).
     let err_code = |args: &[&str], code: i32| {
         let out = plan(args);
@@ -262,13 +245,7 @@ fn sim(rt: &tokio::runtime::Runtime, minor: u32, server_concurrency: u32) -> Str
         Scenario::load(&ScenarioSource::Idle).unwrap(),
     );
     options.server_concurrency = server_concurrency;
-    let sim = Simulator::try_new(options).unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(apf_monitor::sim::serve(listener, sim));
-    format!("http://{addr}")
+    common::sim_with_on(rt, options, false)
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! `apf-monitor check --review`: nothing on the default objects of any version (served by the simulator, and the
 //! real 1.33 objects), each planted misconfiguration found with its object and fix, and a cluster operator's service
 //! account seen in `dump_requests` landing in workload-low.
-use std::io::Read;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -27,44 +26,11 @@ fn findings(out: &Output) -> Vec<Value> {
     v["findings"].as_array().unwrap().clone()
 }
 
-fn fixture(dir: &tempfile::TempDir, name: &str) -> String {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(format!(
-            "{}/tests/fixtures/{name}.gz",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .read_to_string(&mut text)
-    .unwrap();
-    let path = dir.path().join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
-/// A simulated replica of `minor` under `scenario`, on loopback, its clock running.
-fn sim(rt: &tokio::runtime::Runtime, minor: u32, scenario: ScenarioSource) -> String {
-    let sim = Simulator::try_new(SimOptions::new(
-        KubeVersion::new(minor, 0),
-        Scenario::load(&scenario).unwrap(),
-    ))
-    .unwrap();
-    let _guard = rt.enter();
-    std::mem::forget(sim.spawn_clock(Duration::from_millis(100)));
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(apf_monitor::sim::serve(listener, sim));
-    format!("http://{addr}")
-}
-
 #[test]
 fn nothing_on_the_default_objects_of_any_version() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     for minor in KubeVersion::MIN_MINOR..=KubeVersion::MAX_MINOR {
-        let url = sim(&rt, minor, ScenarioSource::Ramp);
+        let url = crate::common::sim_on(&rt, minor, ScenarioSource::Ramp, true);
         let out = review(&["--target", &url, "--output", "json"]);
         assert_eq!(
             out.status.code(),
@@ -75,8 +41,8 @@ fn nothing_on_the_default_objects_of_any_version() {
         assert!(findings(&out).is_empty(), "1.{minor}");
     }
     let dir = tempfile::tempdir().unwrap();
-    let fs = fixture(&dir, "defaults-1.33-flowschemas.yaml");
-    let pl = fixture(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     let out = review(&["--objects", &fs, "--objects", &pl]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -170,8 +136,8 @@ spec:
 #[test]
 fn each_planted_misconfiguration_is_found_with_its_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = fixture(&dir, "defaults-1.33-flowschemas.yaml");
-    let pl = fixture(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
     let planted = dir.path().join("planted.yaml");
     std::fs::write(&planted, PLANTED).unwrap();
     let planted = planted.display().to_string();
@@ -249,7 +215,7 @@ fn a_cluster_operator_in_workload_low_is_found_from_the_traffic() {
     )
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let url = sim(&rt, 34, ScenarioSource::File(scenario));
+    let url = crate::common::sim_on(&rt, 34, ScenarioSource::File(scenario), true);
     // Requests must be executing when the dump is read: the clock has run a few seconds.
     let mut found = Vec::new();
     for _ in 0..50 {

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use apf_monitor::config::{self, Config, DurationValue, RuleConfig, RuleName};
+use apf_monitor::config::{DurationValue, RuleConfig, RuleName};
 use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 /// A 5 s loop: nothing, then 200 ms of 10-seat LISTs at 300/s (600 seats wanted at once: more than the level gets),
@@ -28,11 +28,7 @@ async fn a_level_saturating_between_scrapes_raises_headroom_low_through_the_hist
     .unwrap();
     let sim_url = common::serve_sim(&sim).await;
 
-    let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_secs(1));
-    config.scrape.timeout = config::Interval(Duration::from_secs(1));
-    config.analysis.window = config::Interval(Duration::from_secs(10));
-    config.targets.static_targets = vec![common::sim_target(&sim_url)];
+    let mut config = common::fast_config(&sim_url);
     config.rules.insert(
         RuleName::APFHeadroomLow,
         RuleConfig {

@@ -6,7 +6,6 @@ use crate::common;
 use std::time::Duration;
 
 use crate::common::external;
-use apf_monitor::config::{self, Config};
 use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,11 +14,7 @@ async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser
     let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(34, 0), scenario)).unwrap();
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_url = common::serve_sim(&sim).await;
-    let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_secs(1));
-    config.scrape.timeout = config::Interval(Duration::from_secs(1));
-    config.analysis.window = config::Interval(Duration::from_secs(10));
-    config.targets.static_targets = vec![common::sim_target(&sim_url)];
+    let config = common::fast_config(&sim_url);
     let monitor = common::start_monitor(&config).await;
 
     // APFRequestsRejected fires at once (for: 0s) once two scrapes give a rate; the trend needs two points too.

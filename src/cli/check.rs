@@ -27,9 +27,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let analysis = analysis_of(&config);
     let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
-        None if !args.prometheus.is_empty() => {
-            check_prometheus(&args.prometheus, &args.selector, &analysis).await?
-        }
+        None if !args.prometheus.is_empty() => check_prometheus(&args, &analysis).await?,
         None => check_targets(&replicas(&config).await?, &analysis).await?,
     };
     apply_rules(&mut report, &rules);
@@ -174,11 +172,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
 
 /// Every replica of every cluster a Prometheus holds, at this instant: the same snapshots as a scrape gives, with
 /// rejection rates from Prometheus' own counters over the analysis window (one query each per source).
-async fn check_prometheus(
-    urls: &[String],
-    selector: &str,
-    analysis: &Analysis,
-) -> Result<StatusReport> {
+async fn check_prometheus(args: &CheckArgs, analysis: &Analysis) -> Result<StatusReport> {
     use crate::scrape::prometheus::{instant_query, with_names, PrometheusSource};
     let client = reqwest::Client::new();
     let now = std::time::SystemTime::now()
@@ -186,9 +180,11 @@ async fn check_prometheus(
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
     let mut report = StatusReport::default();
-    for url in urls {
+    for url in &args.prometheus {
         let mut source = PrometheusSource::new(url);
-        source.selector = selector.to_string();
+        source.selector = args.selector.clone();
+        source.cluster_label = args.cluster_label.clone();
+        source.apiserver_label = args.apiserver_label.clone();
         let families = with_names(&source.selector, &crate::model::wanted_names())?;
         let samples = instant_query(&client, &source, &families, now).await?;
         let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();

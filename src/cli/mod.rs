@@ -121,6 +121,22 @@ pub struct CheckArgs {
         requires = "prometheus"
     )]
     pub selector: String,
+    /// With --prometheus: the label naming a series' cluster (a series without it belongs to no cluster).
+    #[arg(
+        long,
+        value_name = "LABEL",
+        default_value = "cluster",
+        requires = "prometheus"
+    )]
+    pub cluster_label: String,
+    /// With --prometheus: the label naming a series' replica.
+    #[arg(
+        long,
+        value_name = "LABEL",
+        default_value = "instance",
+        requires = "prometheus"
+    )]
+    pub apiserver_label: String,
     /// Review the APF configuration instead: FlowSchemas and PriorityLevelConfigurations that are dangling,
     /// unreachable, shadowed, exempt grants, queue settings that leave a flow less than one request, and cluster
     /// operators landing in shared levels (from the replica's dump_requests).

@@ -131,6 +131,22 @@ async fn check_reads_a_fleet_through_prometheus() {
         )),
         "{table}"
     );
+    // Another cluster label: none of these series has it, so no replica names a cluster.
+    let (_, out) = check(&[
+        "--prometheus",
+        &prom.url,
+        "--cluster-label",
+        "region",
+        "--output",
+        "json",
+    ]);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let apiservers = report["apiservers"].as_array().unwrap();
+    assert_eq!(apiservers.len(), 3, "{out}");
+    assert!(
+        apiservers.iter().all(|a| a.get("cluster").is_none()),
+        "{out}"
+    );
     // A selector that matches nothing, and a Prometheus that is not there: clear errors, UNKNOWN.
     let (code, out) = check(&[
         "--prometheus",

@@ -6,8 +6,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{init_logging, load_config, CheckArgs, OutputFormat};
 use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
-use crate::daemon::{analysis_of, build_rules, build_targets, Replica, TargetSource};
-use crate::targets::{access, discovery::Discovery};
+use crate::daemon::{analysis_of, build_rules, Replica};
 
 pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     if args.review {
@@ -28,7 +27,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
         None if !args.prometheus.is_empty() => check_prometheus(&args, &analysis).await?,
-        None => check_targets(&replicas(&config).await?, &analysis).await?,
+        None => check_targets(&super::replicas(&config).await?, &analysis).await?,
     };
     apply_rules(&mut report, &rules);
     if !args.prometheus.is_empty() {
@@ -106,22 +105,6 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
 fn is_shell_prompt(line: &[u8]) -> bool {
     let l = line.trim_ascii();
     l == b"$" || l == b"%" || l.starts_with(b"$ ") || l.starts_with(b"% ")
-}
-
-/// The static targets, or every replica discovery finds now (listed once).
-pub(super) async fn replicas(config: &crate::config::Config) -> Result<Vec<Replica>> {
-    match build_targets(config).await? {
-        TargetSource::Static(replicas) => Ok(replicas),
-        TargetSource::Discover(setup) => {
-            let (namespace, service) = setup.config.service_ref();
-            let discovery = Discovery::new(access::client(&setup.access)?, namespace, service);
-            let found = discovery
-                .once()
-                .await
-                .with_context(|| format!("cannot list the replicas of {}", setup.config.service))?;
-            Ok(setup.replicas(&found))
-        }
-    }
 }
 
 async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<StatusReport> {

@@ -1,5 +1,7 @@
-//! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check`,
-//! `simulate` and `demo`); the work itself is the library's.
+//! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
+//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs`, `plan`, `match` in `matching.rs`), `table.rs` for
+//! the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work
+//! itself is the library's.
 mod check;
 mod demo;
 mod matching;
@@ -318,6 +320,26 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
         .check()
         .map_err(|e| anyhow::anyhow!("the config with the command line's flags: {e}"))?;
     Ok(config)
+}
+
+/// The static targets, or every replica discovery finds now (listed once).
+async fn replicas(config: &crate::config::Config) -> Result<Vec<crate::daemon::Replica>> {
+    match crate::daemon::build_targets(config).await? {
+        crate::daemon::TargetSource::Static(replicas) => Ok(replicas),
+        crate::daemon::TargetSource::Discover(setup) => {
+            let (namespace, service) = setup.config.service_ref();
+            let discovery = crate::targets::discovery::Discovery::new(
+                crate::targets::access::client(&setup.access)?,
+                namespace,
+                service,
+            );
+            let found = discovery
+                .once()
+                .await
+                .with_context(|| format!("cannot list the replicas of {}", setup.config.service))?;
+            Ok(setup.replicas(&found))
+        }
+    }
 }
 
 /// SIGTERM or SIGINT (Ctrl-C).

@@ -62,7 +62,7 @@ pub async fn read_cluster(
     config: &crate::config::Config,
     with_traffic: bool,
 ) -> Result<ClusterObjects> {
-    let replicas = super::check::replicas(config).await?;
+    let replicas = super::replicas(config).await?;
     if replicas.is_empty() {
         bail!("no replica to read: give --file FILE, --target URL or --kubeconfig FILE");
     }

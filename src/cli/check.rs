@@ -156,7 +156,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
 /// Every replica of every cluster a Prometheus holds, at this instant: the same snapshots as a scrape gives, with
 /// rejection rates from Prometheus' own counters over the analysis window (one query each per source).
 async fn check_prometheus(args: &CheckArgs, analysis: &Analysis) -> Result<StatusReport> {
-    use crate::scrape::prometheus::{instant_query, with_names, PrometheusSource};
+    use crate::scrape::prometheus::{families, instant_query, with_names, PrometheusSource};
     let client = reqwest::Client::new();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -168,8 +168,7 @@ async fn check_prometheus(args: &CheckArgs, analysis: &Analysis) -> Result<Statu
         source.selector = args.selector.clone();
         source.cluster_label = args.cluster_label.clone();
         source.apiserver_label = args.apiserver_label.clone();
-        let families = with_names(&source.selector, &crate::model::wanted_names())?;
-        let samples = instant_query(&client, &source, &families, now).await?;
+        let samples = families(&client, &source, &crate::model::wanted_series(), now).await?;
         let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
         let (snapshots, _) = crate::model::snapshots_by_replica(
             &samples,

@@ -39,21 +39,33 @@ const STORAGE_OBJECTS: &str = "apiserver_storage_objects";
 const RESOURCE_OBJECTS: &str = "apiserver_resource_objects";
 const RESOURCE_SIZE: &str = "apiserver_resource_size_estimate_bytes";
 
-/// Every series name the model reads, in full: what a query to a Prometheus asks for.
-pub fn wanted_names() -> Vec<String> {
-    WANTED
-        .iter()
-        .map(|f| format!("{PREFIX}{f}"))
-        .chain(
-            [
-                "kubernetes_build_info",
-                STORAGE_OBJECTS,
-                RESOURCE_OBJECTS,
-                RESOURCE_SIZE,
-            ]
-            .into_iter()
-            .map(String::from),
-        )
+/// Every series name the model reads, with the labels it reads of it (both spellings: 1.18-1.19 wrote them in
+/// camelCase): a Prometheus can sum away every other label before answering, which the model would sum anyway.
+pub fn wanted_series() -> Vec<(String, &'static [&'static str])> {
+    const LEVEL: &[&str] = &["priority_level", "priorityLevel"];
+    const LEVEL_SCHEMA_REASON: &[&str] = &[
+        "priority_level",
+        "priorityLevel",
+        "flow_schema",
+        "flowSchema",
+        "reason",
+    ];
+    const LEVEL_BUCKET: &[&str] = &["priority_level", "priorityLevel", "le"];
+    let apf = WANTED.iter().map(|f| {
+        let labels = match *f {
+            "rejected_requests_total" => LEVEL_SCHEMA_REASON,
+            f if f.ends_with("_bucket") => LEVEL_BUCKET,
+            _ => LEVEL,
+        };
+        (format!("{PREFIX}{f}"), labels)
+    });
+    let other: [(&str, &'static [&'static str]); 4] = [
+        ("kubernetes_build_info", &["git_version", "gitVersion"]),
+        (STORAGE_OBJECTS, &["resource"]),
+        (RESOURCE_OBJECTS, &["group", "resource"]),
+        (RESOURCE_SIZE, &["group", "resource"]),
+    ];
+    apf.chain(other.into_iter().map(|(n, l)| (n.to_string(), l)))
         .collect()
 }
 

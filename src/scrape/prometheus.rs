@@ -86,6 +86,41 @@ pub fn with_names(selector: &str, names: &[String]) -> Result<String, Prometheus
     })
 }
 
+/// Every family in `series` at `time`, one query each (run together): `sum by (cluster, apiserver, <the labels the
+/// model reads>)` of the family's series, so the answer carries no label the model would sum away anyway, and its
+/// size follows the replicas and levels, not the flow schemas or the scrape's own labels. Each sample gets its
+/// family's name back.
+pub async fn families(
+    client: &reqwest::Client,
+    source: &PrometheusSource,
+    series: &[(String, &[&str])],
+    time: f64,
+) -> Result<Vec<VectorSample>, PrometheusError> {
+    let queries = series
+        .iter()
+        .map(|(name, labels)| {
+            let by: Vec<&str> = [
+                source.cluster_label.as_str(),
+                source.apiserver_label.as_str(),
+            ]
+            .into_iter()
+            .chain(labels.iter().copied())
+            .collect();
+            let selector = with_names(&source.selector, std::slice::from_ref(name))?;
+            Ok((name, format!("sum by ({}) ({selector})", by.join(", "))))
+        })
+        .collect::<Result<Vec<_>, PrometheusError>>()?;
+    let answers = futures_util::future::try_join_all(queries.iter().map(|(name, q)| async move {
+        let samples = instant_query(client, source, q, time).await?;
+        Ok::<_, PrometheusError>(samples.into_iter().map(move |mut s| {
+            s.labels.insert("__name__".into(), name.to_string());
+            s
+        }))
+    }))
+    .await?;
+    Ok(answers.into_iter().flatten().collect())
+}
+
 #[derive(Deserialize)]
 struct Answer {
     status: String,

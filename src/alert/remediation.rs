@@ -7,7 +7,7 @@ use crate::analyze::{FlowReport, LevelReport, ListCosts};
 use crate::apf::defaults::{default_precedence, default_shares};
 use crate::apf::endpoints::flowcontrol_api_version;
 use crate::apf::matching::{implied_groups, match_request, Request, Target};
-use crate::apf::{limits, EXEMPT};
+use crate::apf::{limits, object_name, subject_of, EXEMPT};
 use crate::model::FlowcontrolObjects;
 
 /// A sentence, and a manifest when the change is one.
@@ -224,38 +224,12 @@ fn list_cost(resource: &str, level: &LevelReport, lists: &ListCosts) -> Option<S
     ))
 }
 
-/// A DNS-1123 name made of the user's words, short enough for both objects.
-fn object_name(user: &str) -> String {
-    let base = user
-        .strip_prefix("system:serviceaccount:")
-        .unwrap_or(user)
-        .to_ascii_lowercase();
-    let mut name = String::from("isolate-");
-    for c in base.chars() {
-        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
-        if !(c == '-' && name.ends_with('-')) {
-            name.push(c);
-        }
-    }
-    name.truncate(63);
-    name.trim_end_matches('-').to_string()
-}
-
 /// PriorityLevelConfiguration + FlowSchema (flowcontrol.apiserver.k8s.io/v1) matching this user, and the
 /// resource and verb seen, ahead of the schema that matches the flow today: `today` as the cluster's objects say
 /// (schema, precedence), else the default schema's precedence.
 pub fn isolation_manifest(flow: &FlowReport, user: &str, today: Option<(&str, u32)>) -> String {
-    let name = object_name(user);
-    let subject = match user
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|r| r.split_once(':'))
-    {
-        Some((ns, sa)) if !ns.is_empty() && !sa.is_empty() => json!({
-            "kind": "ServiceAccount",
-            "serviceAccount": {"namespace": ns, "name": sa},
-        }),
-        _ => json!({"kind": "User", "user": {"name": user}}),
-    };
+    let name = object_name("isolate-", user);
+    let subject = subject_of(user);
     let (schema_today, today) = match today {
         Some((schema, p)) => (schema, Some(p)),
         None => (

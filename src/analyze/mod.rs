@@ -192,10 +192,7 @@ impl Analysis {
         let snap = &latest.snapshot;
         report.kubernetes_version = snap.kubernetes_version.clone();
         report.list_costs = ListCosts {
-            minor: snap
-                .kubernetes_version
-                .as_deref()
-                .and_then(crate::apf::KubeVersion::minor_of),
+            minor: snap.minor(),
             objects: snap.resource_objects.clone(),
             bytes: snap.resource_size_bytes.clone(),
         };

@@ -5,11 +5,12 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::apf::endpoints::flowcontrol_api_version;
 use crate::apf::limits::{max_seats, seat_limits};
 use crate::apf::matching::in_matching_order;
 use crate::apf::{
-    FlowSchema, KubeVersion, NonResourceRule, PolicyRules, PriorityLevelConfig, ResourceRule,
-    Subject,
+    object_name, subject_of, FlowSchema, KubeVersion, NonResourceRule, PolicyRules,
+    PriorityLevelConfig, ResourceRule, Subject,
 };
 
 /// What the review looks at: the objects, the seats of a replica, and the users seen in the replicas' flows.
@@ -385,24 +386,23 @@ fn operators_in_shared_levels(input: &ReviewInput, out: &mut Vec<Finding>) {
         if !seen.insert(user.clone()) {
             continue;
         }
-        let object_name = format!("{namespace}-{name}")
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect::<String>();
-        let manifest = format!(
-            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata:\n  name: {object_name}\nspec:\n  \
-             matchingPrecedence: 1000\n  priorityLevelConfiguration:\n    name: workload-high\n  distinguisherMethod:\n    \
-             type: ByNamespace\n  rules:\n  - subjects:\n    - kind: ServiceAccount\n      serviceAccount:\n        \
-             namespace: {namespace}\n        name: {name}\n    resourceRules:\n    - verbs: [\"*\"]\n      apiGroups: \
-             [\"*\"]\n      resources: [\"*\"]\n      clusterScope: true\n      namespaces: [\"*\"]\n    nonResourceRules:\n    \
-             - verbs: [\"*\"]\n      nonResourceURLs: [\"*\"]\n"
-        );
+        let schema_for_it = serde_json::json!({
+            "apiVersion": flowcontrol_api_version("v1"),
+            "kind": "FlowSchema",
+            "metadata": {"name": object_name("", user)},
+            "spec": {
+                "matchingPrecedence": 1000,
+                "priorityLevelConfiguration": {"name": "workload-high"},
+                "distinguisherMethod": {"type": "ByNamespace"},
+                "rules": [{
+                    "subjects": [subject_of(user)],
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                       "clusterScope": true, "namespaces": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                }],
+            },
+        });
+        let manifest = serde_yaml::to_string(&schema_for_it).ok();
         out.push(Finding {
             check: "operator_in_shared_level",
             severity: Severity::Warning,
@@ -416,7 +416,7 @@ fn operators_in_shared_levels(input: &ReviewInput, out: &mut Vec<Finding>) {
                 "give it a FlowSchema of its own ahead of {schema} (matchingPrecedence 1000, below service-accounts' \
                  9000) on workload-high"
             ),
-            manifest: Some(manifest),
+            manifest,
         });
     }
 }

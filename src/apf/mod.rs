@@ -14,8 +14,8 @@ pub mod plan;
 mod version;
 
 pub use objects::{
-    Distinguisher, FlowSchema, FlowSchemaDef, NonResourceRule, PolicyRules, PriorityLevelConfig,
-    ResourceRule, Subject,
+    object_name, subject_of, Distinguisher, FlowSchema, FlowSchemaDef, NonResourceRule,
+    PolicyRules, PriorityLevelConfig, ResourceRule, Subject,
 };
 pub use version::{KubeVersion, VersionError};
 

@@ -175,3 +175,36 @@ pub struct NonResourceRule {
     pub verbs: Vec<String>,
     pub non_resource_urls: Vec<String>,
 }
+
+/// A DNS-1123 object name made of `prefix` and the user's words (a service account's `namespace-name`), at most 63
+/// characters: what the manifests apf-monitor proposes are called.
+pub fn object_name(prefix: &str, user: &str) -> String {
+    let base = user
+        .strip_prefix("system:serviceaccount:")
+        .unwrap_or(user)
+        .to_ascii_lowercase();
+    let mut name = String::from(prefix);
+    for c in base.chars() {
+        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
+        if !(c == '-' && (name.is_empty() || name.ends_with('-'))) {
+            name.push(c);
+        }
+    }
+    name.truncate(63);
+    name.trim_end_matches('-').to_string()
+}
+
+/// The FlowSchema subject that names exactly this user: a ServiceAccount for `system:serviceaccount:NS:NAME`, else a
+/// User.
+pub fn subject_of(user: &str) -> serde_json::Value {
+    match user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, sa)) if !ns.is_empty() && !sa.is_empty() => serde_json::json!({
+            "kind": "ServiceAccount",
+            "serviceAccount": {"namespace": ns, "name": sa},
+        }),
+        _ => serde_json::json!({"kind": "User", "user": {"name": user}}),
+    }
+}

@@ -101,30 +101,13 @@ pub async fn read_cluster(
         };
         let round = crate::scrape::scrape_replica(&replica.target, &plan).await;
         let snapshot = round.snapshot.unwrap_or_default();
-        let traffic = snapshot
-            .flows
-            .iter()
-            .flatten()
-            .flat_map(|f| {
-                f.users
-                    .iter()
-                    .map(|u| (f.flow_schema.clone(), f.priority_level.clone(), u.clone()))
-            })
-            .collect();
         return Ok(ClusterObjects {
             replica: name.clone(),
             flow_schemas,
             priority_levels,
-            served_nominal: snapshot
-                .levels
-                .iter()
-                .filter_map(|(n, l)| Some((n.clone(), l.nominal_limit_seats?)))
-                .collect(),
-            minor: snapshot
-                .kubernetes_version
-                .as_deref()
-                .and_then(crate::apf::KubeVersion::minor_of),
-            traffic,
+            served_nominal: snapshot.nominal_limits(),
+            minor: snapshot.minor(),
+            traffic: snapshot.flow_users().collect(),
         });
     }
     bail!(

@@ -82,18 +82,15 @@ pub async fn plan(args: PlanArgs) -> Result<()> {
         server_concurrency,
         input.borrowing,
     )?;
-    let sum = |levels: &[PriorityLevelConfig]| -> u64 {
-        levels
-            .iter()
-            .map(|l| u64::from(l.shares_or_default()))
-            .sum()
-    };
-    let after = plan::apply(&input.levels, &args.set)?;
+    // The denominators of every nominal limit, from the rows (which hold every level's shares).
+    let sum =
+        |shares: fn(&PlanRow) -> u32| -> u64 { rows.iter().map(|r| u64::from(shares(r))).sum() };
+    let (shares_sum_before, shares_sum_after) = (sum(|r| r.before.shares), sum(|r| r.after.shares));
     let report = PlanReport {
         server_concurrency,
         server_concurrency_source: source,
-        shares_sum_before: sum(&input.levels),
-        shares_sum_after: sum(&after),
+        shares_sum_before,
+        shares_sum_after,
         priority_levels: rows,
     };
     match args.output {

@@ -177,35 +177,18 @@ impl AnalysisStage {
             .replicas
             .values()
             .find_map(|r| Some((r, r.objects.as_ref()?)))?;
-        let version = state
-            .history
-            .latest()
-            .and_then(|p| p.snapshot.kubernetes_version.as_deref())
-            .and_then(KubeVersion::minor_of)
+        let latest = state.history.latest().map(|p| &p.snapshot);
+        let version = latest
+            .and_then(|s| s.minor())
             .map(|minor| KubeVersion::new(minor, 0));
-        let served: BTreeMap<String, f64> = state
-            .history
-            .latest()
-            .map(|p| {
-                p.snapshot
-                    .levels
-                    .iter()
-                    .filter_map(|(n, l)| Some((n.clone(), l.nominal_limit_seats?)))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let served = latest.map(|s| s.nominal_limits()).unwrap_or_default();
         let server_concurrency = infer_server_concurrency(&objects.priority_levels, &served)
             .unwrap_or(DEFAULT_SERVER_CONCURRENCY);
         let traffic: BTreeSet<(String, String, String)> = self
             .replicas
             .values()
             .flat_map(|r| r.history.iter())
-            .flat_map(|p| p.snapshot.flows.iter().flatten())
-            .flat_map(|f| {
-                f.users
-                    .iter()
-                    .map(|u| (f.flow_schema.clone(), f.priority_level.clone(), u.clone()))
-            })
+            .flat_map(|p| p.snapshot.flow_users())
             .collect();
         let traffic: Vec<_> = traffic.into_iter().collect();
         Some(review(&ReviewInput {

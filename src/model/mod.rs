@@ -149,6 +149,30 @@ impl ReplicaSnapshot {
         !matches!(self.generation, None | Some(MetricGeneration::None))
     }
 
+    /// The minor version of the replica's gitVersion (provider suffixes allowed).
+    pub fn minor(&self) -> Option<u32> {
+        self.kubernetes_version
+            .as_deref()
+            .and_then(crate::apf::KubeVersion::minor_of)
+    }
+
+    /// The nominal limit each level reports: what the replica's server concurrency is inferred from.
+    pub fn nominal_limits(&self) -> BTreeMap<String, f64> {
+        self.levels
+            .iter()
+            .filter_map(|(name, l)| Some((name.clone(), l.nominal_limit_seats?)))
+            .collect()
+    }
+
+    /// (flow schema, priority level, user) of every user seen in this scrape's `dump_requests`.
+    pub fn flow_users(&self) -> impl Iterator<Item = (String, String, String)> + '_ {
+        self.flows.iter().flatten().flat_map(|f| {
+            f.users
+                .iter()
+                .map(|u| (f.flow_schema.clone(), f.priority_level.clone(), u.clone()))
+        })
+    }
+
     /// Gives each level its PriorityLevelConfiguration (queues, queueLengthLimit), matched by name; levels without
     /// one keep none.
     pub fn attach_configs<'a>(

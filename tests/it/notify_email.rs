@@ -346,21 +346,33 @@ fn with_ca(mut cfg: ReceiverConfig, ca: &Path) -> ReceiverConfig {
     cfg
 }
 
-#[tokio::test]
-async fn starttls_with_a_private_ca_delivers() {
-    let (_dir, ca, cert, key) = pki();
+/// An aiosmtpd speaking TLS (`cert_flag`/`key_flag` say which kind) with a certificate of a private CA, and one
+/// notification delivered to it by a receiver that trusts that CA.
+async fn delivered_with_private_ca(
+    cert_flag: &str,
+    key_flag: &str,
+    tls: EmailTls,
+) -> (SmtpServer, tempfile::TempDir) {
+    let (dir, ca, cert, key) = pki();
     let server = SmtpServer::start_with(&[
-        "--tlscert".as_ref(),
+        cert_flag.as_ref(),
         cert.as_os_str(),
-        "--tlskey".as_ref(),
+        key_flag.as_ref(),
         key.as_os_str(),
     ]);
-    let cfg = with_ca(email_config(server.smarthost(), EmailTls::Starttls), &ca);
+    let cfg = with_ca(email_config(server.smarthost(), tls), &ca);
     notify::build(&cfg)
         .unwrap()
         .send(&notification())
         .await
         .unwrap();
+    (server, dir)
+}
+
+#[tokio::test]
+async fn starttls_with_a_private_ca_delivers() {
+    let (server, _dir) =
+        delivered_with_private_ca("--tlscert", "--tlskey", EmailTls::Starttls).await;
     let m = server.messages();
     assert_eq!(m.len(), 1);
     assert_eq!(m[0]["subject"], "[FIRING:2] APFHeadroomLow workload-low");
@@ -376,19 +388,8 @@ async fn starttls_with_a_private_ca_delivers() {
 
 #[tokio::test]
 async fn implicit_tls_with_a_private_ca_delivers() {
-    let (_dir, ca, cert, key) = pki();
-    let server = SmtpServer::start_with(&[
-        "--smtpscert".as_ref(),
-        cert.as_os_str(),
-        "--smtpskey".as_ref(),
-        key.as_os_str(),
-    ]);
-    let cfg = with_ca(email_config(server.smarthost(), EmailTls::Tls), &ca);
-    notify::build(&cfg)
-        .unwrap()
-        .send(&notification())
-        .await
-        .unwrap();
+    let (server, _dir) =
+        delivered_with_private_ca("--smtpscert", "--smtpskey", EmailTls::Tls).await;
     let m = server.messages();
     assert_eq!(m.len(), 1);
     assert_eq!(m[0]["to"], "sre@example.com, oncall@example.com");

@@ -150,6 +150,80 @@ pub struct TargetsConfig {
     pub static_targets: Vec<StaticTarget>,
     #[serde(default)]
     pub kubernetes: KubernetesConfig,
+    /// Prometheus-compatible APIs (Prometheus, Thanos, Mimir, a provider's managed Prometheus) holding the
+    /// replicas' `/metrics`: read instead of the replicas. Exclusive with `static`.
+    #[serde(default)]
+    pub prometheus: Vec<PrometheusTarget>,
+}
+
+/// A Prometheus HTTP API that stores the apiservers' metrics, read with instant queries each round.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusTarget {
+    /// The API's base URL: `http://prometheus:9090`, a Thanos querier, `https://mimir/prometheus`.
+    pub url: TargetUrl,
+    /// The name of this source in apf-monitor's own metrics and errors; default: the URL's `host:port`.
+    pub name: Option<String>,
+    /// The apiservers' series.
+    #[serde(default = "default_prometheus_selector")]
+    pub selector: String,
+    /// The label naming a series' cluster; a series without it belongs to no cluster.
+    #[serde(default = "default_cluster_label")]
+    pub cluster_label: String,
+    /// The label naming a series' replica.
+    #[serde(default = "default_apiserver_label")]
+    pub apiserver_label: String,
+    /// A file holding a bearer token; re-read whenever it changes.
+    pub bearer_token_file: Option<PathBuf>,
+    /// PEM bundle of the CA that signed the API's certificate (default: the public web roots).
+    pub ca_file: Option<PathBuf>,
+    /// Extra request headers, e.g. `X-Scope-OrgID` for Mimir or Cortex tenants. Not for secrets: use
+    /// `bearer_token_file`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Overrides `scrape.timeout` for this source's queries.
+    pub timeout: Option<Interval>,
+}
+
+pub const DEFAULT_PROMETHEUS_SELECTOR: &str = r#"{job=~"apiserver|kube-apiserver"}"#;
+
+fn default_prometheus_selector() -> String {
+    DEFAULT_PROMETHEUS_SELECTOR.into()
+}
+fn default_cluster_label() -> String {
+    "cluster".into()
+}
+fn default_apiserver_label() -> String {
+    "instance".into()
+}
+
+impl PrometheusTarget {
+    /// `name`, else the URL's `host:port` (and path, for an API below the root).
+    pub fn display_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            let url = &self.url.0;
+            let host = url.host_str().unwrap_or("unknown");
+            let port = url
+                .port_or_known_default()
+                .map(|p| format!(":{p}"))
+                .unwrap_or_default();
+            format!("{host}{port}{}", url.path().trim_end_matches('/'))
+        })
+    }
+
+    pub fn from_url(url: TargetUrl) -> Self {
+        Self {
+            url,
+            name: None,
+            selector: default_prometheus_selector(),
+            cluster_label: default_cluster_label(),
+            apiserver_label: default_apiserver_label(),
+            bearer_token_file: None,
+            ca_file: None,
+            headers: BTreeMap::new(),
+            timeout: None,
+        }
+    }
 }
 
 /// Apiserver access (the `kube` crate): for discovering every replica when there is no static target, and for
@@ -452,7 +526,12 @@ impl Default for RouteConfig {
     fn default() -> Self {
         Self {
             receivers: Vec::new(),
-            group_by: vec!["alertname".into(), "priority_level".into()],
+            // `cluster` is absent unless a Prometheus source labels one: then each cluster is notified apart.
+            group_by: vec![
+                "alertname".into(),
+                "cluster".into(),
+                "priority_level".into(),
+            ],
             group_wait: DurationValue(Duration::from_secs(30)),
             group_interval: Interval(Duration::from_secs(300)),
             repeat_interval: Interval(Duration::from_secs(4 * 3600)),
@@ -717,6 +796,93 @@ impl Config {
                         at("targets.name")
                     ));
                 }
+            }
+        }
+        if !self.targets.prometheus.is_empty() && !self.targets.static_targets.is_empty() {
+            return Err(format!(
+                "targets.static and targets.prometheus are two ways to read the same numbers: give one{}",
+                at("targets.prometheus")
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, p) in self.targets.prometheus.iter().enumerate() {
+            let key = |k: &str| format!("targets.prometheus[{i}].{k}");
+            if !p.selector.trim().starts_with('{') || !p.selector.trim().ends_with('}') {
+                return Err(format!(
+                    "{} {:?}: write label matchers in braces, e.g. {}{}",
+                    key("selector"),
+                    p.selector,
+                    DEFAULT_PROMETHEUS_SELECTOR,
+                    at("targets.prometheus.selector")
+                ));
+            }
+            for (k, label) in [
+                ("cluster_label", &p.cluster_label),
+                ("apiserver_label", &p.apiserver_label),
+            ] {
+                let valid = label.chars().enumerate().all(|(j, c)| {
+                    c == '_' || c.is_ascii_alphabetic() || (j > 0 && c.is_ascii_digit())
+                });
+                if label.is_empty() || !valid {
+                    return Err(format!(
+                        "{} {label:?} is not a Prometheus label name{}",
+                        key(k),
+                        at(&format!("targets.prometheus.{k}"))
+                    ));
+                }
+            }
+            if let Some(h) = p
+                .headers
+                .keys()
+                .find(|h| h.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(format!(
+                    "{}: {h} would put a secret in the config; give bearer_token_file instead{}",
+                    key("headers"),
+                    at("targets.prometheus.headers")
+                ));
+            }
+            if let Some((h, _)) = p.headers.iter().find(|(h, v)| {
+                reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
+                    || reqwest::header::HeaderValue::from_str(v).is_err()
+            }) {
+                return Err(format!(
+                    "{}: {h:?} is not a valid HTTP header (name or value){}",
+                    key("headers"),
+                    at("targets.prometheus.headers")
+                ));
+            }
+            if p.url.0.scheme() == "http" && p.ca_file.is_some() {
+                return Err(format!(
+                    "{}: ca_file given for an http:// URL{}",
+                    key("url"),
+                    at("targets.prometheus.url")
+                ));
+            }
+            if let Some(timeout) = p.timeout {
+                if timeout.0 > self.scrape.interval.0 {
+                    return Err(format!(
+                        "{} ({}) must not exceed scrape.interval ({}){}",
+                        key("timeout"),
+                        humantime::format_duration(timeout.0),
+                        humantime::format_duration(self.scrape.interval.0),
+                        at("targets.prometheus.timeout")
+                    ));
+                }
+            }
+            let name = p.display_name();
+            if name.trim().is_empty() {
+                return Err(format!(
+                    "{} must not be empty{}",
+                    key("name"),
+                    at("targets.prometheus.name")
+                ));
+            }
+            if !names.insert(name.clone()) {
+                return Err(format!(
+                    "two Prometheus sources are both named {name:?}: give each a distinct `name`{}",
+                    at("targets.prometheus.name")
+                ));
             }
         }
         let k = &self.targets.kubernetes;

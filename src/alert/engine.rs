@@ -243,6 +243,7 @@ mod tests {
 
     fn cand(name: &str, for_secs: u64, keep_secs: u64, summary: &str) -> Candidate {
         Candidate {
+            replica: Default::default(),
             labels: [("alertname".to_string(), name.to_string())].into(),
             annotations: [("summary".to_string(), summary.to_string())].into(),
             for_: Duration::from_secs(for_secs),

@@ -69,13 +69,14 @@ pub fn group_key(group_labels: &LabelSet) -> String {
     format!("{{}}:{{{}}}", inner.join(", "))
 }
 
-/// A critical alert mutes the warning of the same `apiserver` and `priority_level` (absent on both counts as equal).
+/// A critical alert mutes the warning of the same `cluster`, `apiserver` and `priority_level` (absent on both counts
+/// as equal).
 fn inhibits(source: &Alert, target: &Alert) -> bool {
     let sev = |a: &Alert| a.labels.get("severity").cloned().unwrap_or_default();
     !source.is_resolved()
         && sev(source) == "critical"
         && sev(target) == "warning"
-        && ["apiserver", "priority_level"]
+        && ["cluster", "apiserver", "priority_level"]
             .iter()
             .all(|l| source.labels.get(*l) == target.labels.get(*l))
 }

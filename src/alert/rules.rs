@@ -10,7 +10,7 @@ use crate::analyze::{
     waiting_width, ApiserverReport, LevelReport, LevelStatus, Problem, StatusReport,
 };
 use crate::config::{RuleConfig, RuleName, Severity};
-use crate::model::EXEMPT;
+use crate::model::{ReplicaKey, EXEMPT};
 
 use super::remediation::remediate;
 use super::LabelSet;
@@ -18,6 +18,8 @@ use super::LabelSet;
 /// A condition that holds now, with what the alert would say.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
+    /// The replica the condition holds on (its cluster, when it has one).
+    pub replica: ReplicaKey,
     pub labels: LabelSet,
     pub annotations: BTreeMap<String, String>,
     pub for_: Duration,
@@ -270,18 +272,16 @@ impl Rules {
     }
 }
 
-/// The status of each level (by `apiserver`, `priority_level`): the worst severity among the conditions that hold
+/// The status of each level (by replica and `priority_level`): the worst severity among the conditions that hold
 /// on it. A disabled rule holds nowhere, so it colours nothing.
-pub fn level_statuses(candidates: &[Candidate]) -> BTreeMap<(String, String), LevelStatus> {
-    let mut out: BTreeMap<(String, String), LevelStatus> = BTreeMap::new();
+pub fn level_statuses(candidates: &[Candidate]) -> BTreeMap<(ReplicaKey, String), LevelStatus> {
+    let mut out: BTreeMap<(ReplicaKey, String), LevelStatus> = BTreeMap::new();
     for c in candidates {
-        let (Some(server), Some(level)) =
-            (c.labels.get("apiserver"), c.labels.get("priority_level"))
-        else {
+        let Some(level) = c.labels.get("priority_level") else {
             continue;
         };
         let status = severity_status(c.labels.get("severity").map(String::as_str));
-        let e = out.entry((server.clone(), level.clone())).or_default();
+        let e = out.entry((c.replica.clone(), level.clone())).or_default();
         *e = (*e).max(status);
     }
     out
@@ -455,22 +455,33 @@ impl Rule {
         })
     }
 
-    fn labels(&self, server: &str, level: Option<&str>) -> LabelSet {
+    /// The rule's labels on a replica: its cluster (when it has one, over a `cluster` set in the rule's config)
+    /// and apiserver, and the level.
+    fn labels(&self, server: &ApiserverReport, level: Option<&str>) -> LabelSet {
         let mut labels: LabelSet = self.labels.clone();
         labels.insert("alertname".into(), self.name.as_str().into());
         labels.insert("severity".into(), self.severity.as_str().into());
-        labels.insert("apiserver".into(), server.into());
+        if let Some(cluster) = &server.cluster {
+            labels.insert("cluster".into(), cluster.clone());
+        }
+        labels.insert("apiserver".into(), server.apiserver.clone());
         if let Some(level) = level {
             labels.insert("priority_level".into(), level.into());
         }
         labels
     }
 
-    fn candidate(&self, labels: LabelSet, mut annotations: BTreeMap<String, String>) -> Candidate {
+    fn candidate(
+        &self,
+        server: &ApiserverReport,
+        labels: LabelSet,
+        mut annotations: BTreeMap<String, String>,
+    ) -> Candidate {
         if !self.runbook_url.is_empty() {
             annotations.insert("runbook_url".into(), self.runbook_url.clone());
         }
         Candidate {
+            replica: server.key(),
             labels,
             annotations,
             for_: self.for_,
@@ -588,7 +599,7 @@ impl Rule {
         is_active: &impl Fn(&LabelSet) -> bool,
         out: &mut Vec<Candidate>,
     ) {
-        let name = server.apiserver.as_str();
+        let name = &server.display_name();
         if self.name == RuleName::APFScrapeFailing {
             self.scrape_failing(server, out);
             return;
@@ -615,7 +626,7 @@ impl Rule {
                     // No rate before two scrapes span a window (just after a restart): unknown is not "no
                     // rejections", so an active alert holds instead of resolving and firing again a scrape later.
                     for reason in crate::apf::REJECTION_REASONS {
-                        let mut labels = self.labels(name, Some(&l.priority_level));
+                        let mut labels = self.labels(server, Some(&l.priority_level));
                         labels.insert("reason".into(), reason.into());
                         if is_active(&labels) {
                             let mut a = base();
@@ -627,13 +638,13 @@ impl Rule {
                                     l.priority_level
                                 ),
                             );
-                            out.push(self.candidate(labels, a));
+                            out.push(self.candidate(server, labels, a));
                         }
                     }
                     continue;
                 };
                 for (reason, rate) in rates {
-                    let mut labels = self.labels(name, Some(&l.priority_level));
+                    let mut labels = self.labels(server, Some(&l.priority_level));
                     labels.insert("reason".into(), reason.clone());
                     if !self.spec.holds(*rate, self.threshold(is_active(&labels))) {
                         continue;
@@ -660,22 +671,22 @@ impl Rule {
                             schemas.join(", ")
                         },
                     );
-                    out.push(self.candidate(labels, a));
+                    out.push(self.candidate(server, labels, a));
                 }
                 continue;
             }
-            let labels = self.labels(name, Some(&l.priority_level));
+            let labels = self.labels(server, Some(&l.priority_level));
             if let Some(summary) = self.level_condition(name, l, is_active(&labels)) {
                 let mut a = base();
                 a.insert("summary".into(), summary);
-                out.push(self.candidate(labels, a));
+                out.push(self.candidate(server, labels, a));
             }
         }
     }
 
     /// `/metrics` failing (an error on it, stale, no APF, or no level at all), or a 403 on any endpoint.
     fn scrape_failing(&self, server: &ApiserverReport, out: &mut Vec<Candidate>) {
-        let name = server.apiserver.as_str();
+        let name = &server.display_name();
         let blinding = server.errors.iter().find(|p| p.blinds_metrics());
         let forbidden: Vec<&Problem> = server.errors.iter().filter(|p| p.is_forbidden()).collect();
         let metrics_failing = blinding.is_some() || server.levels.is_empty();
@@ -719,7 +730,7 @@ impl Rule {
             },
         );
         a.insert("remediation".into(), remediation);
-        out.push(self.candidate(self.labels(name, None), a));
+        out.push(self.candidate(server, self.labels(server, None), a));
     }
 }
 

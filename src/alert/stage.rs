@@ -13,6 +13,7 @@ use super::silence::Silences;
 use super::state::AlertState;
 use super::{Alert, Notification};
 use crate::analyze::{AlertReport, LevelStatus, StatusReport};
+use crate::model::ReplicaKey;
 
 /// The whole alerting stage of one apf-monitor.
 #[derive(Debug, Clone)]
@@ -24,7 +25,7 @@ pub struct Alerting {
     /// The conditions that held in the last round (pending and firing alike): the levels' status.
     last_candidates: Vec<Candidate>,
     /// The replicas of the last report: the alerts of one that is gone are resolved at once.
-    apiservers: BTreeSet<String>,
+    apiservers: BTreeSet<ReplicaKey>,
 }
 
 /// What the alerting stage publishes for the status page, `/api/v1/status` and `apf_alert_firing`.
@@ -32,8 +33,8 @@ pub struct Alerting {
 pub struct AlertView {
     /// Pending, firing (or muted) and recently resolved alerts.
     pub alerts: Vec<AlertReport>,
-    /// Each level's status by (`apiserver`, `priority_level`): the worst severity among the rules holding on it.
-    pub statuses: BTreeMap<(String, String), LevelStatus>,
+    /// Each level's status by (replica, `priority_level`): the worst severity among the rules holding on it.
+    pub statuses: BTreeMap<(ReplicaKey, String), LevelStatus>,
 }
 
 impl AlertView {
@@ -41,10 +42,11 @@ impl AlertView {
     pub fn apply(&self, report: &mut StatusReport) {
         report.alerts = self.alerts.clone();
         for a in &mut report.apiservers {
+            let key = a.key();
             for l in &mut a.levels {
                 l.status = self
                     .statuses
-                    .get(&(a.apiserver.clone(), l.priority_level.clone()))
+                    .get(&(key.clone(), l.priority_level.clone()))
                     .copied()
                     .unwrap_or_default();
             }
@@ -79,16 +81,18 @@ impl Alerting {
 
     /// Evaluates the rules on the report, advances every alert's life cycle, and returns the notifications due.
     pub fn round(&mut self, now: SystemTime, report: &StatusReport) -> Vec<Notification> {
-        let present: BTreeSet<String> = report
-            .apiservers
-            .iter()
-            .map(|a| a.apiserver.clone())
-            .collect();
-        // A replica that left (a reload, discovery) has nothing left to alert about: resolved now, not after
-        // keep_firing_for, and its resolution goes out like any other.
+        let present: BTreeSet<ReplicaKey> = report.apiservers.iter().map(|a| a.key()).collect();
+        // A replica that left (a reload, discovery, a Prometheus no longer holding it) has nothing left to alert
+        // about: resolved now, not after keep_firing_for, and its resolution goes out like any other. A replica
+        // without a cluster matches whatever `cluster` a rule's config labels its alerts with.
         for gone in self.apiservers.difference(&present) {
-            self.engine
-                .resolve_where(now, |labels| labels.get("apiserver") == Some(gone));
+            self.engine.resolve_where(now, |labels| {
+                labels.get("apiserver") == Some(&gone.apiserver)
+                    && gone
+                        .cluster
+                        .as_ref()
+                        .is_none_or(|c| labels.get("cluster") == Some(c))
+            });
         }
         self.apiservers = present;
         let engine = &self.engine;

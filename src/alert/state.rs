@@ -157,6 +157,7 @@ mod tests {
 
     fn cand(name: &str) -> Candidate {
         Candidate {
+            replica: Default::default(),
             labels: [
                 ("alertname".to_string(), name.to_string()),
                 ("priority_level".to_string(), "workload-low".to_string()),

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::model::{LevelSnapshot, ReplicaSnapshot, EXEMPT};
+use crate::model::{LevelSnapshot, ReplicaKey, ReplicaSnapshot, EXEMPT};
 
 /// The shape shared by `check --output json` and `/api/v1/status` (README: `check` and HTTP), named like the metrics.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -62,6 +62,24 @@ pub struct ApiserverReport {
     /// The flowcontrol objects the replica serves, when read: the remediation matches a flow against them.
     #[serde(skip)]
     pub objects: Option<std::sync::Arc<crate::model::FlowcontrolObjects>>,
+}
+
+impl ApiserverReport {
+    /// Which replica this is: its cluster and apiserver.
+    pub fn key(&self) -> ReplicaKey {
+        ReplicaKey {
+            cluster: self.cluster.clone(),
+            apiserver: self.apiserver.clone(),
+        }
+    }
+
+    /// The replica as a sentence names it: `10.0.0.5:6443`, or `10.0.0.5:6443 in cluster prod`.
+    pub fn display_name(&self) -> String {
+        match &self.cluster {
+            Some(c) => format!("{} in cluster {c}", self.apiserver),
+            None => self.apiserver.clone(),
+        }
+    }
 }
 
 /// The inputs of kube-apiserver's LIST work estimate, from the latest scrape.
@@ -397,39 +415,6 @@ impl Analysis {
     }
 }
 
-/// Rejection rates computed elsewhere (a Prometheus' `rate()` of the counters), as (priority level, flow schema,
-/// reason, per second): every non-exempt level gets a rate map (a level absent here rejected nothing).
-pub fn apply_rejection_rates<'a>(
-    report: &mut ApiserverReport,
-    rates: impl IntoIterator<Item = (&'a str, &'a str, &'a str, f64)>,
-) {
-    for l in report
-        .levels
-        .iter_mut()
-        .filter(|l| l.priority_level != EXEMPT)
-    {
-        l.rejected_per_second = Some(BTreeMap::new());
-    }
-    for (pl, fs, reason, rate) in rates {
-        if let Some(l) = report
-            .levels
-            .iter_mut()
-            .find(|l| l.priority_level == pl && l.priority_level != EXEMPT)
-        {
-            *l.rejected_per_second
-                .get_or_insert_with(BTreeMap::new)
-                .entry(reason.to_string())
-                .or_insert(0.0) += rate;
-        }
-        report.flow_schema_rejected_per_second.push((
-            pl.to_string(),
-            fs.to_string(),
-            reason.to_string(),
-            rate,
-        ));
-    }
-}
-
 /// One snapshot alone (`check --file`): no rates, no trend.
 pub fn analyze_single(
     apiserver: &str,
@@ -440,6 +425,33 @@ pub fn analyze_single(
     history.push(Point {
         at: 0.0,
         wall_time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        snapshot: std::sync::Arc::new(snapshot),
+    });
+    analysis.analyze_replica(apiserver, &history, 0.0)
+}
+
+/// A snapshot and, when there is one, the snapshot `span` seconds before it (`check --prometheus`): rates,
+/// percentiles and the trend over that span, by the same derivations as the daemon's history.
+pub fn analyze_pair(
+    apiserver: &str,
+    baseline: Option<ReplicaSnapshot>,
+    snapshot: ReplicaSnapshot,
+    span: f64,
+    analysis: &Analysis,
+) -> ApiserverReport {
+    let now = std::time::SystemTime::now();
+    let mut history = ReplicaHistory::default();
+    if let Some(b) = baseline {
+        let then = now - std::time::Duration::from_secs_f64(span.max(0.0));
+        history.push(Point {
+            at: -span,
+            wall_time: humantime::format_rfc3339_seconds(then).to_string(),
+            snapshot: std::sync::Arc::new(b),
+        });
+    }
+    history.push(Point {
+        at: 0.0,
+        wall_time: humantime::format_rfc3339_seconds(now).to_string(),
         snapshot: std::sync::Arc::new(snapshot),
     });
     analysis.analyze_replica(apiserver, &history, 0.0)

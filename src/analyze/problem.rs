@@ -13,6 +13,8 @@ pub enum Problem {
     },
     /// `/metrics` answered without any APF metric.
     NoApfMetrics,
+    /// A Prometheus source answered, but holds no APF series matching its selector with an apiserver label.
+    NoReplicas,
     /// No successful `/metrics` scrape for longer than the window: the values are withheld.
     Stale { window_seconds: f64 },
     /// Lines of a saved `/metrics` that could not be read (`check --file`).
@@ -26,33 +28,51 @@ impl Problem {
     pub fn endpoint(&self) -> Endpoint {
         match self {
             Problem::Scrape { endpoint, .. } => *endpoint,
+            Problem::NoReplicas => Endpoint::Prometheus,
             _ => Endpoint::Metrics,
         }
     }
 
-    /// True when the replica has no current numbers: `/metrics` failing, stale or without APF.
+    /// True when the replica has no current numbers: `/metrics` (or the Prometheus holding it) failing, stale or
+    /// without APF.
     pub fn blinds_metrics(&self) -> bool {
         match self {
-            Problem::Scrape { endpoint, .. } => *endpoint == Endpoint::Metrics,
-            Problem::NoApfMetrics | Problem::Stale { .. } => true,
+            Problem::Scrape { endpoint, .. } => {
+                matches!(endpoint, Endpoint::Metrics | Endpoint::Prometheus)
+            }
+            Problem::NoApfMetrics | Problem::NoReplicas | Problem::Stale { .. } => true,
             Problem::Unreadable { .. } | Problem::DuplicateSeries { .. } => false,
         }
     }
 
-    /// A 403: RBAC does not allow the endpoint.
+    /// A 403 of the apiserver: RBAC does not allow the endpoint.
     pub fn is_forbidden(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Problem::Scrape {
+                endpoint,
                 error: ScrapeError::Http { status: 403, .. },
-                ..
-            }
-        )
+            } => *endpoint != Endpoint::Prometheus,
+            _ => false,
+        }
     }
 
     /// What happened and what to do, without the endpoint's name in front.
     pub fn detail(&self) -> String {
         match self {
+            Problem::Scrape {
+                endpoint: Endpoint::Prometheus,
+                error,
+            } => match error {
+                ScrapeError::Http {
+                    status: 401 | 403, ..
+                } => format!(
+                    "{error}: the Prometheus API refused the credentials; check bearer_token_file and headers"
+                ),
+                ScrapeError::Http { status: 404, .. } => format!(
+                    "{error}: no query API at this URL; give the API's base URL (the part before /api/v1)"
+                ),
+                _ => error.to_string(),
+            },
             Problem::Scrape { endpoint, error } => match error {
                 ScrapeError::Http { status: 401, .. } => format!(
                     "{error}: the credentials were refused; check bearer_token_file or the client certificate"
@@ -68,6 +88,10 @@ impl Problem {
             },
             Problem::NoApfMetrics => "no apiserver_flowcontrol_* metric: APF is off on this replica, or the \
                                       target is not a kube-apiserver"
+                .into(),
+            Problem::NoReplicas => "prometheus: no apiserver_flowcontrol_* series match the selector with the \
+                                    apiserver label: check targets.prometheus selector and apiserver_label (or \
+                                    --selector, --apiserver-label) against the series it stores"
                 .into(),
             Problem::Stale { window_seconds } => format!(
                 "no successful /metrics scrape for over {window_seconds:.0}s: values withheld until the replica \

@@ -12,6 +12,9 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     if args.review {
         return super::review::review(args).await;
     }
+    if args.file.is_some() && !args.common.prometheus.is_empty() {
+        bail!("--file and --prometheus are two sources: give one");
+    }
     let config = load_config(&args.common, None)?;
     init_logging(
         config.log.format,
@@ -26,11 +29,13 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let analysis = analysis_of(&config);
     let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
-        None if !args.prometheus.is_empty() => check_prometheus(&args, &analysis).await?,
+        None if !config.targets.prometheus.is_empty() => {
+            check_prometheus(&config, &analysis).await?
+        }
         None => check_targets(&super::replicas(&config).await?, &analysis).await?,
     };
     apply_rules(&mut report, &rules);
-    if !args.prometheus.is_empty() {
+    if args.file.is_none() && !config.targets.prometheus.is_empty() {
         // A fleet: the worst replica first, whatever cluster it is in.
         let worst = |a: &crate::analyze::ApiserverReport| {
             a.levels.iter().map(|l| l.status).max().unwrap_or_default()
@@ -153,56 +158,53 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
     Ok(report)
 }
 
-/// Every replica of every cluster a Prometheus holds, at this instant: the same snapshots as a scrape gives, with
-/// rejection rates from Prometheus' own counters over the analysis window (one query each per source).
-async fn check_prometheus(args: &CheckArgs, analysis: &Analysis) -> Result<StatusReport> {
-    use crate::scrape::prometheus::{families, instant_query, with_names, PrometheusSource};
-    let client = reqwest::Client::new();
+/// Every replica of every cluster the configured Prometheus sources hold, now and one window earlier: the same
+/// snapshots as a scrape gives, with rates, percentiles and trends over the window from the two.
+async fn check_prometheus(
+    config: &crate::config::Config,
+    analysis: &Analysis,
+) -> Result<StatusReport> {
+    use crate::scrape::prometheus::{read_round, PrometheusSource};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
     let mut report = StatusReport::default();
-    for url in &args.prometheus {
-        let mut source = PrometheusSource::new(url);
-        source.selector = args.selector.clone();
-        source.cluster_label = args.cluster_label.clone();
-        source.apiserver_label = args.apiserver_label.clone();
-        let samples = families(&client, &source, &crate::model::wanted_series(), now).await?;
-        let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
-        let (snapshots, _) = crate::model::snapshots_by_replica(
-            &samples,
-            &source.cluster_label,
-            &source.apiserver_label,
-        );
-        let (c, a) = (&source.cluster_label, &source.apiserver_label);
-        let rejected = with_names(
-            &source.selector,
-            &["apiserver_flowcontrol_rejected_requests_total".to_string()],
-        )?;
-        let rates_query = format!(
-            "sum by ({c}, {a}, priority_level, flow_schema, reason) (rate({rejected}[{}s]))",
-            analysis.window_seconds.max(1.0).round()
-        );
-        let rates = instant_query(&client, &source, &rates_query, now).await?;
-        for (key, snapshot) in snapshots {
-            let mut r = crate::analyze::analyze_single(&key.apiserver, snapshot, analysis);
-            r.cluster = key.cluster.clone();
-            let mine = rates.iter().filter(|s| {
-                s.labels.get(a) == Some(&key.apiserver) && s.labels.get(c) == key.cluster.as_ref()
-            });
-            crate::analyze::apply_rejection_rates(
-                &mut r,
-                mine.filter_map(|s| {
-                    Some((
-                        s.labels.get("priority_level")?.as_str(),
-                        s.labels.get("flow_schema")?.as_str(),
-                        s.labels.get("reason")?.as_str(),
-                        s.value,
-                    ))
-                }),
+    for p in &config.targets.prometheus {
+        let source = PrometheusSource::build(p, config.scrape.timeout.0)?;
+        let round = read_round(&source, now, analysis.window_seconds, |_| true)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}",
+                    Problem::Scrape {
+                        endpoint: crate::scrape::Endpoint::Prometheus,
+                        error: e,
+                    }
+                    .detail()
+                )
+            })
+            .with_context(|| format!("Prometheus {} ({})", source.name, source.url))?;
+        if round.replicas.is_empty() {
+            bail!(
+                "Prometheus {} ({}) holds no apiserver_flowcontrol_* series matching {} with a {} label: check \
+                 --selector and --apiserver-label against what it stores",
+                source.name,
+                source.url,
+                source.selector,
+                source.apiserver_label
             );
-            report.apiservers.push(r);
+        }
+        for r in round.replicas {
+            let mut a = crate::analyze::analyze_pair(
+                &r.key.apiserver,
+                r.baseline,
+                r.snapshot,
+                analysis.window_seconds,
+                analysis,
+            );
+            a.cluster = r.key.cluster;
+            report.apiservers.push(a);
         }
     }
     Ok(report)

@@ -64,6 +64,40 @@ pub struct TargetArgs {
     /// replaces the config's targets.
     #[arg(long = "target", value_name = "URL", value_parser = config::parse_target_url)]
     pub targets: Vec<config::TargetUrl>,
+    /// Read the replicas' metrics from this Prometheus (or Thanos, Mimir, a provider's managed Prometheus)
+    /// instead of scraping them: every replica of every cluster it holds. Repeatable; replaces the config's
+    /// targets.
+    #[arg(
+        long = "prometheus",
+        value_name = "URL",
+        value_parser = config::parse_target_url,
+        conflicts_with = "targets"
+    )]
+    pub prometheus: Vec<config::TargetUrl>,
+    /// With --prometheus: the apiservers' series.
+    #[arg(
+        long,
+        value_name = "SELECTOR",
+        default_value = config::DEFAULT_PROMETHEUS_SELECTOR,
+        requires = "prometheus"
+    )]
+    pub selector: String,
+    /// With --prometheus: the label naming a series' cluster (a series without it belongs to no cluster).
+    #[arg(
+        long,
+        value_name = "LABEL",
+        default_value = "cluster",
+        requires = "prometheus"
+    )]
+    pub cluster_label: String,
+    /// With --prometheus: the label naming a series' replica.
+    #[arg(
+        long,
+        value_name = "LABEL",
+        default_value = "instance",
+        requires = "prometheus"
+    )]
+    pub apiserver_label: String,
     /// With no target: the kubeconfig whose apiserver access discovers every replica (default: $KUBECONFIG, then
     /// ~/.kube/config, then the pod's service account).
     #[arg(long, value_name = "FILE")]
@@ -111,34 +145,6 @@ pub struct CheckArgs {
     pub file: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
-    /// Read the replicas' metrics from this Prometheus (or Thanos, Mimir, a provider's managed Prometheus)
-    /// instead of scraping them: one section per cluster and replica. Repeatable.
-    #[arg(long = "prometheus", value_name = "URL", conflicts_with = "file")]
-    pub prometheus: Vec<String>,
-    /// With --prometheus: the apiservers' series.
-    #[arg(
-        long,
-        value_name = "SELECTOR",
-        default_value = r#"{job=~"apiserver|kube-apiserver"}"#,
-        requires = "prometheus"
-    )]
-    pub selector: String,
-    /// With --prometheus: the label naming a series' cluster (a series without it belongs to no cluster).
-    #[arg(
-        long,
-        value_name = "LABEL",
-        default_value = "cluster",
-        requires = "prometheus"
-    )]
-    pub cluster_label: String,
-    /// With --prometheus: the label naming a series' replica.
-    #[arg(
-        long,
-        value_name = "LABEL",
-        default_value = "instance",
-        requires = "prometheus"
-    )]
-    pub apiserver_label: String,
     /// Review the APF configuration instead: FlowSchemas and PriorityLevelConfigurations that are dangling,
     /// unreachable, shadowed, exempt grants, queue settings that leave a flow less than one request, and cluster
     /// operators landing in shared levels (from the replica's dump_requests).
@@ -284,11 +290,26 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
         None => Config::default(),
     };
     if !common.targets.is_empty() {
+        config.targets.prometheus.clear();
         config.targets.static_targets = common
             .targets
             .iter()
             .cloned()
             .map(StaticTarget::from_url)
+            .collect();
+    }
+    if !common.prometheus.is_empty() {
+        config.targets.static_targets.clear();
+        config.targets.prometheus = common
+            .prometheus
+            .iter()
+            .cloned()
+            .map(|url| config::PrometheusTarget {
+                selector: common.selector.clone(),
+                cluster_label: common.cluster_label.clone(),
+                apiserver_label: common.apiserver_label.clone(),
+                ..config::PrometheusTarget::from_url(url)
+            })
             .collect();
     }
     if let Some(path) = &common.kubeconfig {
@@ -326,6 +347,11 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
 async fn replicas(config: &crate::config::Config) -> Result<Vec<crate::daemon::Replica>> {
     match crate::daemon::build_targets(config).await? {
         crate::daemon::TargetSource::Static(replicas) => Ok(replicas),
+        crate::daemon::TargetSource::Prometheus(_) => {
+            anyhow::bail!(
+                "the config reads a Prometheus (targets.prometheus), not the replicas themselves"
+            )
+        }
         crate::daemon::TargetSource::Discover(setup) => {
             let (namespace, service) = setup.config.service_ref();
             let discovery = crate::targets::discovery::Discovery::new(

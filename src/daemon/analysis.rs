@@ -1,5 +1,5 @@
-//! The analysis stage: one task owning every replica's history. Rounds come in from the replica loops (and the
-//! supervisor says when a replica comes or goes); each one re-analyses that replica and publishes the whole report
+//! The analysis stage: one task owning every replica's history, keyed by cluster and replica. Rounds come in from
+//! the replica loops and the Prometheus loops (and the supervisor says when a replica or source goes); each one re-analyses that replica and publishes the whole report
 //! on a watch channel, which export and alerting read.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,10 +12,11 @@ use crate::analyze::review::{review, Finding, ReviewInput};
 use crate::analyze::{Analysis, ApiserverReport, Point, Problem, ReplicaHistory, StatusReport};
 use crate::apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
 use crate::apf::KubeVersion;
-use crate::model::FlowcontrolObjects;
+use crate::model::{FlowcontrolObjects, ReplicaKey, ReplicaSnapshot};
+use crate::scrape::prometheus::FleetReplica;
 use crate::scrape::{Endpoint, ReplicaScrape};
 
-/// What the replica loops and the supervisor tell the analysis.
+/// What the replica loops, the Prometheus loops and the supervisor tell the analysis.
 pub enum Update {
     /// One round of a replica: what was fetched, and the latest flowcontrol objects.
     Round {
@@ -27,10 +28,24 @@ pub enum Update {
     },
     /// The replica is no longer a target: its history and its part of the report go.
     Removed { apiserver: String },
+    /// One round of a Prometheus source: every replica it holds now (a replica it no longer holds is gone), or
+    /// why it could not be read.
+    Fleet {
+        source: String,
+        outcome: Result<Vec<FleetReplica>, Problem>,
+        /// How long before `at` each replica's baseline (if any) was taken.
+        baseline_age_seconds: f64,
+        at: Instant,
+        wall: SystemTime,
+    },
+    /// The Prometheus source is no longer configured: every replica read through it goes.
+    SourceRemoved { source: String },
 }
 
 #[derive(Default)]
 struct ReplicaState {
+    /// The Prometheus source it is read through; `None` for a replica scraped directly.
+    source: Option<String>,
     history: ReplicaHistory,
     /// Seconds (on the stage's clock) of the last successful `/metrics` scrape.
     last_metrics_success: Option<f64>,
@@ -44,9 +59,19 @@ struct ReplicaState {
 pub struct AnalysisStage {
     settings: watch::Receiver<Analysis>,
     started: Instant,
-    replicas: BTreeMap<String, ReplicaState>,
+    replicas: BTreeMap<ReplicaKey, ReplicaState>,
+    /// What each Prometheus source's last round said was wrong with it (shown as a row of its own).
+    sources: BTreeMap<String, Option<Problem>>,
     report: watch::Sender<Arc<StatusReport>>,
     ready: watch::Sender<bool>,
+}
+
+/// A replica scraped directly: no cluster.
+fn direct(apiserver: String) -> ReplicaKey {
+    ReplicaKey {
+        cluster: None,
+        apiserver,
+    }
 }
 
 impl AnalysisStage {
@@ -59,6 +84,7 @@ impl AnalysisStage {
             settings,
             started: Instant::now(),
             replicas: BTreeMap::new(),
+            sources: BTreeMap::new(),
             report,
             ready,
         }
@@ -78,7 +104,7 @@ impl AnalysisStage {
     fn take(&mut self, update: Update) {
         match update {
             Update::Removed { apiserver } => {
-                self.replicas.remove(&apiserver);
+                self.replicas.remove(&direct(apiserver));
             }
             Update::Round {
                 apiserver,
@@ -87,6 +113,18 @@ impl AnalysisStage {
                 at,
                 wall,
             } => self.record(apiserver, *round, objects, at, wall),
+            Update::Fleet {
+                source,
+                outcome,
+                baseline_age_seconds,
+                at,
+                wall,
+            } => self.record_fleet(source, outcome, baseline_age_seconds, at, wall),
+            Update::SourceRemoved { source } => {
+                self.sources.remove(&source);
+                self.replicas
+                    .retain(|_, r| r.source.as_deref() != Some(source.as_str()));
+            }
         }
         self.publish();
     }
@@ -100,8 +138,8 @@ impl AnalysisStage {
         wall: SystemTime,
     ) {
         let now = self.seconds(at);
-        let analysis = self.settings.borrow().clone();
-        let state = self.replicas.entry(apiserver.clone()).or_default();
+        let key = direct(apiserver);
+        let state = self.replicas.entry(key.clone()).or_default();
         if objects.is_some() {
             state.objects = objects.clone();
         }
@@ -123,20 +161,81 @@ impl AnalysisStage {
         }
         if let Some(mut snapshot) = round.snapshot.take() {
             snapshot.attach_configs(objects.iter().flat_map(|o| &o.priority_levels));
-            if !snapshot.has_apf() {
-                state
-                    .errors
-                    .insert(Endpoint::Metrics, Problem::NoApfMetrics);
-            }
-            state.history.push(Point {
-                at: now,
-                wall_time: humantime::format_rfc3339_seconds(wall).to_string(),
-                snapshot: Arc::new(snapshot),
-            });
-            state.last_metrics_success = Some(now);
-            self.ready
-                .send_if_modified(|ready| !std::mem::replace(ready, true));
+            self.push(&key, snapshot, now, wall);
         }
+        self.reanalyze(&key, now);
+    }
+
+    /// A Prometheus round: each replica's snapshot (after its baseline when it has no history yet); the replicas
+    /// of the source it no longer holds go. When the source fails, its replicas keep their numbers for the window,
+    /// then go: stale numbers are not shown as current, and the source's own row says why.
+    fn record_fleet(
+        &mut self,
+        source: String,
+        outcome: Result<Vec<FleetReplica>, Problem>,
+        baseline_age_seconds: f64,
+        at: Instant,
+        wall: SystemTime,
+    ) {
+        let now = self.seconds(at);
+        let window = self.settings.borrow().window_seconds;
+        let of_source = |r: &ReplicaState| r.source.as_deref() == Some(source.as_str());
+        match outcome {
+            Ok(replicas) => {
+                let held: BTreeSet<ReplicaKey> = replicas.iter().map(|r| r.key.clone()).collect();
+                self.replicas
+                    .retain(|key, r| !of_source(r) || held.contains(key));
+                let problem = replicas.is_empty().then_some(Problem::NoReplicas);
+                self.sources.insert(source.clone(), problem);
+                for r in replicas {
+                    let state = self.replicas.entry(r.key.clone()).or_default();
+                    state.source = Some(source.clone());
+                    state.errors.clear();
+                    if let (Some(baseline), true) = (r.baseline, state.history.is_empty()) {
+                        let then = wall
+                            .checked_sub(std::time::Duration::from_secs_f64(baseline_age_seconds))
+                            .unwrap_or(wall);
+                        self.push(&r.key, baseline, now - baseline_age_seconds, then);
+                    }
+                    self.push(&r.key, r.snapshot, now, wall);
+                    self.reanalyze(&r.key, now);
+                }
+            }
+            Err(problem) => {
+                self.sources.insert(source.clone(), Some(problem));
+                self.replicas.retain(|_, r| {
+                    !of_source(r) || r.last_metrics_success.is_some_and(|t| now - t <= window)
+                });
+            }
+        }
+    }
+
+    /// A snapshot of `/metrics` (scraped, or read from a Prometheus) joins the replica's history.
+    fn push(&mut self, key: &ReplicaKey, snapshot: ReplicaSnapshot, now: f64, wall: SystemTime) {
+        let Some(state) = self.replicas.get_mut(key) else {
+            return;
+        };
+        if !snapshot.has_apf() {
+            state
+                .errors
+                .insert(Endpoint::Metrics, Problem::NoApfMetrics);
+        }
+        state.history.push(Point {
+            at: now,
+            wall_time: humantime::format_rfc3339_seconds(wall).to_string(),
+            snapshot: Arc::new(snapshot),
+        });
+        state.last_metrics_success = Some(now);
+        self.ready
+            .send_if_modified(|ready| !std::mem::replace(ready, true));
+    }
+
+    /// The replica's report from its history and errors as of `now`.
+    fn reanalyze(&mut self, key: &ReplicaKey, now: f64) {
+        let analysis = self.settings.borrow().clone();
+        let Some(state) = self.replicas.get_mut(key) else {
+            return;
+        };
         state.history.prune(now, analysis.window_seconds);
         let stale = state
             .last_metrics_success
@@ -144,12 +243,13 @@ impl AnalysisStage {
         let mut report = if stale {
             // Numbers older than the window would be presented as current: withhold them (honest over complete).
             ApiserverReport {
-                apiserver: apiserver.clone(),
+                apiserver: key.apiserver.clone(),
                 ..Default::default()
             }
         } else {
-            analysis.analyze_replica(&apiserver, &state.history, now)
+            analysis.analyze_replica(&key.apiserver, &state.history, now)
         };
+        report.cluster = key.cluster.clone();
         if stale && state.last_metrics_success.is_some() {
             report.errors.push(Problem::Stale {
                 window_seconds: analysis.window_seconds,
@@ -161,8 +261,21 @@ impl AnalysisStage {
     }
 
     fn publish(&self) {
+        // A Prometheus source that fails (or holds nothing) is a row of its own: one problem, one alert.
+        let sources = self.sources.iter().filter_map(|(name, problem)| {
+            Some(ApiserverReport {
+                apiserver: name.clone(),
+                errors: vec![problem.clone()?],
+                ..Default::default()
+            })
+        });
         let report = StatusReport {
-            apiservers: self.replicas.values().map(|r| r.report.clone()).collect(),
+            apiservers: self
+                .replicas
+                .values()
+                .map(|r| r.report.clone())
+                .chain(sources)
+                .collect(),
             alerts: Vec::new(),
             config_findings: self.review(),
         };

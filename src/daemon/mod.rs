@@ -20,6 +20,7 @@
 //! finishes its requests.
 mod alerting;
 mod analysis;
+mod prometheus;
 mod reload;
 mod replica;
 mod setup;
@@ -31,8 +32,8 @@ pub use analysis::{AnalysisStage, Update};
 pub use reload::ReloadMetrics;
 pub use setup::{
     analysis_of, build_replicas, build_rules, build_targets, enabled_endpoints, AlertSetup,
-    DiscoverySetup, LoopSettings, Origin, ReceiverSetup, Replica, ReplicaSpec, Setup, SetupError,
-    TargetSource,
+    DiscoverySetup, LoopSettings, Origin, PrometheusSetup, ReceiverSetup, Replica, ReplicaSpec,
+    Setup, SetupError, TargetSource, Targets,
 };
 pub use targets::DiscoveryMetrics;
 
@@ -147,7 +148,7 @@ impl Daemon {
 
         // Channels between the stages.
         let (sources_tx, sources_rx) = watch::channel(setup.targets.clone());
-        let (targets_tx, targets_rx) = watch::channel(Arc::new(Vec::new()));
+        let (targets_tx, targets_rx) = watch::channel(Arc::new(Targets::default()));
         let (analysis_tx, analysis_rx) = watch::channel(setup.analysis.clone());
         let (updates_tx, updates_rx) = mpsc::channel(64);
         let (report_tx, report_rx) = watch::channel(Arc::new(StatusReport::default()));

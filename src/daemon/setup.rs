@@ -8,9 +8,11 @@ use std::sync::Arc;
 use crate::alert::{RuleError, Rules};
 use crate::analyze::Analysis;
 use crate::config::{
-    Config, KubernetesConfig, ReceiverConfig, RouteConfig, ScrapeConfig, StaticTarget,
+    Config, KubernetesConfig, PrometheusTarget, ReceiverConfig, RouteConfig, ScrapeConfig,
+    StaticTarget,
 };
 use crate::notify::{self, Receiver};
+use crate::scrape::prometheus::PrometheusSource;
 use crate::scrape::Endpoint;
 use crate::targets::access::{self, AccessError};
 use crate::targets::discovery::Replicas;
@@ -48,6 +50,8 @@ pub fn enabled_endpoints(scrape: &ScrapeConfig) -> Vec<Endpoint> {
             Endpoint::DumpQueues => scrape.debug_dumps && scrape.dump_queues,
             Endpoint::DumpRequests => scrape.debug_dumps && scrape.dump_requests,
             Endpoint::PriorityLevelConfigurations => !scrape.objects_interval.0.is_zero(),
+            // Not a replica's endpoint: a source of its own (`targets.prometheus`).
+            Endpoint::Prometheus => false,
         })
         .collect()
 }
@@ -114,6 +118,36 @@ pub enum TargetSource {
     Static(Vec<Replica>),
     /// Every replica of the `kubernetes` Service, as it changes.
     Discover(Box<DiscoverySetup>),
+    /// Prometheus APIs holding the replicas' metrics (`targets.prometheus`, `--prometheus`).
+    Prometheus(Vec<PrometheusSetup>),
+}
+
+/// What the supervisor runs a loop for: replicas to scrape, and Prometheus sources to query.
+#[derive(Clone, Default)]
+pub struct Targets {
+    pub replicas: Vec<Replica>,
+    pub prometheus: Vec<PrometheusSetup>,
+}
+
+/// One Prometheus source's loop: its client, and the settings a reload compares.
+#[derive(Debug, Clone)]
+pub struct PrometheusSetup {
+    pub config: PrometheusTarget,
+    pub source: PrometheusSource,
+    pub interval: std::time::Duration,
+    /// `analysis.window`: how far back a new replica's baseline is read.
+    pub window_seconds: f64,
+    pub timeout: std::time::Duration,
+}
+
+impl PrometheusSetup {
+    /// The loop restarts when what it was built from changed.
+    pub fn same_as(&self, other: &PrometheusSetup) -> bool {
+        self.config == other.config
+            && self.interval == other.interval
+            && self.window_seconds == other.window_seconds
+            && self.timeout == other.timeout
+    }
 }
 
 impl TargetSource {
@@ -121,6 +155,13 @@ impl TargetSource {
     pub fn describe(&self) -> String {
         match self {
             TargetSource::Static(r) => format!("{} static target(s)", r.len()),
+            TargetSource::Prometheus(p) => format!(
+                "every replica in {}",
+                p.iter()
+                    .map(|p| p.source.url.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             TargetSource::Discover(d) => format!(
                 "every replica of the Service {} through {}",
                 d.config.service, d.access.cluster_url
@@ -280,9 +321,28 @@ pub fn build_rules(config: &Config) -> Result<Rules, SetupError> {
     })
 }
 
-/// The static targets when there are some; else discovery through the apiserver access `targets.kubernetes`
+/// The Prometheus sources when there are some; the static targets when there are some; else discovery through the apiserver access `targets.kubernetes`
 /// describes (a kubeconfig, or the pod's service account).
 pub async fn build_targets(config: &Config) -> Result<TargetSource, SetupError> {
+    if !config.targets.prometheus.is_empty() {
+        let timeout = config.scrape.timeout.0;
+        return Ok(TargetSource::Prometheus(
+            config
+                .targets
+                .prometheus
+                .iter()
+                .map(|p| {
+                    Ok(PrometheusSetup {
+                        source: PrometheusSource::build(p, timeout)?,
+                        config: p.clone(),
+                        interval: config.scrape.interval.0,
+                        window_seconds: config.analysis.window.0.as_secs_f64(),
+                        timeout,
+                    })
+                })
+                .collect::<Result<_, TargetError>>()?,
+        ));
+    }
     if !config.targets.static_targets.is_empty() {
         return Ok(TargetSource::Static(build_replicas(config)?));
     }

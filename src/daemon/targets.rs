@@ -1,5 +1,5 @@
-//! The target list the supervisor follows: the config's static targets as they are, or the replicas discovery
-//! finds, as they come and go. A reload that changes the source (or the access) starts another discovery.
+//! The target list the supervisor follows: the config's static targets or Prometheus sources as they are, or the
+//! replicas discovery finds, as they come and go. A reload that changes the source (or the access) starts another discovery.
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::setup::{DiscoverySetup, Replica, TargetSource};
+use super::setup::{DiscoverySetup, TargetSource, Targets};
 use crate::targets::access;
 use crate::targets::discovery::{Discovery, Replicas};
 
@@ -40,7 +40,7 @@ impl DiscoveryMetrics {
 /// Follows `sources` until `stop`, publishing the replicas to scrape on `out`.
 pub async fn run(
     mut sources: watch::Receiver<TargetSource>,
-    out: watch::Sender<Arc<Vec<Replica>>>,
+    out: watch::Sender<Arc<Targets>>,
     metrics: DiscoveryMetrics,
     stop: CancellationToken,
 ) {
@@ -70,14 +70,26 @@ pub async fn run(
 /// Publishes what one source says, for as long as it is the source.
 async fn follow(
     source: TargetSource,
-    out: &watch::Sender<Arc<Vec<Replica>>>,
+    out: &watch::Sender<Arc<Targets>>,
     metrics: &DiscoveryMetrics,
 ) {
     match source {
         TargetSource::Static(replicas) => {
             metrics.discovered.set(0);
             metrics.mixed.set(0);
-            out.send_replace(Arc::new(replicas));
+            out.send_replace(Arc::new(Targets {
+                replicas,
+                prometheus: Vec::new(),
+            }));
+            std::future::pending::<()>().await;
+        }
+        TargetSource::Prometheus(prometheus) => {
+            metrics.discovered.set(0);
+            metrics.mixed.set(0);
+            out.send_replace(Arc::new(Targets {
+                replicas: Vec::new(),
+                prometheus,
+            }));
             std::future::pending::<()>().await;
         }
         TargetSource::Discover(setup) => discover(*setup, out, metrics).await,
@@ -87,14 +99,14 @@ async fn follow(
 /// Runs discovery and turns each replica set into targets.
 async fn discover(
     setup: DiscoverySetup,
-    out: &watch::Sender<Arc<Vec<Replica>>>,
+    out: &watch::Sender<Arc<Targets>>,
     metrics: &DiscoveryMetrics,
 ) {
     let client = match access::client(&setup.access) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "replica discovery cannot start");
-            out.send_replace(Arc::new(Vec::new()));
+            out.send_replace(Arc::new(Targets::default()));
             std::future::pending::<()>().await;
             return;
         }
@@ -119,6 +131,9 @@ async fn discover(
         };
         metrics.discovered.set(discovered);
         metrics.mixed.set(mixed);
-        out.send_replace(Arc::new(setup.replicas(&replicas)));
+        out.send_replace(Arc::new(Targets {
+            replicas: setup.replicas(&replicas),
+            prometheus: Vec::new(),
+        }));
     }
 }

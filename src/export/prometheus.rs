@@ -8,7 +8,7 @@ use prometheus_client::metrics::MetricType;
 use tokio::sync::watch;
 
 use crate::alert::AlertView;
-use crate::analyze::{LevelReport, StatusReport};
+use crate::analyze::{ApiserverReport, LevelReport, StatusReport};
 use crate::model::EXEMPT;
 
 /// Reads the latest report and alert view when `/metrics` is scraped.
@@ -43,6 +43,20 @@ fn gauge<'a, L: EncodeLabelSet + 'a>(
     Ok(())
 }
 
+/// A replica's labels: `cluster` (when it has one) and `apiserver`, then `rest`.
+fn replica_labels<'a>(
+    a: &'a ApiserverReport,
+    rest: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    a.cluster
+        .as_deref()
+        .map(|c| ("cluster", c))
+        .into_iter()
+        .chain([("apiserver", a.apiserver.as_str())])
+        .chain(rest.iter().copied())
+        .collect()
+}
+
 /// A gauge over every level of every replica; `value` picks the number (absent: no series).
 fn level_gauge(
     encoder: &mut DescriptorEncoder,
@@ -57,10 +71,7 @@ fn level_gauge(
             .iter()
             .filter(|l| include_exempt || l.priority_level != EXEMPT)
             .filter_map(|l| {
-                let labels = [
-                    ("apiserver", a.apiserver.as_str()),
-                    ("priority_level", l.priority_level.as_str()),
-                ];
+                let labels = replica_labels(a, &[("priority_level", l.priority_level.as_str())]);
                 Some((labels, value(l)?))
             })
             .collect::<Vec<_>>()
@@ -188,11 +199,13 @@ impl Collector for DerivedMetrics {
                 .filter(|l| l.priority_level != EXEMPT)
                 .flat_map(|l| {
                     l.rejected_per_second.iter().flatten().map(|(reason, v)| {
-                        let labels = [
-                            ("apiserver", a.apiserver.as_str()),
-                            ("priority_level", l.priority_level.as_str()),
-                            ("reason", reason.as_str()),
-                        ];
+                        let labels = replica_labels(
+                            a,
+                            &[
+                                ("priority_level", l.priority_level.as_str()),
+                                ("reason", reason.as_str()),
+                            ],
+                        );
                         (labels, *v)
                     })
                 })
@@ -208,12 +221,14 @@ impl Collector for DerivedMetrics {
             a.flow_schema_rejected_per_second
                 .iter()
                 .map(|(pl, fs, reason, v)| {
-                    let labels = [
-                        ("apiserver", a.apiserver.as_str()),
-                        ("priority_level", pl.as_str()),
-                        ("flow_schema", fs.as_str()),
-                        ("reason", reason.as_str()),
-                    ];
+                    let labels = replica_labels(
+                        a,
+                        &[
+                            ("priority_level", pl.as_str()),
+                            ("flow_schema", fs.as_str()),
+                            ("reason", reason.as_str()),
+                        ],
+                    );
                     (labels, *v)
                 })
         });
@@ -230,12 +245,14 @@ impl Collector for DerivedMetrics {
             let flows = r.apiservers.iter().flat_map(|a| {
                 a.levels.iter().flat_map(move |l| {
                     l.top_flows.iter().map(move |f| {
-                        let labels = [
-                            ("apiserver", a.apiserver.as_str()),
-                            ("priority_level", l.priority_level.as_str()),
-                            ("flow_schema", f.flow_schema.as_str()),
-                            ("flow", f.flow.as_str()),
-                        ];
+                        let labels = replica_labels(
+                            a,
+                            &[
+                                ("priority_level", l.priority_level.as_str()),
+                                ("flow_schema", f.flow_schema.as_str()),
+                                ("flow", f.flow.as_str()),
+                            ],
+                        );
                         (labels, if waiting { f.waiting_requests } else { f.executing_seats })
                     })
                 })
@@ -274,6 +291,7 @@ impl Collector for DerivedMetrics {
                 let labels: Vec<(&str, &str)> = [
                     "alertname",
                     "severity",
+                    "cluster",
                     "apiserver",
                     "priority_level",
                     "reason",
@@ -305,10 +323,10 @@ impl Collector for DerivedMetrics {
         )?;
         for a in &r.apiservers {
             if let Some(version) = &a.kubernetes_version {
-                info.encode_info(&[
-                    ("apiserver", a.apiserver.as_str()),
-                    ("kubernetes_version", version.as_str()),
-                ])?;
+                info.encode_info(&replica_labels(
+                    a,
+                    &[("kubernetes_version", version.as_str())],
+                ))?;
             }
         }
         Ok(())

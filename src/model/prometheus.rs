@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use super::{ReplicaSnapshot, SnapshotBuilder};
 use crate::parse::exposition::{Label, Sample, SampleSink};
 
-/// A replica as a Prometheus labels it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A replica as a Prometheus labels it (a replica scraped directly has no cluster).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReplicaKey {
     /// The series' cluster label; `None` where there is none.
     pub cluster: Option<String>,

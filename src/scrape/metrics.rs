@@ -98,7 +98,7 @@ impl ScrapeMetrics {
             let _ = self
                 .parse_errors
                 .get_or_create(&Self::labels(apiserver, endpoint));
-            if endpoint != Endpoint::Metrics {
+            if !matches!(endpoint, Endpoint::Metrics | Endpoint::Prometheus) {
                 self.endpoint_available
                     .get_or_create(&Self::labels(apiserver, endpoint))
                     .set(1);
@@ -140,7 +140,7 @@ impl ScrapeMetrics {
                         .inc();
                 }
             }
-            if r.endpoint != Endpoint::Metrics {
+            if !matches!(r.endpoint, Endpoint::Metrics | Endpoint::Prometheus) {
                 self.endpoint_available
                     .get_or_create(&labels)
                     .set(i64::from(!unavailable.contains(&r.endpoint)));

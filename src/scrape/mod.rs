@@ -25,15 +25,18 @@ pub enum Endpoint {
     DumpRequests,
     /// The PriorityLevelConfiguration objects (queue settings), listed now and then.
     PriorityLevelConfigurations,
+    /// A Prometheus' query API holding the replicas' `/metrics` (a Prometheus source, not a replica).
+    Prometheus,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 5] = [
+    pub const ALL: [Endpoint; 6] = [
         Endpoint::Metrics,
         Endpoint::DumpPriorityLevels,
         Endpoint::DumpQueues,
         Endpoint::DumpRequests,
         Endpoint::PriorityLevelConfigurations,
+        Endpoint::Prometheus,
     ];
 
     /// The `endpoint` label.
@@ -44,6 +47,7 @@ impl Endpoint {
             Endpoint::DumpQueues => "dump_queues",
             Endpoint::DumpRequests => "dump_requests",
             Endpoint::PriorityLevelConfigurations => "priority_level_configurations",
+            Endpoint::Prometheus => "prometheus",
         }
     }
 
@@ -64,6 +68,10 @@ impl Endpoint {
             Endpoint::DumpPriorityLevels | Endpoint::DumpQueues | Endpoint::DumpRequests => {
                 endpoints::DUMPS_RBAC_RULE
             }
+            // Not Kubernetes RBAC: the query API's own access control (a proxy, the provider's IAM).
+            Endpoint::Prometheus => {
+                "to query the Prometheus API (its own access control, not RBAC)"
+            }
         }
     }
 
@@ -73,7 +81,9 @@ impl Endpoint {
             Endpoint::DumpPriorityLevels => Some(Dump::PriorityLevels),
             Endpoint::DumpQueues => Some(Dump::Queues),
             Endpoint::DumpRequests => Some(Dump::Requests),
-            Endpoint::Metrics | Endpoint::PriorityLevelConfigurations => None,
+            Endpoint::Metrics | Endpoint::PriorityLevelConfigurations | Endpoint::Prometheus => {
+                None
+            }
         }
     }
 }
@@ -97,6 +107,9 @@ pub enum ScrapeError {
     Parse(String),
     #[error("bearer token: {0}")]
     Token(String),
+    /// A Prometheus API refused the query, or answered for only part of its stores.
+    #[error("the query failed: {0}")]
+    Query(String),
 }
 
 /// The `reason` label of `apf_monitor_scrape_errors_total`: one per kind of [`ScrapeError`].
@@ -112,11 +125,12 @@ pub enum ErrorReason {
     Body,
     Parse,
     Token,
+    Query,
 }
 
 impl ErrorReason {
     /// Every value, so that error counters exist at 0 from start-up.
-    pub const ALL: [ErrorReason; 10] = [
+    pub const ALL: [ErrorReason; 11] = [
         ErrorReason::Timeout,
         ErrorReason::Connect,
         ErrorReason::Http4xx,
@@ -127,6 +141,7 @@ impl ErrorReason {
         ErrorReason::Parse,
         ErrorReason::Token,
         ErrorReason::HttpOther,
+        ErrorReason::Query,
     ];
 
     pub fn label(self) -> &'static str {
@@ -141,6 +156,7 @@ impl ErrorReason {
             ErrorReason::Body => "body",
             ErrorReason::Parse => "parse",
             ErrorReason::Token => "token",
+            ErrorReason::Query => "query",
         }
     }
 }
@@ -159,6 +175,7 @@ impl ScrapeError {
             ScrapeError::Body(_) => ErrorReason::Body,
             ScrapeError::Parse(_) => ErrorReason::Parse,
             ScrapeError::Token(_) => ErrorReason::Token,
+            ScrapeError::Query(_) => ErrorReason::Query,
         }
     }
 
@@ -302,7 +319,7 @@ fn httpdate_parse(value: &str) -> Option<std::time::SystemTime> {
 }
 
 /// `timeout` is the target's: reqwest times out only the connect, which is bounded by the same value.
-fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
+pub(crate) fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
     if e.is_timeout() {
         return ScrapeError::Timeout(timeout);
     }

@@ -6,11 +6,16 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::error_chain;
+use super::{classify, ScrapeError};
+use crate::config::{PrometheusTarget, DEFAULT_PROMETHEUS_SELECTOR};
+use crate::model::{ReplicaKey, ReplicaSnapshot};
+use crate::targets::{TargetError, TokenFile};
 
-/// Where and what to read.
-#[derive(Debug, Clone)]
+/// Where and what to read, with the client that reads it.
+#[derive(Clone)]
 pub struct PrometheusSource {
+    /// The name in apf-monitor's own metrics and errors (`targets.prometheus[].name`, else the URL's host:port).
+    pub name: String,
     /// The API's base URL, e.g. `http://prometheus:9090` or a Thanos querier's.
     pub url: String,
     /// The series of the apiservers, e.g. `{job=~"apiserver|kube-apiserver"}`.
@@ -20,42 +25,105 @@ pub struct PrometheusSource {
     /// The label naming a series' replica.
     pub apiserver_label: String,
     pub timeout: Duration,
+    client: reqwest::Client,
+    token: Option<TokenFile>,
+    headers: reqwest::header::HeaderMap,
 }
 
-impl PrometheusSource {
-    pub const DEFAULT_SELECTOR: &'static str = r#"{job=~"apiserver|kube-apiserver"}"#;
-
-    pub fn new(url: &str) -> Self {
-        Self {
-            url: url.trim_end_matches('/').to_string(),
-            selector: Self::DEFAULT_SELECTOR.into(),
-            cluster_label: "cluster".into(),
-            apiserver_label: "instance".into(),
-            timeout: Duration::from_secs(10),
-        }
+impl std::fmt::Debug for PrometheusSource {
+    // Neither the token nor the headers reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrometheusSource")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("selector", &self.selector)
+            .finish()
     }
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PrometheusError {
-    #[error("selector {0:?}: expected label matchers in braces, e.g. {{job=\"apiserver\"}}")]
-    Selector(String),
-    #[error("cannot reach {url}: {detail}; check the URL and that this host can reach it")]
-    Unreachable { url: String, detail: String },
-    #[error("{url} answered HTTP {status}: {detail}")]
-    Http {
-        url: String,
-        status: u16,
-        detail: String,
-    },
-    #[error("{url}: the query failed ({kind}): {detail}")]
-    Query {
-        url: String,
-        kind: String,
-        detail: String,
-    },
-    #[error("{url}: not a Prometheus API answer: {detail}")]
-    Body { url: String, detail: String },
+impl PrometheusSource {
+    pub const DEFAULT_SELECTOR: &'static str = DEFAULT_PROMETHEUS_SELECTOR;
+
+    /// Builds the client of a configured source: its CA, token file and headers. `timeout` is `scrape.timeout`,
+    /// unless the source sets its own.
+    pub fn build(config: &PrometheusTarget, timeout: Duration) -> Result<Self, TargetError> {
+        let name = config.display_name();
+        let timeout = config.timeout.map_or(timeout, |t| t.0);
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .user_agent(concat!("apf-monitor/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(timeout)
+            // A redirect could carry the token to another host.
+            .redirect(reqwest::redirect::Policy::none());
+        if let Some(ca) = &config.ca_file {
+            let pem = std::fs::read(ca).map_err(|source| TargetError::ReadFile {
+                target: name.clone(),
+                what: "ca_file",
+                path: ca.display().to_string(),
+                source,
+            })?;
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| TargetError::Pem {
+                    target: name.clone(),
+                    what: "ca_file",
+                    path: ca.display().to_string(),
+                    source,
+                })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder.build().map_err(|source| TargetError::Client {
+            target: name.clone(),
+            source,
+        })?;
+        // The config check refuses headers that do not parse; any left are skipped rather than sent malformed.
+        let headers = config
+            .headers
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    reqwest::header::HeaderName::from_bytes(k.as_bytes()).ok()?,
+                    reqwest::header::HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect();
+        Ok(Self {
+            name,
+            url: config.url.0.as_str().trim_end_matches('/').to_string(),
+            selector: config.selector.clone(),
+            cluster_label: config.cluster_label.clone(),
+            apiserver_label: config.apiserver_label.clone(),
+            timeout,
+            client,
+            token: config.bearer_token_file.clone().map(TokenFile::new),
+            headers,
+        })
+    }
+}
+
+/// What a Prometheus holds at one instant: a snapshot per replica it has series of.
+#[derive(Debug, Default)]
+pub struct FleetRead {
+    pub replicas: BTreeMap<ReplicaKey, ReplicaSnapshot>,
+    /// Samples without the apiserver label: they cannot be told apart, so they are skipped.
+    pub unlabelled: usize,
+}
+
+/// Every replica the source holds at `time` (unix seconds): the families the model reads, one query each, made
+/// into the same snapshots a scrape of each replica gives.
+pub async fn read_fleet(source: &PrometheusSource, time: f64) -> Result<FleetRead, ScrapeError> {
+    let samples = families(source, &crate::model::wanted_series(), time).await?;
+    let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
+    let (replicas, unlabelled) = crate::model::snapshots_by_replica(
+        &samples,
+        &source.cluster_label,
+        &source.apiserver_label,
+    );
+    Ok(FleetRead {
+        replicas,
+        unlabelled,
+    })
 }
 
 /// One sample of an instant vector.
@@ -66,20 +134,72 @@ pub struct VectorSample {
     pub value: f64,
 }
 
-/// `{__name__=~"a|b", <the selector's matchers>}`: the selector with a name matcher added.
-pub fn with_names(selector: &str, names: &[String]) -> Result<String, PrometheusError> {
-    let inner = selector
-        .trim()
-        .strip_prefix('{')
-        .and_then(|s| s.strip_suffix('}'))
-        .ok_or_else(|| PrometheusError::Selector(selector.into()))?
-        .trim();
+/// One replica of a round: its snapshot now and, when asked for, one window earlier.
+#[derive(Debug)]
+pub struct FleetReplica {
+    pub key: ReplicaKey,
+    /// The snapshot at `time - window`: with it a replica seen for the first time has rates, wait percentiles
+    /// and a trend at once, from the same counters and the same derivations as later rounds.
+    pub baseline: Option<ReplicaSnapshot>,
+    pub snapshot: ReplicaSnapshot,
+}
+
+/// A round over one source.
+#[derive(Debug, Default)]
+pub struct FleetRound {
+    pub replicas: Vec<FleetReplica>,
+    pub unlabelled: usize,
+}
+
+/// Every replica the source holds at `time`, with a baseline `window` seconds earlier for those `wants_baseline`
+/// picks (those without a history yet). A baseline that cannot be read is left out (a later round brings rates);
+/// the round itself fails only when the read at `time` does.
+pub async fn read_round(
+    source: &PrometheusSource,
+    time: f64,
+    window_seconds: f64,
+    wants_baseline: impl Fn(&ReplicaKey) -> bool,
+) -> Result<FleetRound, ScrapeError> {
+    let now = read_fleet(source, time).await?;
+    let mut baselines = if now.replicas.keys().any(&wants_baseline) {
+        match read_fleet(source, time - window_seconds).await {
+            Ok(earlier) => earlier.replicas,
+            Err(e) => {
+                tracing::debug!(source = %source.name, error = %e, "no baseline one window back");
+                BTreeMap::new()
+            }
+        }
+    } else {
+        BTreeMap::new()
+    };
+    Ok(FleetRound {
+        replicas: now
+            .replicas
+            .into_iter()
+            .map(|(key, snapshot)| FleetReplica {
+                baseline: if wants_baseline(&key) {
+                    baselines.remove(&key)
+                } else {
+                    None
+                },
+                key,
+                snapshot,
+            })
+            .collect(),
+        unlabelled: now.unlabelled,
+    })
+}
+
+/// `{__name__=~"a|b", <the selector's matchers>}`: the selector with a name matcher added. `None` when the
+/// selector is not matchers in braces (the config check refuses those).
+pub fn with_names(selector: &str, names: &[String]) -> Option<String> {
+    let inner = selector.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
     let alternation = names
         .iter()
         .map(|n| regex::escape(n))
         .collect::<Vec<_>>()
         .join("|");
-    Ok(if inner.is_empty() {
+    Some(if inner.is_empty() {
         format!("{{__name__=~\"{alternation}\"}}")
     } else {
         format!("{{__name__=~\"{alternation}\",{inner}}}")
@@ -91,11 +211,10 @@ pub fn with_names(selector: &str, names: &[String]) -> Result<String, Prometheus
 /// size follows the replicas and levels, not the flow schemas or the scrape's own labels. Each sample gets its
 /// family's name back.
 pub async fn families(
-    client: &reqwest::Client,
     source: &PrometheusSource,
     series: &[(String, &[&str])],
     time: f64,
-) -> Result<Vec<VectorSample>, PrometheusError> {
+) -> Result<Vec<VectorSample>, ScrapeError> {
     let queries = series
         .iter()
         .map(|(name, labels)| {
@@ -106,13 +225,19 @@ pub async fn families(
             .into_iter()
             .chain(labels.iter().copied())
             .collect();
-            let selector = with_names(&source.selector, std::slice::from_ref(name))?;
+            let selector =
+                with_names(&source.selector, std::slice::from_ref(name)).ok_or_else(|| {
+                    ScrapeError::Query(format!(
+                        "selector {:?}: expected label matchers in braces",
+                        source.selector
+                    ))
+                })?;
             Ok((name, format!("sum by ({}) ({selector})", by.join(", "))))
         })
-        .collect::<Result<Vec<_>, PrometheusError>>()?;
+        .collect::<Result<Vec<_>, ScrapeError>>()?;
     let answers = futures_util::future::try_join_all(queries.iter().map(|(name, q)| async move {
-        let samples = instant_query(client, source, q, time).await?;
-        Ok::<_, PrometheusError>(samples.into_iter().map(move |mut s| {
+        let samples = instant_query(source, q, time).await?;
+        Ok::<_, ScrapeError>(samples.into_iter().map(move |mut s| {
             s.labels.insert("__name__".into(), name.to_string());
             s
         }))
@@ -148,72 +273,75 @@ struct Series {
     value: (f64, String),
 }
 
-/// An instant query at `time` (unix seconds). A partial answer (warnings) is an error: numbers from some of the
-/// stores only would be presented as the whole.
+/// An instant query at `time` (unix seconds), within the source's timeout. A partial answer (warnings) is an
+/// error: numbers from some of the stores only would be presented as the whole.
 pub async fn instant_query(
-    client: &reqwest::Client,
     source: &PrometheusSource,
     query: &str,
     time: f64,
-) -> Result<Vec<VectorSample>, PrometheusError> {
+) -> Result<Vec<VectorSample>, ScrapeError> {
     let url = format!("{}/api/v1/query", source.url);
-    let response = client
+    let mut request = source
+        .client
         .post(&url)
         .timeout(source.timeout)
-        .form(&[("query", query.to_string()), ("time", format!("{time:.3}"))])
+        .headers(source.headers.clone())
+        .form(&[("query", query.to_string()), ("time", format!("{time:.3}"))]);
+    if let Some(token) = &source.token {
+        let token = token
+            .current()
+            .map_err(|e| ScrapeError::Token(e.to_string()))?;
+        request = request.bearer_auth(&*token);
+    }
+    let response = request
         .send()
         .await
-        .map_err(|e| PrometheusError::Unreachable {
-            url: url.clone(),
-            detail: error_chain(&e),
-        })?;
+        .map_err(|e| classify(e, source.timeout))?;
     let status = response.status();
     let body = response
         .text()
         .await
-        .map_err(|e| PrometheusError::Unreachable {
-            url: url.clone(),
-            detail: error_chain(&e),
-        })?;
+        .map_err(|e| classify(e, source.timeout))?;
     let answer: Answer = match serde_json::from_str(&body) {
         Ok(a) => a,
         Err(_) if !status.is_success() => {
-            return Err(PrometheusError::Http {
-                url,
+            return Err(ScrapeError::Http {
                 status: status.as_u16(),
-                detail: body.chars().take(200).collect(),
+                detail: body
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+                    .trim()
+                    .replace('\n', " "),
             })
         }
         Err(e) => {
-            return Err(PrometheusError::Body {
-                url,
-                detail: e.to_string(),
-            })
+            return Err(ScrapeError::Parse(format!(
+                "not a Prometheus API answer: {e}"
+            )))
         }
     };
     if answer.status != "success" {
-        return Err(PrometheusError::Query {
-            url,
-            kind: answer.error_type.unwrap_or_default(),
-            detail: answer.error.unwrap_or_default(),
-        });
+        return Err(ScrapeError::Query(format!(
+            "{} ({})",
+            answer.error.unwrap_or_default(),
+            answer.error_type.unwrap_or_default()
+        )));
     }
     if !answer.warnings.is_empty() {
-        return Err(PrometheusError::Query {
-            url,
-            kind: "partial".into(),
-            detail: answer.warnings.join("; "),
-        });
+        return Err(ScrapeError::Query(format!(
+            "partial answer, not used: {}",
+            answer.warnings.join("; ")
+        )));
     }
-    let data = answer.data.ok_or_else(|| PrometheusError::Body {
-        url: url.clone(),
-        detail: "no data".into(),
-    })?;
+    let data = answer
+        .data
+        .ok_or_else(|| ScrapeError::Parse("a Prometheus API answer without data".into()))?;
     if data.result_type != "vector" {
-        return Err(PrometheusError::Body {
-            url,
-            detail: format!("a {} where a vector was asked for", data.result_type),
-        });
+        return Err(ScrapeError::Parse(format!(
+            "a {} where a vector was asked for",
+            data.result_type
+        )));
     }
     Ok(data
         .result
@@ -235,13 +363,13 @@ mod tests {
     fn the_selector_gets_a_name_matcher() {
         let names = vec!["a_b".to_string(), "c".to_string()];
         assert_eq!(
-            with_names(r#"{job=~"apiserver|kube-apiserver"}"#, &names).unwrap(),
+            with_names(r#"{job=~"apiserver|kube-apiserver"}"#, &names).unwrap_or_default(),
             r#"{__name__=~"a_b|c",job=~"apiserver|kube-apiserver"}"#
         );
-        assert_eq!(with_names("{}", &names).unwrap(), r#"{__name__=~"a_b|c"}"#);
-        assert!(matches!(
-            with_names("job=apiserver", &names),
-            Err(PrometheusError::Selector(_))
-        ));
+        assert_eq!(
+            with_names("{}", &names).as_deref(),
+            Some(r#"{__name__=~"a_b|c"}"#)
+        );
+        assert_eq!(with_names("job=apiserver", &names), None);
     }
 }

@@ -1,6 +1,10 @@
-//! `check --prometheus`: a real Prometheus (Debian's `prometheus`) scrapes three simulated apiservers of two
-//! versions, labelled with two clusters; apf-monitor reads them through Prometheus' HTTP API and reports, per
-//! cluster and replica, exactly the limits and seats each simulator serves, worst first, with the worst exit status.
+//! The Prometheus source: a real Prometheus (Debian's `prometheus`) scrapes three simulated apiservers of two
+//! versions, labelled with two clusters; apf-monitor reads them through Prometheus' HTTP API.
+//! - `check --prometheus` reports, per cluster and replica, exactly the limits and seats each simulator serves,
+//!   worst first, with the worst exit status.
+//! - `serve --prometheus` exports them with a `cluster` label, rejection rates from the first round, alerts that
+//!   carry the cluster to a webhook; a Prometheus that is down or answers errors is counted and shown while the
+//!   daemon goes on, and a replica Prometheus no longer holds leaves the export.
 use crate::common;
 
 use std::process::Command;
@@ -18,9 +22,19 @@ fn sim(minor: u32, scenario: ScenarioSource) -> Simulator {
     .unwrap()
 }
 
+/// A 10 s analysis window, so that a Prometheus a few seconds old holds a whole window.
+fn window_config() -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), "analysis:\n  window: 10s\n").unwrap();
+    file
+}
+
 fn check(args: &[&str]) -> (Option<i32>, String) {
+    let config = window_config();
     let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .arg("check")
+        .arg("--config")
+        .arg(config.path())
         .args(args)
         .output()
         .unwrap();
@@ -53,10 +67,10 @@ async fn check_reads_a_fleet_through_prometheus() {
         host(&urls[2])
     );
     let prom = external::prometheus_with(&scrape_configs, "groups: []\n").await;
-    // Two scrapes of each target, for rates.
+    // A window (10 s) of scrapes of each target, for rates.
     let ready = common::eventually(Duration::from_secs(60), || async {
         let up =
-            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 3"#).await;
+            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 12"#).await;
         (up.len() == 3).then_some(())
     })
     .await;
@@ -158,5 +172,294 @@ async fn check_reads_a_fleet_through_prometheus() {
     let dead = format!("http://127.0.0.1:{}", external::free_port());
     let (code, out) = check(&["--prometheus", &dead]);
     assert_eq!(code, Some(3), "{out}");
-    assert!(out.contains("cannot reach"), "{out}");
+    assert!(out.contains("cannot connect"), "{out}");
+}
+
+/// A simulator served until the handle is aborted (a replica that goes away).
+async fn serve_stoppable(sim: &Simulator) -> (String, tokio::task::AbortHandle) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(apf_monitor::sim::serve(listener, sim.clone()));
+    (format!("http://{addr}"), task.abort_handle())
+}
+
+type Bodies = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+
+/// A webhook consumer recording the JSON bodies it gets.
+async fn webhook() -> (String, Bodies) {
+    let bodies: Bodies = Default::default();
+    let b = bodies.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let b = b.clone();
+            async move {
+                if let Ok(v) = serde_json::from_str(&body) {
+                    b.lock().unwrap().push(v);
+                }
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/hook"), bodies)
+}
+
+/// A Prometheus API that answers every query with an execution error (an overloaded querier).
+async fn failing_prometheus() -> String {
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::post(|| async {
+            (
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                r#"{"status":"error","errorType":"execution","error":"query timed out in expression evaluation"}"#,
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_exports_a_fleet_read_through_prometheus() {
+    use apf_monitor::config::{
+        self, Interval, PrometheusTarget, ReceiverConfig, RuleConfig, RuleName, WebhookConfig,
+    };
+    // Cluster a: a 1.34 replica under a storm (rejections). Cluster b: two 1.29 replicas, paused after 20 s of the
+    // storm (their numbers hold still, so they can be compared exactly), one of which goes away later.
+    let storm = sim(34, ScenarioSource::Storm);
+    let _clock = storm.spawn_clock(Duration::from_millis(100));
+    let (b1, b1_url) =
+        common::paused_sim(29, Scenario::load(&ScenarioSource::Storm).unwrap(), 20).await;
+    let b2 = sim(29, ScenarioSource::Idle);
+    let storm_url = common::serve_sim(&storm).await;
+    let (b2_url, b2_server) = serve_stoppable(&b2).await;
+    let host = |u: &str| u.trim_start_matches("http://").to_string();
+    let scrape_configs = format!(
+        "  - job_name: apiserver\n    static_configs:\n      - targets: ['{}']\n        labels: {{cluster: a}}\n      \
+         - targets: ['{}', '{}']\n        labels: {{cluster: b}}\n",
+        host(&storm_url),
+        host(&b1_url),
+        host(&b2_url)
+    );
+    let prom = external::prometheus_with(&scrape_configs, "groups: []\n").await;
+    let ready = common::eventually(Duration::from_secs(60), || async {
+        let up =
+            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 12"#).await;
+        (up.len() == 3).then_some(())
+    })
+    .await;
+    assert!(
+        ready.is_some(),
+        "Prometheus did not scrape:\n{}",
+        prom.log()
+    );
+
+    let (hook_url, hook) = webhook().await;
+    let mut config = config::Config::default();
+    config.scrape.interval = Interval(Duration::from_secs(1));
+    config.scrape.timeout = Interval(Duration::from_secs(1));
+    config.analysis.window = Interval(Duration::from_secs(10));
+    let dead = format!("http://127.0.0.1:{}", external::free_port());
+    config.targets.prometheus = vec![
+        PrometheusTarget::from_url(config::parse_target_url(&prom.url).unwrap()),
+        PrometheusTarget {
+            name: Some("dead".into()),
+            ..PrometheusTarget::from_url(config::parse_target_url(&dead).unwrap())
+        },
+        PrometheusTarget {
+            name: Some("failing".into()),
+            ..PrometheusTarget::from_url(
+                config::parse_target_url(&failing_prometheus().await).unwrap(),
+            )
+        },
+    ];
+    config.rules.insert(
+        RuleName::APFRequestsRejected,
+        RuleConfig {
+            for_: Some(config::DurationValue(Duration::ZERO)),
+            ..Default::default()
+        },
+    );
+    config.route.group_wait = config::DurationValue(Duration::from_millis(500));
+    config.receivers = vec![ReceiverConfig {
+        webhook: Some(WebhookConfig {
+            url: Some(hook_url),
+            url_file: None,
+            bearer_token_file: None,
+            max_alerts: 0,
+        }),
+        ..common::receiver("hook")
+    }];
+    let monitor = common::start_monitor(&config).await;
+
+    // The first rounds already have the storm's rejection rate, from the counters one window back.
+    let metrics_url = format!("{monitor}/metrics");
+    let body = common::eventually(Duration::from_secs(30), || async {
+        let body = common::get_text(&metrics_url).await?;
+        common::sample_value(
+            &body,
+            "apf_priority_level_rejected_per_second",
+            &[("cluster", "a"), ("priority_level", "workload-low")],
+        )?;
+        common::sample_value(&body, "apf_priority_level_limit_seats", &[("cluster", "b")])?;
+        Some(body)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no fleet in the export:\n{}", prom.log()));
+
+    // Cluster b: exactly what each simulator serves.
+    let truth = b1.truth();
+    let mut compared = 0;
+    for t in truth.iter().filter(|t| !t.exempt) {
+        let labels = [
+            ("cluster", "b"),
+            ("apiserver", &*host(&b1_url)),
+            ("priority_level", t.priority_level.as_str()),
+        ];
+        let v = |name: &str| common::sample_value(&body, name, &labels);
+        assert_eq!(
+            v("apf_priority_level_limit_seats"),
+            Some(f64::from(t.current_limit_seats)),
+            "{}",
+            t.priority_level
+        );
+        assert_eq!(
+            v("apf_priority_level_executing_seats"),
+            Some(f64::from(t.executing_seats)),
+            "{}",
+            t.priority_level
+        );
+        assert_eq!(
+            v("apf_priority_level_headroom_seats"),
+            Some(f64::from(t.current_limit_seats) - f64::from(t.executing_seats)),
+            "{}",
+            t.priority_level
+        );
+        compared += 1;
+    }
+    assert!(compared >= 5, "{truth:?}");
+    assert!(
+        body.contains(&format!(
+            "apf_monitor_apiserver_info{{cluster=\"b\",apiserver=\"{}\",kubernetes_version=\"v1.29.0\"}}",
+            host(&b2_url)
+        )),
+        "{body}"
+    );
+
+    // Cluster a: the rejection rate Prometheus' counters give, within 20 % of what the simulator rejects.
+    let rejected = |sim: &Simulator| -> u64 {
+        sim.truth()
+            .iter()
+            .filter(|t| t.priority_level == "workload-low")
+            .flat_map(|t| t.rejected_total.values())
+            .sum()
+    };
+    let (before, t0) = (rejected(&storm), std::time::Instant::now());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let simulated = (rejected(&storm) - before) as f64 / t0.elapsed().as_secs_f64();
+    let body = common::get_text(&metrics_url).await.unwrap_or_default();
+    let exported: f64 = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("apf_priority_level_rejected_per_second{")
+                && l.contains("cluster=\"a\"")
+                && l.contains("priority_level=\"workload-low\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert!(simulated > 1.0, "the storm rejects nothing: {simulated}");
+    assert!(
+        (exported - simulated).abs() <= 0.2 * simulated,
+        "exported {exported}/s, simulated {simulated}/s"
+    );
+
+    // The alert on the loaded replica reaches the webhook with its cluster.
+    let alert = common::eventually(Duration::from_secs(30), || async {
+        hook.lock().unwrap().iter().find_map(|b| {
+            b["alerts"]
+                .as_array()?
+                .iter()
+                .find(|a| a["labels"]["alertname"] == "APFRequestsRejected")
+                .cloned()
+        })
+    })
+    .await
+    .expect("no APFRequestsRejected at the webhook");
+    assert_eq!(alert["labels"]["cluster"], "a", "{alert}");
+    assert_eq!(
+        alert["labels"]["apiserver"],
+        host(&storm_url).as_str(),
+        "{alert}"
+    );
+
+    // The dead and the failing Prometheus: counted by reason, shown as rows of their own, and the rest goes on.
+    let errors = |body: &str, source: &str, reason: &str| {
+        common::sample_value(
+            body,
+            "apf_monitor_scrape_errors_total",
+            &[
+                ("apiserver", source),
+                ("endpoint", "prometheus"),
+                ("reason", reason),
+            ],
+        )
+        .unwrap_or(0.0)
+    };
+    assert!(errors(&body, "dead", "connect") >= 1.0, "{body}");
+    assert!(errors(&body, "failing", "query") >= 1.0, "{body}");
+    let status: Value = serde_json::from_str(
+        &common::get_text(&format!("{monitor}/api/v1/status"))
+            .await
+            .unwrap_or_default(),
+    )
+    .unwrap();
+    let row = |name: &str| {
+        status["apiservers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["apiserver"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row {name}: {status}"))
+    };
+    assert!(
+        row("dead")["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("prometheus: cannot connect"),
+        "{status}"
+    );
+    assert!(
+        row("failing")["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("query timed out"),
+        "{status}"
+    );
+    assert_eq!(
+        status["apiservers"].as_array().unwrap().len(),
+        5,
+        "{status}"
+    );
+
+    // A replica gone: Prometheus marks its series stale, and it leaves the export (not shown as current).
+    b2_server.abort();
+    let b2_host = host(&b2_url);
+    let gone = common::eventually(Duration::from_secs(30), || async {
+        let body = common::get_text(&metrics_url).await?;
+        (!body.contains(&b2_host)).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{b2_host} is still exported");
+    let body = common::get_text(&metrics_url).await.unwrap_or_default();
+    assert!(
+        body.contains(&host(&b1_url)),
+        "the other replica of cluster b went too"
+    );
+    monitor.daemon.stop().await.unwrap();
 }

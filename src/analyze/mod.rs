@@ -47,6 +47,10 @@ pub struct ApiserverReport {
     /// The replica's cluster, when read from a Prometheus that labels one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// The Prometheus source the replica is read through (absent: scraped directly). Such a replica has no debug
+    /// dumps and no objects: no flows, no fullest queue, no queue settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_through: Option<String>,
     pub kubernetes_version: Option<String>,
     /// RFC 3339 time of the last successful `/metrics` scrape.
     pub scraped_at: Option<String>,
@@ -71,6 +75,17 @@ impl ApiserverReport {
             cluster: self.cluster.clone(),
             apiserver: self.apiserver.clone(),
         }
+    }
+
+    /// Why some numbers are absent on a replica read through a Prometheus: what people ask first.
+    pub fn absent_without_dumps(&self) -> Option<String> {
+        self.read_through.as_ref().map(|source| {
+            format!(
+                "read through the Prometheus {source}: without the debug dumps and the PriorityLevelConfigurations \
+                 there are no flows, no fullest queue and no queue capacity (absent, not zero); the alerts that \
+                 need them do not fire"
+            )
+        })
     }
 
     /// The replica as a sentence names it: `10.0.0.5:6443`, or `10.0.0.5:6443 in cluster prod`.

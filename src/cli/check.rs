@@ -204,6 +204,7 @@ async fn check_prometheus(
                 analysis,
             );
             a.cluster = r.key.cluster;
+            a.read_through = Some(source.name.clone());
             report.apiservers.push(a);
         }
     }

@@ -110,6 +110,9 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
             let _ = writeln!(out, "  no APF metrics read");
             continue;
         }
+        if let Some(note) = a.absent_without_dumps() {
+            let _ = writeln!(out, "  {} {note}", style.paint("2", "note:"));
+        }
         let _ = writeln!(
             out,
             "  {:<24} {:>7} {:>7} {:>7} {:>9} {:>7} {:>8} {:>11}  {}STATUS",

@@ -250,6 +250,7 @@ impl AnalysisStage {
             analysis.analyze_replica(&key.apiserver, &state.history, now)
         };
         report.cluster = key.cluster.clone();
+        report.read_through = state.source.clone();
         if stale && state.last_metrics_success.is_some() {
             report.errors.push(Problem::Stale {
                 window_seconds: analysis.window_seconds,
@@ -311,5 +312,127 @@ impl AnalysisStage {
             traffic: &traffic,
             version,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(limit: f64, executing: f64, rejected: f64) -> ReplicaSnapshot {
+        let text = format!(
+            "apiserver_flowcontrol_current_limit_seats{{priority_level=\"workload-low\"}} {limit}\n\
+             apiserver_flowcontrol_current_executing_seats{{priority_level=\"workload-low\",flow_schema=\"service-accounts\"}} {executing}\n\
+             apiserver_flowcontrol_rejected_requests_total{{priority_level=\"workload-low\",flow_schema=\"service-accounts\",reason=\"queue-full\"}} {rejected}\n"
+        );
+        let mut builder = crate::model::SnapshotBuilder::new();
+        crate::parse::exposition::parse_all(
+            text.as_bytes(),
+            crate::model::is_wanted_sample,
+            &mut builder,
+        );
+        builder.finish()
+    }
+
+    fn key(cluster: &str, apiserver: &str) -> ReplicaKey {
+        ReplicaKey {
+            cluster: Some(cluster.into()),
+            apiserver: apiserver.into(),
+        }
+    }
+
+    fn stage() -> (AnalysisStage, watch::Receiver<Arc<StatusReport>>) {
+        let (_settings_tx, settings) = watch::channel(Analysis {
+            window_seconds: 60.0,
+            top_flows: 5,
+        });
+        let (report, report_rx) = watch::channel(Arc::new(StatusReport::default()));
+        let (ready, _) = watch::channel(false);
+        (AnalysisStage::new(settings, report, ready), report_rx)
+    }
+
+    fn fleet(outcome: Result<Vec<FleetReplica>, Problem>, at: Instant) -> Update {
+        Update::Fleet {
+            source: "prom".into(),
+            outcome,
+            baseline_age_seconds: 60.0,
+            at,
+            wall: SystemTime::now(),
+        }
+    }
+
+    #[test]
+    fn a_fleet_round_has_rates_at_once_and_replicas_come_and_go_with_the_source() {
+        let (mut stage, report) = stage();
+        let t0 = stage.started + std::time::Duration::from_secs(100);
+        // Same address in two clusters: two replicas. The baseline one window back gives the rate at once.
+        stage.take(fleet(
+            Ok(vec![
+                FleetReplica {
+                    key: key("a", "10.0.0.5:6443"),
+                    baseline: Some(snapshot(100.0, 10.0, 0.0)),
+                    snapshot: snapshot(100.0, 40.0, 120.0),
+                },
+                FleetReplica {
+                    key: key("b", "10.0.0.5:6443"),
+                    baseline: None,
+                    snapshot: snapshot(50.0, 5.0, 0.0),
+                },
+            ]),
+            t0,
+        ));
+        let r = report.borrow().clone();
+        assert_eq!(r.apiservers.len(), 2);
+        let a = &r.apiservers[0];
+        assert_eq!(a.cluster.as_deref(), Some("a"));
+        assert_eq!(a.read_through.as_deref(), Some("prom"));
+        assert_eq!(a.levels[0].headroom_seats, Some(60.0));
+        assert_eq!(
+            a.levels[0]
+                .rejected_per_second
+                .as_ref()
+                .map(|r| r["queue-full"]),
+            Some(2.0)
+        );
+        // Without a baseline, no rate yet: absent, not zero.
+        assert_eq!(r.apiservers[1].levels[0].rejected_per_second, None);
+
+        // The source fails: one row of its own; the replicas keep their numbers for the window.
+        let failure = Problem::Scrape {
+            endpoint: Endpoint::Prometheus,
+            error: crate::scrape::ScrapeError::Connect("refused".into()),
+        };
+        let t1 = t0 + std::time::Duration::from_secs(30);
+        stage.take(fleet(Err(failure.clone()), t1));
+        let r = report.borrow().clone();
+        assert_eq!(r.apiservers.len(), 3);
+        assert_eq!(r.apiservers[2].apiserver, "prom");
+        assert_eq!(r.apiservers[2].errors, vec![failure.clone()]);
+        // Past the window, stale numbers are not shown as current: the replicas go.
+        stage.take(fleet(Err(failure), t0 + std::time::Duration::from_secs(61)));
+        let r = report.borrow().clone();
+        assert_eq!(r.apiservers.len(), 1, "{:?}", r.apiservers);
+
+        // It answers again, holding only cluster b's replica; the source's row goes.
+        stage.take(fleet(
+            Ok(vec![FleetReplica {
+                key: key("b", "10.0.0.5:6443"),
+                baseline: None,
+                snapshot: snapshot(50.0, 5.0, 0.0),
+            }]),
+            t0 + std::time::Duration::from_secs(70),
+        ));
+        let r = report.borrow().clone();
+        assert_eq!(r.apiservers.len(), 1);
+        assert_eq!(r.apiservers[0].cluster.as_deref(), Some("b"));
+        // Holding nothing is a problem of the source, said on its row.
+        stage.take(fleet(Ok(vec![]), t0 + std::time::Duration::from_secs(71)));
+        let r = report.borrow().clone();
+        assert_eq!(r.apiservers.len(), 1);
+        assert_eq!(r.apiservers[0].errors, vec![Problem::NoReplicas]);
+        stage.take(Update::SourceRemoved {
+            source: "prom".into(),
+        });
+        assert!(report.borrow().apiservers.is_empty());
     }
 }

@@ -26,7 +26,7 @@ a{color:#1565c0}\
 .alert p{margin:.2rem 0}.alert ul.members{list-style:none;margin:0;padding:0}.alert ul.members li{margin:.15rem 0}.alert details{font-size:12px;color:#444}.alert pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
 .badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:12px;color:#fff;background:var(--muted);text-transform:uppercase}\
 .badge.critical{background:var(--critical)}.badge.warning{background:var(--warning);color:#222}.badge.ok{background:var(--ok)}\
-.replicas{display:grid;gap:1rem;grid-template-columns:repeat(auto-fit,minmax(min(100%,36rem),1fr))}\
+h2.cluster{margin:1.4rem 0 .6rem}.replicas{display:grid;gap:1rem;grid-template-columns:repeat(auto-fit,minmax(min(100%,36rem),1fr))}\
 .replica{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.75rem;min-width:0}\
 .err{color:var(--critical);margin:.25rem 0}\
 .scroll{overflow-x:auto}\
@@ -83,11 +83,46 @@ pub fn render(report: &StatusReport) -> String {
     if report.apiservers.is_empty() {
         h.push_str("<p>No replica scraped yet.</p>");
     }
-    h.push_str("<main class=\"replicas\">");
+    // A fleet: each cluster under a heading of its own, the worst first; replicas without a cluster (and the
+    // rows of a Prometheus that fails) come first, without one.
+    let mut clusters: Vec<(Option<&str>, Vec<&ApiserverReport>)> = Vec::new();
     for a in &report.apiservers {
-        render_replica(&mut h, a);
+        let c = a.cluster.as_deref();
+        match clusters.iter_mut().find(|(k, _)| *k == c) {
+            Some((_, v)) => v.push(a),
+            None => clusters.push((c, vec![a])),
+        }
     }
-    h.push_str("</main></body></html>");
+    let worst = |v: &[&ApiserverReport]| {
+        v.iter()
+            .flat_map(|a| &a.levels)
+            .map(|l| l.status)
+            .max()
+            .unwrap_or_default()
+    };
+    clusters.sort_by(|(x, xs), (y, ys)| {
+        x.is_some()
+            .cmp(&y.is_some())
+            .then_with(|| worst(ys).cmp(&worst(xs)))
+            .then_with(|| x.cmp(y))
+    });
+    for (cluster, replicas) in clusters {
+        if let Some(c) = cluster {
+            let status = format!("{:?}", worst(&replicas)).to_lowercase();
+            let _ = write!(
+                h,
+                "<h2 class=\"cluster\">cluster {} <small>{} · {status}</small></h2>",
+                text(c),
+                plural(replicas.len(), "replica", "replicas"),
+            );
+        }
+        h.push_str("<main class=\"replicas\">");
+        for a in replicas {
+            render_replica(&mut h, a);
+        }
+        h.push_str("</main>");
+    }
+    h.push_str("</body></html>");
     h
 }
 
@@ -107,7 +142,7 @@ fn worst_level(report: &StatusReport) -> String {
             format!(
                 "least headroom: {} on {} ({} of {} seats free, {:.0} %)",
                 l.priority_level,
-                a.apiserver,
+                a.display_name(),
                 num(l.headroom_seats),
                 num(l.limit_seats),
                 ratio * 100.0
@@ -329,6 +364,9 @@ fn render_replica(h: &mut String, a: &ApiserverReport) {
     if a.levels.is_empty() {
         h.push_str("<p class=\"muted\">No APF metrics read from this replica.</p></section>");
         return;
+    }
+    if let Some(note) = a.absent_without_dumps() {
+        let _ = write!(h, "<p class=\"muted\">{}</p>", text(&note));
     }
     h.push_str(
         "<div class=\"scroll\"><table><thead><tr><th>priority level</th><th>seats in use / limit</th>\
@@ -631,6 +669,46 @@ mod tests {
             "{b}"
         );
         assert!(b.contains("50 / 50"), "{b}");
+    }
+
+    #[test]
+    fn a_fleet_is_grouped_by_cluster_worst_first() {
+        let replica = |cluster: Option<&str>, name: &str, status: LevelStatus| ApiserverReport {
+            apiserver: name.into(),
+            cluster: cluster.map(String::from),
+            read_through: Some("prom:9090".into()),
+            levels: vec![LevelReport {
+                status,
+                ..level("workload-low", 100.0, 100.0, 10.0)
+            }],
+            ..Default::default()
+        };
+        let report = StatusReport {
+            apiservers: vec![
+                replica(Some("a"), "10.0.0.5:6443", LevelStatus::Ok),
+                replica(Some("b"), "10.0.0.5:6443", LevelStatus::Critical),
+                replica(Some("b"), "10.0.0.6:6443", LevelStatus::Ok),
+                ApiserverReport {
+                    apiserver: "dead:9090".into(),
+                    errors: vec![crate::analyze::Problem::NoReplicas],
+                    ..Default::default()
+                },
+            ],
+            alerts: Vec::new(),
+            config_findings: None,
+        };
+        let h = render(&report);
+        let at = |needle: &str| h.find(needle).unwrap_or_else(|| panic!("{needle}: {h}"));
+        // The source's own row first, then cluster b (critical) before cluster a.
+        assert!(
+            at("dead:9090") < at("cluster b <small>2 replicas · critical"),
+            "{h}"
+        );
+        assert!(
+            at("cluster b <small>") < at("cluster a <small>1 replica · ok"),
+            "{h}"
+        );
+        assert!(h.contains("no flows, no fullest queue"), "{h}");
     }
 
     #[test]

@@ -447,6 +447,17 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
         "{status}"
     );
 
+    // The status page groups the fleet by cluster, the storm's first, and says why flows are absent.
+    let page = common::get_text(&format!("{monitor}/"))
+        .await
+        .unwrap_or_default();
+    let at = |needle: &str| {
+        page.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {page}"))
+    };
+    assert!(at("cluster a <small>1 replica · critical") < at("cluster b <small>2 replicas"));
+    assert!(page.contains("no flows, no fullest queue"), "{page}");
+
     // A replica gone: Prometheus marks its series stale, and it leaves the export (not shown as current).
     b2_server.abort();
     let b2_host = host(&b2_url);

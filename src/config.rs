@@ -1080,6 +1080,63 @@ mod tests {
     }
 
     #[test]
+    fn prometheus_sources_as_documented_and_checked() {
+        // The example's commented `targets.prometheus` block, uncommented, is a valid config.
+        let text = include_str!("../config/apf-monitor.example.yaml");
+        let block: Vec<String> = text
+            .lines()
+            .skip_while(|l| l.trim() != "# prometheus:")
+            .take_while(|l| l.trim_start().starts_with('#'))
+            .map(|l| l.replacen("# ", "", 1))
+            .collect();
+        assert!(block.len() > 5, "{block:?}");
+        let yaml = format!("targets:\n{}\n", block.join("\n"));
+        let c = Config::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let p = &c.targets.prometheus[0];
+        assert_eq!(p.display_name(), "fleet");
+        assert_eq!(p.selector, DEFAULT_PROMETHEUS_SELECTOR);
+        assert_eq!(p.headers["X-Scope-OrgID"], "platform");
+        let url_only =
+            Config::from_yaml("targets:\n  prometheus:\n    - url: https://thanos.example.com/\n")
+                .unwrap();
+        assert_eq!(
+            url_only.targets.prometheus[0].display_name(),
+            "thanos.example.com:443"
+        );
+        assert_eq!(url_only.targets.prometheus[0].apiserver_label, "instance");
+
+        for (yaml, says) in [
+            (
+                "targets:\n  static: [{url: http://a:1}]\n  prometheus: [{url: http://p:9090}]\n",
+                "give one",
+            ),
+            (
+                "targets:\n  prometheus: [{url: http://p:9090, selector: 'job=\"x\"'}]\n",
+                "in braces",
+            ),
+            (
+                "targets:\n  prometheus: [{url: http://p:9090, cluster_label: 'my-cluster'}]\n",
+                "not a Prometheus label name",
+            ),
+            (
+                "targets:\n  prometheus: [{url: http://p:9090, headers: {Authorization: 'Bearer x'}}]\n",
+                "bearer_token_file",
+            ),
+            (
+                "targets:\n  prometheus: [{url: http://p:9090}, {url: http://p:9090/}]\n",
+                "both named",
+            ),
+            (
+                "targets:\n  prometheus: [{url: http://p:9090, timeout: 10s}]\n",
+                "must not exceed scrape.interval",
+            ),
+        ] {
+            let err = Config::from_yaml(yaml).unwrap_err();
+            assert!(err.contains(says), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
     fn receivers_and_route_are_checked() {
         let err = Config::from_yaml(
             "receivers:\n  - name: a\n    console: {}\n    webhook: {url: http://x}\n",

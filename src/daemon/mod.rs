@@ -1,9 +1,10 @@
 //! The daemon owns every task and the channels between the stages; no stage writes another's state.
 //!
 //! ```text
-//!  reload (SIGHUP, POST /-/reload) ──► setup ──► targets: watch<Vec<Replica>> ──► supervisor
+//!  reload (SIGHUP, POST /-/reload) ──► setup ──► targets: watch<Targets> ──────► supervisor
 //!                                          │                                        │ one loop per replica
-//!                                          │                      replica loops ──► mpsc<Update>
+//!                                          │                                        │ and per Prometheus source
+//!                                          │          replica and Prometheus loops ──► mpsc<Update>
 //!                                          │                                        ▼
 //!                                          ├──► watch<Analysis> ──────────────► analysis
 //!                                          │                                        │ watch<Arc<StatusReport>>

@@ -474,3 +474,107 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
     );
     monitor.daemon.stop().await.unwrap();
 }
+
+/// The source's credentials: the bearer token from its file (re-read when it rotates) and the extra headers go with
+/// every query; a refused token is counted, and the daemon goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prometheus_source_sends_its_token_and_headers() {
+    use apf_monitor::config::{self, Interval, PrometheusTarget};
+    use std::sync::{Arc, Mutex};
+    // The stand-in accepts only the current token, and records what each query carried.
+    let accepted = Arc::new(Mutex::new(String::from("Bearer first")));
+    let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let (a, s) = (accepted.clone(), seen.clone());
+    let app = axum::Router::new().route(
+        "/tenant/api/v1/query",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let (a, s) = (a.clone(), s.clone());
+            async move {
+                let get = |k: &str| {
+                    headers
+                        .get(k)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let (auth, tenant) = (get("authorization"), get("x-scope-orgid"));
+                s.lock().unwrap().push((auth.clone(), tenant));
+                if auth != *a.lock().unwrap() {
+                    return (axum::http::StatusCode::UNAUTHORIZED, "bad token".to_string());
+                }
+                (
+                    axum::http::StatusCode::OK,
+                    r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"cluster":"x","instance":"10.0.0.5:6443","priority_level":"workload-low"},"value":[1,"10"]}]}}"#.to_string(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.3:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "first\n").unwrap();
+    let mut config = config::Config::default();
+    config.scrape.interval = Interval(Duration::from_millis(500));
+    config.scrape.timeout = Interval(Duration::from_millis(500));
+    config.analysis.window = Interval(Duration::from_secs(5));
+    config.targets.prometheus = vec![PrometheusTarget {
+        name: Some("mimir".into()),
+        bearer_token_file: Some(token.clone()),
+        headers: [("X-Scope-OrgID".to_string(), "team-a".to_string())].into(),
+        ..PrometheusTarget::from_url(
+            config::parse_target_url(&format!("http://{addr}/tenant")).unwrap(),
+        )
+    }];
+    let monitor = common::start_monitor(&config).await;
+    let metrics_url = format!("{monitor}/metrics");
+    let read = common::eventually(Duration::from_secs(20), || async {
+        let body = common::get_text(&metrics_url).await?;
+        common::sample_value(&body, "apf_priority_level_limit_seats", &[("cluster", "x")])
+    })
+    .await;
+    assert_eq!(read, Some(10.0));
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|(auth, tenant)| auth == "Bearer first" && tenant == "team-a"),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+
+    // The token rotates in the store first: refused until the file changes, counted as 4xx, then read again.
+    *accepted.lock().unwrap() = "Bearer second".into();
+    let refused = common::eventually(Duration::from_secs(20), || async {
+        let body = common::get_text(&metrics_url).await?;
+        common::sample_value(
+            &body,
+            "apf_monitor_scrape_errors_total",
+            &[
+                ("apiserver", "mimir"),
+                ("endpoint", "prometheus"),
+                ("reason", "http_4xx"),
+            ],
+        )
+        .filter(|n| *n >= 1.0)
+    })
+    .await;
+    assert!(refused.is_some(), "the refused token is not counted");
+    std::fs::write(&token, "second\n").unwrap();
+    let rotated = common::eventually(Duration::from_secs(20), || async {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|(auth, _)| auth == "Bearer second")
+            .then_some(())
+    })
+    .await;
+    assert!(rotated.is_some(), "the new token was never sent");
+    let status = common::get_text(&format!("{monitor}/api/v1/status"))
+        .await
+        .unwrap_or_default();
+    assert!(status.contains("10.0.0.5:6443"), "{status}");
+    monitor.daemon.stop().await.unwrap();
+}

@@ -14,6 +14,11 @@ struct Pki {
 }
 
 fn pki() -> Pki {
+    pki_for(&["kubernetes.default.svc"])
+}
+
+/// A CA and a server certificate it signed for `names` (an IP address becomes an IP SAN).
+fn pki_for(names: &[&str]) -> Pki {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -22,8 +27,10 @@ fn pki() -> Pki {
         .push(rcgen::DnType::CommonName, "test-apiserver-ca");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    // The certificate names the service, not the address the monitor connects to.
-    let params = rcgen::CertificateParams::new(vec!["kubernetes.default.svc".to_string()]).unwrap();
+    // For an apiserver, the certificate names the service, not the address the monitor connects to.
+    let params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
     let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
     let server_config = rustls::ServerConfig::builder()
         .with_no_client_auth()
@@ -40,10 +47,18 @@ fn pki() -> Pki {
 
 /// A one-endpoint HTTPS server: every request gets the 1.35 capture.
 async fn https_apiserver(server_config: Arc<rustls::ServerConfig>) -> std::net::SocketAddr {
+    https_server(server_config, common::capture("1.35")).await
+}
+
+/// A one-endpoint HTTPS server: every request gets `body`.
+async fn https_server(
+    server_config: Arc<rustls::ServerConfig>,
+    body: Vec<u8>,
+) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
-    let body = Arc::new(common::capture("1.35"));
+    let body = Arc::new(body);
     tokio::spawn(async move {
         loop {
             let Ok((sock, _)) = listener.accept().await else {
@@ -246,4 +261,56 @@ fn scrape_errors(body: &str) -> f64 {
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// A Prometheus source over https: refused with an unknown CA, read with its `ca_file`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prometheus_source_is_verified_against_its_ca_file() {
+    let pki = pki_for(&["127.0.0.1"]);
+    let answer = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"10.0.0.5:6443","priority_level":"workload-low"},"value":[1,"10"]}]}}"#;
+    let addr = https_server(pki.server_config.clone(), answer.as_bytes().to_vec()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let check = move |ca_file: Option<&std::path::Path>| {
+        let config = dir.path().join("config.yaml");
+        let mut yaml = format!("targets:\n  prometheus:\n    - url: https://{addr}\n");
+        if let Some(ca) = ca_file {
+            yaml.push_str(&format!("      ca_file: {}\n", ca.display()));
+        }
+        std::fs::write(&config, yaml).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["check", "--output", "json", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let ((code, out), (trusted_code, trusted)) =
+        tokio::task::spawn_blocking(move || (check(None), check(Some(&ca))))
+            .await
+            .unwrap();
+    // Unknown CA: refused, naming the certificate, UNKNOWN.
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.contains("cannot connect") && out.contains("certificate"),
+        "{out}"
+    );
+    // Its CA: read (every family answers 10 here, so the level has a limit of 10 seats).
+    assert_ne!(trusted_code, Some(3), "{trusted}");
+    let report: serde_json::Value =
+        serde_json::from_str(&trusted).unwrap_or_else(|e| panic!("{e}: {trusted}"));
+    assert_eq!(
+        report["apiservers"][0]["apiserver"], "10.0.0.5:6443",
+        "{trusted}"
+    );
+    assert_eq!(
+        report["apiservers"][0]["levels"][0]["limit_seats"].as_f64(),
+        Some(10.0),
+        "{trusted}"
+    );
 }

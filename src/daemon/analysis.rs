@@ -189,6 +189,11 @@ impl AnalysisStage {
                 self.sources.insert(source.clone(), problem);
                 for r in replicas {
                     let state = self.replicas.entry(r.key.clone()).or_default();
+                    if state.source.as_ref().is_some_and(|s| *s != source) {
+                        // Two sources holding one replica (an HA pair given as two URLs): the first one read keeps
+                        // it, so its history is one series of points, not two interleaved.
+                        continue;
+                    }
                     state.source = Some(source.clone());
                     state.errors.clear();
                     if let (Some(baseline), true) = (r.baseline, state.history.is_empty()) {
@@ -425,6 +430,24 @@ mod tests {
         let r = report.borrow().clone();
         assert_eq!(r.apiservers.len(), 1);
         assert_eq!(r.apiservers[0].cluster.as_deref(), Some("b"));
+        // Another source holding the same replica does not take it over.
+        stage.take(Update::Fleet {
+            source: "prom-b".into(),
+            outcome: Ok(vec![FleetReplica {
+                key: key("b", "10.0.0.5:6443"),
+                baseline: None,
+                snapshot: snapshot(50.0, 45.0, 0.0),
+            }]),
+            baseline_age_seconds: 60.0,
+            at: t0 + std::time::Duration::from_secs(70),
+            wall: SystemTime::now(),
+        });
+        let r = report.borrow().clone();
+        assert_eq!(r.apiservers[0].read_through.as_deref(), Some("prom"));
+        assert_eq!(r.apiservers[0].levels[0].headroom_seats, Some(45.0));
+        stage.take(Update::SourceRemoved {
+            source: "prom-b".into(),
+        });
         // Holding nothing is a problem of the source, said on its row.
         stage.take(fleet(Ok(vec![]), t0 + std::time::Duration::from_secs(71)));
         let r = report.borrow().clone();

@@ -1,6 +1,7 @@
 //! The analysis stage: one task owning every replica's history, keyed by cluster and replica. Rounds come in from
-//! the replica loops and the Prometheus loops (and the supervisor says when a replica or source goes); each one re-analyses that replica and publishes the whole report
-//! on a watch channel, which export and alerting read.
+//! the replica loops and the Prometheus loops (and the supervisor says when a replica or source goes); each one
+//! re-analyses the replicas it brings and publishes the whole report on a watch channel, which export and alerting
+//! read.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -137,6 +137,7 @@ pub struct PrometheusSetup {
     pub interval: std::time::Duration,
     /// `analysis.window`: how far back a new replica's baseline is read.
     pub window_seconds: f64,
+    /// The source's `timeout`, else `scrape.timeout`: for a whole round, its baseline included.
     pub timeout: std::time::Duration,
 }
 
@@ -332,12 +333,13 @@ pub async fn build_targets(config: &Config) -> Result<TargetSource, SetupError> 
                 .prometheus
                 .iter()
                 .map(|p| {
+                    let source = PrometheusSource::build(p, timeout)?;
                     Ok(PrometheusSetup {
-                        source: PrometheusSource::build(p, timeout)?,
+                        timeout: source.timeout,
+                        source,
                         config: p.clone(),
                         interval: config.scrape.interval.0,
                         window_seconds: config.analysis.window.0.as_secs_f64(),
-                        timeout,
                     })
                 })
                 .collect::<Result<_, TargetError>>()?,

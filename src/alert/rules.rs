@@ -693,7 +693,14 @@ impl Rule {
         if !metrics_failing && forbidden.is_empty() {
             return;
         }
-        let summary = if metrics_failing {
+        let prometheus =
+            blinding.is_some_and(|p| p.endpoint() == crate::scrape::Endpoint::Prometheus);
+        let summary = if prometheus {
+            format!(
+                "{name}: the Prometheus source cannot be read ({})",
+                blinding.map(|p| p.detail()).unwrap_or_default()
+            )
+        } else if metrics_failing {
             format!(
                 "{name}: /metrics cannot be scraped ({})",
                 blinding.map_or("no priority level in the last scrape".to_string(), |p| p
@@ -703,7 +710,12 @@ impl Rule {
             let endpoints: Vec<&str> = forbidden.iter().map(|p| p.endpoint().label()).collect();
             format!("{name}: HTTP 403 on {}", endpoints.join(", "))
         };
-        let remediation = if let Some(p) = forbidden.first() {
+        let remediation = if prometheus {
+            "Check the source's URL (the part before /api/v1), its credentials (bearer_token_file, headers, \
+             ca_file), that it is up, and that its selector and apiserver_label match the series it stores; the \
+             replicas read through it keep their last numbers for one analysis window."
+                .to_string()
+        } else if let Some(p) = forbidden.first() {
             format!(
                 "Grant apf-monitor's ClusterRole the rule {} and bind it with a ClusterRoleBinding (non-resource URLs \
                  cannot be granted by a namespaced Role).",
@@ -1023,6 +1035,28 @@ mod tests {
         assert!(
             r.evaluate(&rep, |_| false).is_empty(),
             "other dump errors are not alerts"
+        );
+        // A Prometheus source that fails: said as such, with what to check there.
+        rep.apiservers[0].errors = vec![scrape(
+            Endpoint::Prometheus,
+            ScrapeError::Query("partial answer, not used: store down".into()),
+        )];
+        rep.apiservers[0].levels.clear();
+        let c = r.evaluate(&rep, |_| false);
+        assert!(
+            c[0].annotations["summary"]
+                .contains("the Prometheus source cannot be read (the query failed: partial"),
+            "{:?}",
+            c[0].annotations
+        );
+        assert!(c[0].annotations["remediation"].contains("apiserver_label"));
+        rep.apiservers[0].errors = vec![scrape(Endpoint::Prometheus, http(403, "no"))];
+        let c = r.evaluate(&rep, |_| false);
+        assert!(
+            !c[0].annotations["summary"].contains("RBAC")
+                && c[0].annotations["summary"].contains("credentials"),
+            "{:?}",
+            c[0].annotations
         );
     }
 

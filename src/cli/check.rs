@@ -172,41 +172,36 @@ async fn check_prometheus(
     let mut report = StatusReport::default();
     for p in &config.targets.prometheus {
         let source = PrometheusSource::build(p, config.scrape.timeout.0)?;
-        let round = read_round(&source, now, analysis.window_seconds, |_| true)
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "{}",
-                    Problem::Scrape {
-                        endpoint: crate::scrape::Endpoint::Prometheus,
-                        error: e,
-                    }
-                    .detail()
-                )
-            })
-            .with_context(|| format!("Prometheus {} ({})", source.name, source.url))?;
-        if round.replicas.is_empty() {
-            bail!(
-                "Prometheus {} ({}) holds no apiserver_flowcontrol_* series matching {} with a {} label: check \
-                 --selector and --apiserver-label against what it stores",
-                source.name,
-                source.url,
-                source.selector,
-                source.apiserver_label
-            );
-        }
-        for r in round.replicas {
-            let mut a = crate::analyze::analyze_pair(
-                &r.key.apiserver,
-                r.baseline,
-                r.snapshot,
-                analysis.window_seconds,
-                analysis,
-            );
-            a.cluster = r.key.cluster;
-            a.read_through = Some(source.name.clone());
-            report.apiservers.push(a);
-        }
+        // A source that cannot be read, or holds nothing, is a row of its own (as in the daemon): the other
+        // sources are still reported, and the exit status says a part is missing.
+        let problem = match read_round(&source, now, analysis.window_seconds, |_| true).await {
+            Ok(round) if round.replicas.is_empty() => Problem::NoReplicas,
+            Ok(round) => {
+                for r in round.replicas {
+                    let mut a = crate::analyze::analyze_pair(
+                        &r.key.apiserver,
+                        r.baseline,
+                        r.snapshot,
+                        analysis.window_seconds,
+                        analysis,
+                    );
+                    a.cluster = r.key.cluster;
+                    a.read_through = Some(source.name.clone());
+                    report.apiservers.push(a);
+                }
+                continue;
+            }
+            Err(error) => Problem::Scrape {
+                endpoint: crate::scrape::Endpoint::Prometheus,
+                error,
+            },
+        };
+        tracing::warn!(source = %source.name, url = %source.url, "{problem}");
+        report.apiservers.push(crate::analyze::ApiserverReport {
+            apiserver: source.name.clone(),
+            errors: vec![problem],
+            ..Default::default()
+        });
     }
     Ok(report)
 }

@@ -172,7 +172,34 @@ async fn check_reads_a_fleet_through_prometheus() {
     let dead = format!("http://127.0.0.1:{}", external::free_port());
     let (code, out) = check(&["--prometheus", &dead]);
     assert_eq!(code, Some(3), "{out}");
-    assert!(out.contains("cannot connect"), "{out}");
+    assert!(out.contains("prometheus: cannot connect"), "{out}");
+    // A fleet with one source down: the other is still reported; the dead one is a row of its own.
+    let (code, out) = check(&[
+        "--prometheus",
+        &prom.url,
+        "--prometheus",
+        &dead,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, Some(2), "{out}");
+    // The JSON on standard output, the warning about the dead source after it on standard error.
+    let report: Value = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(out.contains("WARN"), "{out}");
+    let rows = report["apiservers"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{out}");
+    assert!(
+        rows.iter().any(|r| r["apiserver"] == host(&dead).as_str()
+            && r["errors"][0]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("prometheus: cannot connect")),
+        "{out}"
+    );
 }
 
 /// A simulator served until the handle is aborted (a replica that goes away).

@@ -605,3 +605,80 @@ async fn a_prometheus_source_sends_its_token_and_headers() {
     assert!(status.contains("10.0.0.5:6443"), "{status}");
     monitor.daemon.stop().await.unwrap();
 }
+
+/// A stand-in Prometheus holding one replica, `instance` in `cluster`, whatever the query.
+async fn one_replica_prometheus(cluster: &str, instance: &str) -> String {
+    let answer = format!(
+        r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"cluster":"{cluster}","instance":"{instance}","priority_level":"workload-low"}},"value":[1,"10"]}}]}}}}"#
+    );
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::post(move || {
+            let answer = answer.clone();
+            async move { answer }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+/// A reload moves the daemon from one Prometheus source to another: the first one's replicas go, the second one's
+/// come, in the same process; a reload with a bad source is refused and the running one goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_swaps_prometheus_sources() {
+    let a = one_replica_prometheus("x", "10.0.0.1:6443").await;
+    let b = one_replica_prometheus("y", "10.0.0.2:6443").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("apf-monitor.yaml");
+    let write = |url: &str, selector: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "scrape: {{interval: 500ms, timeout: 500ms}}\nanalysis: {{window: 5s}}\n\
+                 targets:\n  prometheus:\n    - url: {url}\n      selector: '{selector}'\n"
+            ),
+        )
+        .unwrap();
+    };
+    write(&a, "{}");
+    let path = file.clone();
+    let loader: apf_monitor::daemon::Loader =
+        std::sync::Arc::new(move || Ok(apf_monitor::config::Config::load(&path)?));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let daemon = apf_monitor::daemon::Daemon::start_with(loader, listener, None)
+        .await
+        .unwrap();
+    let exported = |cluster: &'static str| {
+        let url = url.clone();
+        async move {
+            let body = common::get_text(&url).await.unwrap_or_default();
+            common::sample_value(
+                &body,
+                "apf_priority_level_limit_seats",
+                &[("cluster", cluster)],
+            )
+        }
+    };
+    assert!(
+        common::eventually(Duration::from_secs(20), || exported("x"))
+            .await
+            .is_some(),
+        "source a is not read"
+    );
+    write(&b, "{}");
+    daemon.reload().await.unwrap();
+    let swapped = common::eventually(Duration::from_secs(20), || async {
+        (exported("x").await.is_none() && exported("y").await.is_some()).then_some(())
+    })
+    .await;
+    assert!(swapped.is_some(), "the reload did not swap the sources");
+    write(&b, "job=apiserver");
+    let refused = daemon.reload().await.unwrap_err();
+    assert!(refused.contains("in braces"), "{refused}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(exported("y").await.is_some(), "the running source stopped");
+    daemon.stop().await.unwrap();
+}

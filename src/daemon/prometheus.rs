@@ -70,6 +70,13 @@ async fn query_forever(
                         "{}", Problem::NoReplicas
                     );
                 }
+                if round.stale > 0 {
+                    tracing::debug!(
+                        source = %source.name,
+                        replicas = round.stale,
+                        "left out: their newest samples are older than the window"
+                    );
+                }
                 seen = round.replicas.iter().map(|r| r.key.clone()).collect();
                 metrics.record(
                     &source.name,

@@ -69,6 +69,20 @@ pub fn wanted_series() -> Vec<(String, &'static [&'static str])> {
         .collect()
 }
 
+/// The limit families: every generation serves one of them (`request_concurrency_limit` before 1.26,
+/// `nominal_limit_seats` and `current_limit_seats` since), one series per level, refreshed at every scrape. The
+/// newest sample among them says how fresh a replica's numbers in a Prometheus are.
+pub fn limit_families() -> Vec<String> {
+    [
+        "current_limit_seats",
+        "nominal_limit_seats",
+        "request_concurrency_limit",
+    ]
+    .iter()
+    .map(|f| format!("{PREFIX}{f}"))
+    .collect()
+}
+
 /// The sample-name filter handed to the exposition parser.
 pub fn is_wanted_sample(name: &str) -> bool {
     match name.strip_prefix(PREFIX) {

@@ -102,28 +102,85 @@ impl PrometheusSource {
     }
 }
 
-/// What a Prometheus holds at one instant: a snapshot per replica it has series of.
+/// What a Prometheus holds at one instant: a snapshot per replica it has fresh series of.
 #[derive(Debug, Default)]
 pub struct FleetRead {
     pub replicas: BTreeMap<ReplicaKey, ReplicaSnapshot>,
     /// Samples without the apiserver label: they cannot be told apart, so they are skipped.
     pub unlabelled: usize,
+    /// Replicas whose newest sample is older than the age asked for (gone, but still inside the store's lookback):
+    /// left out, not shown as current.
+    pub stale: usize,
 }
 
 /// Every replica the source holds at `time` (unix seconds): the families the model reads, one query each, made
-/// into the same snapshots a scrape of each replica gives.
-pub async fn read_fleet(source: &PrometheusSource, time: f64) -> Result<FleetRead, ScrapeError> {
-    let samples = families(source, &crate::model::wanted_series(), time).await?;
+/// into the same snapshots a scrape of each replica gives. With `max_age`, a replica whose newest limit sample is
+/// older than that many seconds is left out: a store answers a series for minutes after its last sample (the
+/// lookback), where no staleness marker ended it (a restarted Prometheus, some remote-write paths).
+pub async fn read_fleet(
+    source: &PrometheusSource,
+    time: f64,
+    max_age: Option<f64>,
+) -> Result<FleetRead, ScrapeError> {
+    let wanted = crate::model::wanted_series();
+    let ages = async {
+        match max_age {
+            Some(_) => newest_samples(source, time).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let (samples, newest) = tokio::try_join!(families(source, &wanted, time), ages)?;
     let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
-    let (replicas, unlabelled) = crate::model::snapshots_by_replica(
+    let (mut replicas, unlabelled) = crate::model::snapshots_by_replica(
         &samples,
         &source.cluster_label,
         &source.apiserver_label,
     );
+    let before = replicas.len();
+    if let (Some(max_age), Some(newest)) = (max_age, newest) {
+        // A replica without any limit series has no age to judge by: kept.
+        replicas.retain(|key, _| newest.get(key).is_none_or(|t| time - t <= max_age));
+    }
     Ok(FleetRead {
+        stale: before - replicas.len(),
         replicas,
         unlabelled,
     })
+}
+
+/// The unix time of each replica's newest limit sample at `time`.
+async fn newest_samples(
+    source: &PrometheusSource,
+    time: f64,
+) -> Result<BTreeMap<ReplicaKey, f64>, ScrapeError> {
+    let (c, a) = (&source.cluster_label, &source.apiserver_label);
+    // One `timestamp()` per family, joined with `or`: across families the series differ only by the name, which
+    // `timestamp()` drops, and a vector holding two equal label sets is an error.
+    let stamps = crate::model::limit_families()
+        .iter()
+        .map(|family| {
+            with_names(&source.selector, std::slice::from_ref(family))
+                .map(|selector| format!("timestamp({selector})"))
+                .ok_or_else(|| {
+                    ScrapeError::Query(format!(
+                        "selector {:?}: expected label matchers in braces",
+                        source.selector
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let query = format!("max by ({c}, {a}) ({})", stamps.join(" or "));
+    let samples = instant_query(source, &query, time).await?;
+    Ok(samples
+        .into_iter()
+        .filter_map(|s| {
+            let key = ReplicaKey {
+                cluster: s.labels.get(c).cloned(),
+                apiserver: s.labels.get(a)?.clone(),
+            };
+            Some((key, s.value))
+        })
+        .collect())
 }
 
 /// One sample of an instant vector.
@@ -149,20 +206,22 @@ pub struct FleetReplica {
 pub struct FleetRound {
     pub replicas: Vec<FleetReplica>,
     pub unlabelled: usize,
+    /// Replicas left out for samples older than the window.
+    pub stale: usize,
 }
 
-/// Every replica the source holds at `time`, with a baseline `window` seconds earlier for those `wants_baseline`
-/// picks (those without a history yet). A baseline that cannot be read is left out (a later round brings rates);
-/// the round itself fails only when the read at `time` does.
+/// Every replica the source holds at `time` with samples no older than the window, with a baseline `window`
+/// seconds earlier for those `wants_baseline` picks (those without a history yet). A baseline that cannot be read is
+/// left out (a later round brings rates); the round itself fails only when the read at `time` does.
 pub async fn read_round(
     source: &PrometheusSource,
     time: f64,
     window_seconds: f64,
     wants_baseline: impl Fn(&ReplicaKey) -> bool,
 ) -> Result<FleetRound, ScrapeError> {
-    let now = read_fleet(source, time).await?;
+    let now = read_fleet(source, time, Some(window_seconds)).await?;
     let mut baselines = if now.replicas.keys().any(&wants_baseline) {
-        match read_fleet(source, time - window_seconds).await {
+        match read_fleet(source, time - window_seconds, None).await {
             Ok(earlier) => earlier.replicas,
             Err(e) => {
                 tracing::debug!(source = %source.name, error = %e, "no baseline one window back");
@@ -187,6 +246,7 @@ pub async fn read_round(
             })
             .collect(),
         unlabelled: now.unlabelled,
+        stale: now.stale,
     })
 }
 

@@ -202,6 +202,22 @@ async fn check_reads_a_fleet_through_prometheus() {
     );
 }
 
+/// A stand-in Prometheus' answer to one query (its form-encoded body): `metric` at 10 for every family, and at the
+/// current time for the freshness query (`timestamp(...)`), as a store holding fresh samples answers.
+pub(crate) fn stub_answer(form: &str, metric: &str) -> String {
+    let value = if form.contains("timestamp") {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default()
+    } else {
+        10.0
+    };
+    format!(
+        r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{metric},"value":[1,"{value}"]}}]}}}}"#
+    )
+}
+
 /// A simulator served until the handle is aborted (a replica that goes away).
 async fn serve_stoppable(sim: &Simulator) -> (String, tokio::task::AbortHandle) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -514,7 +530,7 @@ async fn a_prometheus_source_sends_its_token_and_headers() {
     let (a, s) = (accepted.clone(), seen.clone());
     let app = axum::Router::new().route(
         "/tenant/api/v1/query",
-        axum::routing::post(move |headers: axum::http::HeaderMap| {
+        axum::routing::post(move |headers: axum::http::HeaderMap, form: String| {
             let (a, s) = (a.clone(), s.clone());
             async move {
                 let get = |k: &str| {
@@ -531,7 +547,10 @@ async fn a_prometheus_source_sends_its_token_and_headers() {
                 }
                 (
                     axum::http::StatusCode::OK,
-                    r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"cluster":"x","instance":"10.0.0.5:6443","priority_level":"workload-low"},"value":[1,"10"]}]}}"#.to_string(),
+                    stub_answer(
+                        &form,
+                        r#"{"cluster":"x","instance":"10.0.0.5:6443","priority_level":"workload-low"}"#,
+                    ),
                 )
             }
         }),
@@ -608,14 +627,14 @@ async fn a_prometheus_source_sends_its_token_and_headers() {
 
 /// A stand-in Prometheus holding one replica, `instance` in `cluster`, whatever the query.
 async fn one_replica_prometheus(cluster: &str, instance: &str) -> String {
-    let answer = format!(
-        r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"cluster":"{cluster}","instance":"{instance}","priority_level":"workload-low"}},"value":[1,"10"]}}]}}}}"#
+    let metric = format!(
+        r#"{{"cluster":"{cluster}","instance":"{instance}","priority_level":"workload-low"}}"#
     );
     let app = axum::Router::new().route(
         "/api/v1/query",
-        axum::routing::post(move || {
-            let answer = answer.clone();
-            async move { answer }
+        axum::routing::post(move |form: String| {
+            let metric = metric.clone();
+            async move { stub_answer(&form, &metric) }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -681,4 +700,47 @@ async fn a_reload_swaps_prometheus_sources() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(exported("y").await.is_some(), "the running source stopped");
     daemon.stop().await.unwrap();
+}
+
+/// A replica whose samples stopped (still answered within the store's lookback, no staleness marker) is left out:
+/// its last numbers are not shown as current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_samples_stopped_is_not_shown() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::post(
+            move |form: String| async move {
+                // The newest sample of `gone` is 3 minutes old; `live` was scraped a second ago.
+                let (gone, live) = if form.contains("timestamp") {
+                    (now - 180.0, now - 1.0)
+                } else {
+                    (10.0, 10.0)
+                };
+                format!(
+                    r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"instance":"gone:6443","priority_level":"workload-low"}},"value":[1,"{gone}"]}},{{"metric":{{"instance":"live:6443","priority_level":"workload-low"}},"value":[1,"{live}"]}}]}}}}"#
+                )
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("http://{addr}");
+    let (code, out) =
+        tokio::task::spawn_blocking(move || check(&["--prometheus", &url, "--output", "json"]))
+            .await
+            .unwrap();
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let names: Vec<&str> = report["apiservers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["apiserver"].as_str())
+        .collect();
+    assert_eq!(names, ["live:6443"], "{out}");
+    assert_ne!(code, Some(3), "{out}");
 }

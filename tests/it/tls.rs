@@ -267,7 +267,14 @@ fn scrape_errors(body: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prometheus_source_is_verified_against_its_ca_file() {
     let pki = pki_for(&["127.0.0.1"]);
-    let answer = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"10.0.0.5:6443","priority_level":"workload-low"},"value":[1,"10"]}]}}"#;
+    // One answer to every query, the freshness query's included: the current time, a fresh sample.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let answer = format!(
+        r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"instance":"10.0.0.5:6443","priority_level":"workload-low"}},"value":[1,"{now}"]}}]}}}}"#
+    );
     let addr = https_server(pki.server_config.clone(), answer.as_bytes().to_vec()).await;
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.crt");
@@ -300,7 +307,7 @@ async fn a_prometheus_source_is_verified_against_its_ca_file() {
         out.contains("cannot connect") && out.contains("certificate"),
         "{out}"
     );
-    // Its CA: read (every family answers 10 here, so the level has a limit of 10 seats).
+    // Its CA: read (every family answers the same number here, the level's limit included).
     assert_ne!(trusted_code, Some(3), "{trusted}");
     let report: serde_json::Value =
         serde_json::from_str(&trusted).unwrap_or_else(|e| panic!("{e}: {trusted}"));
@@ -310,7 +317,7 @@ async fn a_prometheus_source_is_verified_against_its_ca_file() {
     );
     assert_eq!(
         report["apiservers"][0]["levels"][0]["limit_seats"].as_f64(),
-        Some(10.0),
+        Some(now as f64),
         "{trusted}"
     );
 }

@@ -282,7 +282,7 @@ async fn every_panel_of_every_dashboard_shows_data_from_a_real_prometheus() {
     for q in queries() {
         used.extend(metric_names(&q.expr));
     }
-    let rule = std::fs::read_to_string(root().join("deploy/prometheusrule.yaml")).unwrap();
+    let rule = std::fs::read_to_string(root().join("deploy/base/prometheusrule.yaml")).unwrap();
     used.extend(metric_names(&rule));
     let unknown: Vec<&String> = used.difference(&served).collect();
     assert!(

@@ -32,6 +32,11 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The objects of `deploy/` (and of `deploy/fleet/`, over them).
+fn base_dir() -> PathBuf {
+    deploy_dir().join("base")
+}
+
 fn deploy_dir() -> PathBuf {
     root().join("deploy")
 }
@@ -107,7 +112,7 @@ fn set_of(items: &[&str]) -> BTreeSet<String> {
 
 /// The in-cluster config, as the daemon reads it.
 fn in_cluster_config() -> Config {
-    Config::load(&deploy_dir().join("apf-monitor.yaml")).unwrap()
+    Config::load(&base_dir().join("apf-monitor.yaml")).unwrap()
 }
 
 fn deployment() -> &'static Value {
@@ -424,7 +429,7 @@ fn the_deployment_runs_locked_down_with_probes_and_resources() {
         .unwrap();
     assert_eq!(
         data,
-        std::fs::read_to_string(deploy_dir().join("apf-monitor.yaml")).unwrap()
+        std::fs::read_to_string(base_dir().join("apf-monitor.yaml")).unwrap()
     );
     let state_file = config.alerting.state_file.as_ref().unwrap();
     let (state_volume, _) = mount_of(state_file);
@@ -900,7 +905,7 @@ fn the_in_cluster_config_is_valid_for_the_daemon() {
     let kubeconfig = crate::common::kubeconfig(dir.path(), &url);
     let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .args(["serve", "--check-config", "--config"])
-        .arg(deploy_dir().join("apf-monitor.yaml"))
+        .arg(base_dir().join("apf-monitor.yaml"))
         .env("KUBECONFIG", &kubeconfig)
         .output()
         .unwrap();
@@ -989,4 +994,71 @@ fn the_dockerfile_builds_with_the_release_command_and_runs_as_non_root() {
     assert!(readme.contains("cargo build --release --locked"));
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     assert!(ci.contains("cargo build --release --locked"));
+}
+
+/// `kubectl kustomize deploy/fleet/`: the base over a Prometheus. It reads no apiserver, so the scrape and discovery
+/// RBAC is gone (the Lease's stays); its egress reaches the Prometheus port; its memory fits a fleet; its config is
+/// what `serve --check-config` accepts and reads every replica from that Prometheus.
+#[test]
+fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
+    let kubectl = binary("kubectl", "kubernetes-client");
+    let out = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(deploy_dir().join("fleet"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/fleet/: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect();
+    let of = |k: &str| docs.iter().filter(|d| kind(d) == k).collect::<Vec<_>>();
+    assert!(of("ClusterRole").is_empty() && of("ClusterRoleBinding").is_empty());
+    let roles = of("Role");
+    assert_eq!(roles.len(), 1, "{roles:?}");
+    assert_eq!(
+        roles[0]["rules"][0]["resources"][0].as_str(),
+        Some("leases"),
+        "{:?}",
+        roles[0]
+    );
+    let policy = of("NetworkPolicy")[0];
+    assert!(
+        policy["spec"]["egress"][0]["ports"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|p| p["port"].as_u64() == Some(9090)),
+        "{policy:?}"
+    );
+    let deployment = of("Deployment")[0];
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+            .as_str(),
+        Some("512Mi")
+    );
+    // The ConfigMap the pods mount is the fleet's config.
+    let config_map = of("ConfigMap")[0];
+    let config =
+        Config::from_yaml(config_map["data"]["apf-monitor.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(config.targets.prometheus.len(), 1);
+    assert!(config.targets.static_targets.is_empty());
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["serve", "--check-config", "--config"])
+        .arg(deploy_dir().join("fleet/apf-monitor.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(
+            "config OK: every replica in http://prometheus-operated.monitoring.svc:9090"
+        ),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -11,9 +11,82 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::analysis::Update;
-use super::setup::{PrometheusSetup, Replica, ReplicaSpec, Targets};
+use super::setup::{PrometheusSetup, Replica, Targets};
 use super::{prometheus, replica};
 use crate::scrape::ScrapeMetrics;
+
+/// What the supervisor runs a loop for: a replica, or a Prometheus source.
+trait Supervised: Clone {
+    /// What the log calls it.
+    const KIND: &'static str;
+    fn name(&self) -> &str;
+    /// Where it is read from, for the log.
+    fn url(&self) -> String;
+    /// Its loop may go on as it is (nothing it was built from changed).
+    fn same_as(&self, running: &Self) -> bool;
+    fn spawn(
+        &self,
+        updates: mpsc::Sender<Update>,
+        metrics: ScrapeMetrics,
+        stop: CancellationToken,
+    ) -> JoinHandle<()>;
+    /// What the analysis is told when it leaves.
+    fn removed(name: String) -> Update;
+}
+
+impl Supervised for Replica {
+    const KIND: &'static str = "replica";
+    fn name(&self) -> &str {
+        &self.target.name
+    }
+    fn url(&self) -> String {
+        self.target.base_url.to_string()
+    }
+    fn same_as(&self, running: &Self) -> bool {
+        self.spec == running.spec
+    }
+    fn spawn(
+        &self,
+        updates: mpsc::Sender<Update>,
+        metrics: ScrapeMetrics,
+        stop: CancellationToken,
+    ) -> JoinHandle<()> {
+        tokio::spawn(replica::run(
+            self.target.clone(),
+            self.spec.settings.clone(),
+            updates,
+            metrics,
+            stop,
+        ))
+    }
+    fn removed(apiserver: String) -> Update {
+        Update::Removed { apiserver }
+    }
+}
+
+impl Supervised for PrometheusSetup {
+    const KIND: &'static str = "Prometheus source";
+    fn name(&self) -> &str {
+        &self.source.name
+    }
+    fn url(&self) -> String {
+        self.source.url.clone()
+    }
+    fn same_as(&self, running: &Self) -> bool {
+        PrometheusSetup::same_as(self, running)
+    }
+    fn spawn(
+        &self,
+        updates: mpsc::Sender<Update>,
+        metrics: ScrapeMetrics,
+        stop: CancellationToken,
+    ) -> JoinHandle<()> {
+        tokio::spawn(prometheus::run(self.clone(), updates, metrics, stop))
+    }
+    fn removed(source: String) -> Update {
+        Update::SourceRemoved { source }
+    }
+}
 
 struct Running<S> {
     spec: S,
@@ -37,18 +110,18 @@ pub async fn run(
     metrics: ScrapeMetrics,
     stop: CancellationToken,
 ) {
-    let mut running: BTreeMap<String, Running<ReplicaSpec>> = BTreeMap::new();
+    let mut replicas: BTreeMap<String, Running<Replica>> = BTreeMap::new();
     let mut sources: BTreeMap<String, Running<PrometheusSetup>> = BTreeMap::new();
     loop {
         let wanted = Arc::clone(&targets.borrow_and_update());
-        reconcile(&mut running, &wanted.replicas, &updates, &metrics).await;
-        reconcile_sources(&mut sources, &wanted.prometheus, &updates, &metrics).await;
+        reconcile(&mut replicas, &wanted.replicas, &updates, &metrics).await;
+        reconcile(&mut sources, &wanted.prometheus, &updates, &metrics).await;
         tokio::select! {
             _ = stop.cancelled() => break,
             changed = targets.changed() => if changed.is_err() { break },
         }
     }
-    for (_, r) in std::mem::take(&mut running) {
+    for (_, r) in std::mem::take(&mut replicas) {
         r.stop().await;
     }
     for (_, r) in std::mem::take(&mut sources) {
@@ -56,15 +129,17 @@ pub async fn run(
     }
 }
 
-async fn reconcile_sources(
-    running: &mut BTreeMap<String, Running<PrometheusSetup>>,
-    wanted: &[PrometheusSetup],
+/// Stops the loops no longer wanted (and says so to the analysis), restarts those whose settings changed, starts
+/// the new ones.
+async fn reconcile<S: Supervised>(
+    running: &mut BTreeMap<String, Running<S>>,
+    wanted: &[S],
     updates: &mpsc::Sender<Update>,
     metrics: &ScrapeMetrics,
 ) {
     let gone: Vec<String> = running
         .keys()
-        .filter(|name| !wanted.iter().any(|w| &w.source.name == *name))
+        .filter(|name| !wanted.iter().any(|w| w.name() == name.as_str()))
         .cloned()
         .collect();
     for name in gone {
@@ -72,103 +147,29 @@ async fn reconcile_sources(
             r.stop().await;
         }
         metrics.forget_replica(&name);
-        tracing::info!(source = %name, "Prometheus source removed: the replicas read through it go");
-        if updates
-            .send(Update::SourceRemoved {
-                source: name.clone(),
-            })
-            .await
-            .is_err()
-        {
+        tracing::info!(name = %name, "{} removed: its series and alerts go", S::KIND);
+        if updates.send(S::removed(name)).await.is_err() {
             return;
         }
     }
-    for setup in wanted {
-        let name = &setup.source.name;
+    for item in wanted {
+        let name = item.name();
         match running.get(name) {
-            Some(r) if r.spec.same_as(setup) => continue,
+            Some(r) if item.same_as(&r.spec) => continue,
             Some(_) => {
                 if let Some(r) = running.remove(name) {
                     r.stop().await;
                 }
-                tracing::info!(source = %name, "Prometheus source settings changed: its loop restarts");
+                tracing::info!(name, "{} settings changed: its loop restarts", S::KIND);
             }
-            None => {
-                tracing::info!(source = %name, url = %setup.source.url, "Prometheus source added")
-            }
+            None => tracing::info!(name, url = %item.url(), "{} added", S::KIND),
         }
         let stop = CancellationToken::new();
-        let task = tokio::spawn(prometheus::run(
-            setup.clone(),
-            updates.clone(),
-            metrics.clone(),
-            stop.clone(),
-        ));
+        let task = item.spawn(updates.clone(), metrics.clone(), stop.clone());
         running.insert(
-            name.clone(),
+            name.to_string(),
             Running {
-                spec: setup.clone(),
-                stop,
-                task,
-            },
-        );
-    }
-}
-
-async fn reconcile(
-    running: &mut BTreeMap<String, Running<ReplicaSpec>>,
-    wanted: &[Replica],
-    updates: &mpsc::Sender<Update>,
-    metrics: &ScrapeMetrics,
-) {
-    let names: Vec<&str> = wanted.iter().map(|r| r.target.name.as_str()).collect();
-    let gone: Vec<String> = running
-        .keys()
-        .filter(|name| !names.contains(&name.as_str()))
-        .cloned()
-        .collect();
-    for name in gone {
-        if let Some(r) = running.remove(&name) {
-            r.stop().await;
-        }
-        metrics.forget_replica(&name);
-        tracing::info!(apiserver = %name, "replica removed: its series and alerts go");
-        if updates
-            .send(Update::Removed {
-                apiserver: name.clone(),
-            })
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
-    for replica in wanted {
-        let name = &replica.target.name;
-        match running.get(name) {
-            Some(r) if r.spec == replica.spec => continue,
-            Some(_) => {
-                if let Some(r) = running.remove(name) {
-                    r.stop().await;
-                }
-                tracing::info!(apiserver = %name, "replica settings changed: its loop restarts");
-            }
-            None => {
-                tracing::info!(apiserver = %name, url = %replica.target.base_url, "replica added")
-            }
-        }
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(replica::run(
-            replica.target.clone(),
-            replica.spec.settings.clone(),
-            updates.clone(),
-            metrics.clone(),
-            stop.clone(),
-        ));
-        running.insert(
-            name.clone(),
-            Running {
-                spec: replica.spec.clone(),
+                spec: item.clone(),
                 stop,
                 task,
             },

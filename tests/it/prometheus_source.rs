@@ -44,6 +44,32 @@ fn check(args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// A real Prometheus scraping `a` as cluster a and `b` as cluster b, once it holds a window (10 s) of each.
+async fn fleet_prometheus(a: &[&str], b: &[&str]) -> external::Process {
+    let host = |u: &&str| format!("'{}'", u.trim_start_matches("http://"));
+    let list = |urls: &[&str]| urls.iter().map(host).collect::<Vec<_>>().join(", ");
+    let scrape_configs = format!(
+        "  - job_name: apiserver\n    static_configs:\n      - targets: [{}]\n        labels: {{cluster: a}}\n      \
+         - targets: [{}]\n        labels: {{cluster: b}}\n",
+        list(a),
+        list(b)
+    );
+    let prom = external::prometheus_with(&scrape_configs, "groups: []\n").await;
+    let count = a.len() + b.len();
+    let ready = common::eventually(Duration::from_secs(60), || async {
+        let up =
+            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 12"#).await;
+        (up.len() == count).then_some(())
+    })
+    .await;
+    assert!(
+        ready.is_some(),
+        "Prometheus did not scrape the replicas:\n{}",
+        prom.log()
+    );
+    prom
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_reads_a_fleet_through_prometheus() {
     // Cluster a: one 1.34 replica under a storm. Cluster b: two idle 1.29 replicas.
@@ -59,26 +85,7 @@ async fn check_reads_a_fleet_through_prometheus() {
         common::serve_sim(&idle2).await,
     ];
     let host = |u: &str| u.trim_start_matches("http://").to_string();
-    let scrape_configs = format!(
-        "  - job_name: apiserver\n    static_configs:\n      - targets: ['{}']\n        labels: {{cluster: a}}\n      \
-         - targets: ['{}', '{}']\n        labels: {{cluster: b}}\n",
-        host(&urls[0]),
-        host(&urls[1]),
-        host(&urls[2])
-    );
-    let prom = external::prometheus_with(&scrape_configs, "groups: []\n").await;
-    // A window (10 s) of scrapes of each target, for rates.
-    let ready = common::eventually(Duration::from_secs(60), || async {
-        let up =
-            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 12"#).await;
-        (up.len() == 3).then_some(())
-    })
-    .await;
-    assert!(
-        ready.is_some(),
-        "Prometheus did not scrape the three replicas:\n{}",
-        prom.log()
-    );
+    let prom = fleet_prometheus(&[&urls[0]], &[&urls[1], &urls[2]]).await;
 
     let (code, out) = check(&["--prometheus", &prom.url, "--output", "json"]);
     let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
@@ -282,25 +289,7 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
     let storm_url = common::serve_sim(&storm).await;
     let (b2_url, b2_server) = serve_stoppable(&b2).await;
     let host = |u: &str| u.trim_start_matches("http://").to_string();
-    let scrape_configs = format!(
-        "  - job_name: apiserver\n    static_configs:\n      - targets: ['{}']\n        labels: {{cluster: a}}\n      \
-         - targets: ['{}', '{}']\n        labels: {{cluster: b}}\n",
-        host(&storm_url),
-        host(&b1_url),
-        host(&b2_url)
-    );
-    let prom = external::prometheus_with(&scrape_configs, "groups: []\n").await;
-    let ready = common::eventually(Duration::from_secs(60), || async {
-        let up =
-            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 12"#).await;
-        (up.len() == 3).then_some(())
-    })
-    .await;
-    assert!(
-        ready.is_some(),
-        "Prometheus did not scrape:\n{}",
-        prom.log()
-    );
+    let prom = fleet_prometheus(&[&storm_url], &[&b1_url, &b2_url]).await;
 
     let (hook_url, hook) = webhook().await;
     let mut config = config::Config::default();

@@ -785,6 +785,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_replica_in_a_cluster_carries_it_and_statuses_tell_the_clusters_apart() {
+        let r = rules();
+        // The same address in two clusters: one loaded, one idle.
+        let mut rep = report(vec![level("workload-low", 100.0, 100.0, 5.0)]);
+        rep.apiservers[0].cluster = Some("prod-eu".into());
+        let mut idle = rep.apiservers[0].clone();
+        idle.cluster = Some("prod-us".into());
+        idle.levels = vec![level("workload-low", 100.0, 10.0, 0.0)];
+        rep.apiservers.push(idle);
+        let c = r.evaluate(&rep, |_| false);
+        assert!(!c.is_empty());
+        assert!(c.iter().all(|c| c.labels["cluster"] == "prod-eu"), "{c:?}");
+        assert!(
+            c[0].annotations["summary"].contains("10.0.0.5:6443 in cluster prod-eu"),
+            "{c:?}"
+        );
+        let statuses = level_statuses(&c);
+        let key = |cluster: &str| {
+            (
+                ReplicaKey {
+                    cluster: Some(cluster.into()),
+                    apiserver: "10.0.0.5:6443".into(),
+                },
+                "workload-low".to_string(),
+            )
+        };
+        assert_eq!(statuses.get(&key("prod-eu")), Some(&LevelStatus::Critical));
+        assert_eq!(statuses.get(&key("prod-us")), None);
+    }
+
     fn names(c: &[Candidate]) -> Vec<String> {
         c.iter()
             .map(|c| {

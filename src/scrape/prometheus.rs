@@ -1,6 +1,7 @@
 //! Reading APF from a Prometheus instead of the replicas: Prometheus, Thanos, Mimir, Cortex, VictoriaMetrics and
-//! the providers' managed ones (GKE, AKS, AMP) answer the same HTTP API (`/api/v1/query`, instant). One query per
-//! round brings every family the model reads, for every replica of every cluster the selector matches.
+//! the providers' managed ones (GKE, AKS, AMP) answer the same HTTP API (`/api/v1/query`, instant). A round asks one
+//! query per family the model reads, plus one for the replicas' freshness, for every replica of every cluster the
+//! selector matches: the number of queries does not grow with the replicas.
 use std::collections::BTreeMap;
 use std::time::Duration;
 

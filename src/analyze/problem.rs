@@ -71,6 +71,10 @@ impl Problem {
                 ScrapeError::Http { status: 404, .. } => format!(
                     "{error}: no query API at this URL; give the API's base URL (the part before /api/v1)"
                 ),
+                ScrapeError::Timeout(d) => format!(
+                    "no response within {d:?}: the Prometheus is slow or unreachable; raise the source's timeout \
+                     (at most scrape.interval), narrow its selector, or check the network"
+                ),
                 _ => error.to_string(),
             },
             Problem::Scrape { endpoint, error } => match error {

@@ -257,6 +257,21 @@ async fn webhook() -> (String, Bodies) {
     (format!("http://{addr}/hook"), bodies)
 }
 
+/// A Prometheus API that answers nothing for a minute (a querier stuck on a slow store).
+async fn slow_prometheus() -> String {
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::post(|| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            "late"
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.3:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
 /// A Prometheus API that answers every query with an execution error (an overloaded querier).
 async fn failing_prometheus() -> String {
     let app = axum::Router::new().route(
@@ -302,6 +317,12 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
         PrometheusTarget {
             name: Some("dead".into()),
             ..PrometheusTarget::from_url(config::parse_target_url(&dead).unwrap())
+        },
+        PrometheusTarget {
+            name: Some("slow".into()),
+            ..PrometheusTarget::from_url(
+                config::parse_target_url(&slow_prometheus().await).unwrap(),
+            )
         },
         PrometheusTarget {
             name: Some("failing".into()),
@@ -444,6 +465,7 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
     };
     assert!(errors(&body, "dead", "connect") >= 1.0, "{body}");
     assert!(errors(&body, "failing", "query") >= 1.0, "{body}");
+    assert!(errors(&body, "slow", "timeout") >= 1.0, "{body}");
     let status: Value = serde_json::from_str(
         &common::get_text(&format!("{monitor}/api/v1/status"))
             .await
@@ -473,9 +495,16 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
             .contains("query timed out"),
         "{status}"
     );
+    assert!(
+        row("slow")["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("prometheus: no response within 1s"),
+        "{status}"
+    );
     assert_eq!(
         status["apiservers"].as_array().unwrap().len(),
-        5,
+        6,
         "{status}"
     );
 

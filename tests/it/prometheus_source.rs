@@ -365,37 +365,41 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
     .await
     .unwrap_or_else(|| panic!("no fleet in the export:\n{}", prom.log()));
 
-    // Cluster b: exactly what each simulator serves.
-    let truth = b1.truth();
-    let mut compared = 0;
-    for t in truth.iter().filter(|t| !t.exempt) {
-        let labels = [
-            ("cluster", "b"),
-            ("apiserver", &*host(&b1_url)),
-            ("priority_level", t.priority_level.as_str()),
-        ];
-        let v = |name: &str| common::sample_value(&body, name, &labels);
-        assert_eq!(
-            v("apf_priority_level_limit_seats"),
-            Some(f64::from(t.current_limit_seats)),
-            "{}",
-            t.priority_level
-        );
-        assert_eq!(
-            v("apf_priority_level_executing_seats"),
-            Some(f64::from(t.executing_seats)),
-            "{}",
-            t.priority_level
-        );
-        assert_eq!(
-            v("apf_priority_level_headroom_seats"),
-            Some(f64::from(t.current_limit_seats) - f64::from(t.executing_seats)),
-            "{}",
-            t.priority_level
-        );
-        compared += 1;
+    // Cluster b: exactly what each simulator serves (neither moves: one paused, one idle without a clock).
+    for (sim, url) in [(&b1, &b1_url), (&b2, &b2_url)] {
+        let truth = sim.truth();
+        let mut compared = 0;
+        for t in truth.iter().filter(|t| !t.exempt) {
+            let labels = [
+                ("cluster", "b"),
+                ("apiserver", &*host(url)),
+                ("priority_level", t.priority_level.as_str()),
+            ];
+            let v = |name: &str| common::sample_value(&body, name, &labels);
+            let (limit, used) = (
+                f64::from(t.current_limit_seats),
+                f64::from(t.executing_seats),
+            );
+            let level = &t.priority_level;
+            assert_eq!(
+                v("apf_priority_level_limit_seats"),
+                Some(limit),
+                "{url} {level}"
+            );
+            assert_eq!(
+                v("apf_priority_level_executing_seats"),
+                Some(used),
+                "{url} {level}"
+            );
+            assert_eq!(
+                v("apf_priority_level_headroom_seats"),
+                Some(limit - used),
+                "{url} {level}"
+            );
+            compared += 1;
+        }
+        assert!(compared >= 5, "{truth:?}");
     }
-    assert!(compared >= 5, "{truth:?}");
     assert!(
         body.contains(&format!(
             "apf_monitor_apiserver_info{{cluster=\"b\",apiserver=\"{}\",kubernetes_version=\"v1.29.0\"}}",

@@ -169,12 +169,24 @@ async fn check_prometheus(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
+    let sources = config
+        .targets
+        .prometheus
+        .iter()
+        .map(|p| PrometheusSource::build(p, config.scrape.timeout.0))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Every source at once: a slow one costs its timeout once, not once per source after it.
+    let rounds = futures_util::future::join_all(
+        sources
+            .iter()
+            .map(|source| read_round(source, now, analysis.window_seconds, |_| true)),
+    )
+    .await;
     let mut report = StatusReport::default();
-    for p in &config.targets.prometheus {
-        let source = PrometheusSource::build(p, config.scrape.timeout.0)?;
+    for (source, round) in sources.iter().zip(rounds) {
         // A source that cannot be read, or holds nothing, is a row of its own (as in the daemon): the other
         // sources are still reported, and the exit status says a part is missing.
-        let problem = match read_round(&source, now, analysis.window_seconds, |_| true).await {
+        let problem = match round {
             Ok(round) if round.replicas.is_empty() => Problem::NoReplicas,
             Ok(round) => {
                 for r in round.replicas {

@@ -183,6 +183,15 @@ pub struct PrometheusTarget {
     pub headers: BTreeMap<String, String>,
     /// Overrides `scrape.timeout` for this source's queries.
     pub timeout: Option<Interval>,
+    /// A replica whose newest sample is older than this is left out: a store answers a series for its whole
+    /// lookback (5 minutes by default) after the last sample where no staleness marker ended it. Above the store's
+    /// scrape interval plus its ingestion delay; 0 turns the check off.
+    #[serde(default = "default_max_sample_age")]
+    pub max_sample_age: DurationValue,
+}
+
+fn default_max_sample_age() -> DurationValue {
+    DurationValue(Duration::from_secs(180))
 }
 
 pub const DEFAULT_PROMETHEUS_SELECTOR: &str = r#"{job=~"apiserver|kube-apiserver"}"#;
@@ -222,6 +231,7 @@ impl PrometheusTarget {
             ca_file: None,
             headers: BTreeMap::new(),
             timeout: None,
+            max_sample_age: default_max_sample_age(),
         }
     }
 }
@@ -1096,6 +1106,7 @@ mod tests {
         assert_eq!(p.display_name(), "fleet");
         assert_eq!(p.selector, DEFAULT_PROMETHEUS_SELECTOR);
         assert_eq!(p.headers["X-Scope-OrgID"], "platform");
+        assert_eq!(p.max_sample_age.0, Duration::from_secs(180));
         let url_only =
             Config::from_yaml("targets:\n  prometheus:\n    - url: https://thanos.example.com/\n")
                 .unwrap();

@@ -74,7 +74,7 @@ async fn query_forever(
                     tracing::debug!(
                         source = %source.name,
                         replicas = round.stale,
-                        "left out: their newest samples are older than the window"
+                        "left out: their newest samples are older than max_sample_age"
                     );
                 }
                 seen = round.replicas.iter().map(|r| r.key.clone()).collect();

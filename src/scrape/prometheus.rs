@@ -26,6 +26,8 @@ pub struct PrometheusSource {
     /// The label naming a series' replica.
     pub apiserver_label: String,
     pub timeout: Duration,
+    /// Replicas whose newest sample is older than this many seconds are left out (`None`: never).
+    pub max_sample_age: Option<f64>,
     client: reqwest::Client,
     token: Option<TokenFile>,
     headers: reqwest::header::HeaderMap,
@@ -96,6 +98,7 @@ impl PrometheusSource {
             cluster_label: config.cluster_label.clone(),
             apiserver_label: config.apiserver_label.clone(),
             timeout,
+            max_sample_age: Some(config.max_sample_age.0.as_secs_f64()).filter(|a| *a > 0.0),
             client,
             token: config.bearer_token_file.clone().map(TokenFile::new),
             headers,
@@ -207,12 +210,12 @@ pub struct FleetReplica {
 pub struct FleetRound {
     pub replicas: Vec<FleetReplica>,
     pub unlabelled: usize,
-    /// Replicas left out for samples older than the window.
+    /// Replicas left out for samples older than the source's `max_sample_age`.
     pub stale: usize,
 }
 
-/// Every replica the source holds at `time` with samples no older than the window, with a baseline `window`
-/// seconds earlier for those `wants_baseline` picks (those without a history yet). A baseline that cannot be read is
+/// Every replica the source holds at `time` with samples no older than its `max_sample_age`, with a baseline
+/// `window` seconds earlier for those `wants_baseline` picks (those without a history yet). A baseline that cannot be read is
 /// left out (a later round brings rates); the round itself fails only when the read at `time` does.
 pub async fn read_round(
     source: &PrometheusSource,
@@ -220,7 +223,7 @@ pub async fn read_round(
     window_seconds: f64,
     wants_baseline: impl Fn(&ReplicaKey) -> bool,
 ) -> Result<FleetRound, ScrapeError> {
-    let now = read_fleet(source, time, Some(window_seconds)).await?;
+    let now = read_fleet(source, time, source.max_sample_age).await?;
     let mut baselines = if now.replicas.keys().any(&wants_baseline) {
         match read_fleet(source, time - window_seconds, None).await {
             Ok(earlier) => earlier.replicas,

@@ -736,9 +736,10 @@ async fn a_replica_whose_samples_stopped_is_not_shown() {
         "/api/v1/query",
         axum::routing::post(
             move |form: String| async move {
-                // The newest sample of `gone` is 3 minutes old; `live` was scraped a second ago.
+                // The newest sample of `gone` is 4 minutes old (inside the store's 5-minute lookback, past the
+                // default max_sample_age of 3); `live` was scraped a second ago.
                 let (gone, live) = if form.contains("timestamp") {
-                    (now - 180.0, now - 1.0)
+                    (now - 240.0, now - 1.0)
                 } else {
                     (10.0, 10.0)
                 };

@@ -14,23 +14,33 @@ pub struct ReplicaKey {
     pub apiserver: String,
 }
 
-/// Groups `samples` (each with its `__name__`) by replica and builds each replica's snapshot. Samples without the
-/// apiserver label cannot be told apart and are skipped (counted in the second value).
-pub fn snapshots_by_replica(
-    samples: &[(BTreeMap<String, String>, f64)],
-    cluster_label: &str,
-    apiserver_label: &str,
-) -> (BTreeMap<ReplicaKey, ReplicaSnapshot>, usize) {
-    let mut builders: BTreeMap<ReplicaKey, SnapshotBuilder> = BTreeMap::new();
-    let mut unlabelled = 0;
-    for (labels, value) in samples {
-        let (Some(name), Some(apiserver)) = (labels.get("__name__"), labels.get(apiserver_label))
-        else {
-            unlabelled += 1;
-            continue;
+/// Samples of many replicas, each with its family's name, grouped by replica into the snapshot builders a scrape
+/// feeds. Fed answer by answer, so a round holds the snapshots being built, not every answer at once.
+pub struct FleetBuilder<'a> {
+    cluster_label: &'a str,
+    apiserver_label: &'a str,
+    builders: BTreeMap<ReplicaKey, SnapshotBuilder>,
+    unlabelled: usize,
+}
+
+impl<'a> FleetBuilder<'a> {
+    pub fn new(cluster_label: &'a str, apiserver_label: &'a str) -> Self {
+        Self {
+            cluster_label,
+            apiserver_label,
+            builders: BTreeMap::new(),
+            unlabelled: 0,
+        }
+    }
+
+    /// One sample of family `name`. Without the apiserver label it cannot be told apart: skipped and counted.
+    pub fn add(&mut self, name: &str, labels: &BTreeMap<String, String>, value: f64) {
+        let Some(apiserver) = labels.get(self.apiserver_label) else {
+            self.unlabelled += 1;
+            return;
         };
         let key = ReplicaKey {
-            cluster: labels.get(cluster_label).cloned(),
+            cluster: labels.get(self.cluster_label).cloned(),
             apiserver: apiserver.clone(),
         };
         let sample_labels: Vec<Label<'_>> = labels
@@ -41,17 +51,41 @@ pub fn snapshots_by_replica(
                 value: std::borrow::Cow::Borrowed(v),
             })
             .collect();
-        builders.entry(key).or_default().sample(&Sample {
+        self.builders.entry(key).or_default().sample(&Sample {
             name,
             labels: &sample_labels,
-            value: *value,
+            value,
             timestamp_ms: None,
         });
     }
-    (
-        builders.into_iter().map(|(k, b)| (k, b.finish())).collect(),
-        unlabelled,
-    )
+
+    /// Each replica's snapshot, and how many samples were skipped for want of the apiserver label.
+    pub fn finish(self) -> (BTreeMap<ReplicaKey, ReplicaSnapshot>, usize) {
+        (
+            self.builders
+                .into_iter()
+                .map(|(k, b)| (k, b.finish()))
+                .collect(),
+            self.unlabelled,
+        )
+    }
+}
+
+/// Groups `samples` (each with its `__name__`) by replica and builds each replica's snapshot. Samples without the
+/// apiserver label cannot be told apart and are skipped (counted in the second value).
+pub fn snapshots_by_replica(
+    samples: &[(BTreeMap<String, String>, f64)],
+    cluster_label: &str,
+    apiserver_label: &str,
+) -> (BTreeMap<ReplicaKey, ReplicaSnapshot>, usize) {
+    let mut fleet = FleetBuilder::new(cluster_label, apiserver_label);
+    for (labels, value) in samples {
+        match labels.get("__name__") {
+            Some(name) => fleet.add(name, labels, *value),
+            None => fleet.unlabelled += 1,
+        }
+    }
+    fleet.finish()
 }
 
 #[cfg(test)]

@@ -126,20 +126,15 @@ pub async fn read_fleet(
     time: f64,
     max_age: Option<f64>,
 ) -> Result<FleetRead, ScrapeError> {
-    let wanted = crate::model::wanted_series();
     let ages = async {
         match max_age {
             Some(_) => newest_samples(source, time).await.map(Some),
             None => Ok(None),
         }
     };
-    let (samples, newest) = tokio::try_join!(families(source, &wanted, time), ages)?;
-    let samples: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
-    let (mut replicas, unlabelled) = crate::model::snapshots_by_replica(
-        &samples,
-        &source.cluster_label,
-        &source.apiserver_label,
-    );
+    let wanted = crate::model::wanted_series();
+    let ((mut replicas, unlabelled), newest) =
+        tokio::try_join!(snapshots(source, &wanted, time), ages)?;
     let before = replicas.len();
     if let (Some(max_age), Some(newest)) = (max_age, newest) {
         // A replica without any limit series has no age to judge by: kept.
@@ -270,15 +265,20 @@ pub fn with_names(selector: &str, names: &[String]) -> Option<String> {
     })
 }
 
-/// Every family in `series` at `time`, one query each (run together): `sum by (cluster, apiserver, <the labels the
-/// model reads>)` of the family's series, so the answer carries no label the model would sum away anyway, and its
-/// size follows the replicas and levels, not the flow schemas or the scrape's own labels. Each sample gets its
-/// family's name back.
-pub async fn families(
+/// At most this many queries of a round in flight: the store evaluates them in parallel, and this process holds
+/// only their answers while it folds each into the snapshots.
+const QUERIES_IN_FLIGHT: usize = 8;
+
+/// Every family in `series` at `time`, one query each: `sum by (cluster, apiserver, <the labels the model reads>)`
+/// of the family's series, so the answer carries no label the model would sum away anyway, and its size follows the
+/// replicas and levels, not the flow schemas or the scrape's own labels. Each answer is folded into the replicas'
+/// snapshots as it comes (in query order), then dropped.
+async fn snapshots(
     source: &PrometheusSource,
     series: &[(String, &[&str])],
     time: f64,
-) -> Result<Vec<VectorSample>, ScrapeError> {
+) -> Result<(BTreeMap<ReplicaKey, ReplicaSnapshot>, usize), ScrapeError> {
+    use futures_util::StreamExt;
     let queries = series
         .iter()
         .map(|(name, labels)| {
@@ -299,15 +299,25 @@ pub async fn families(
             Ok((name, format!("sum by ({}) ({selector})", by.join(", "))))
         })
         .collect::<Result<Vec<_>, ScrapeError>>()?;
-    let answers = futures_util::future::try_join_all(queries.iter().map(|(name, q)| async move {
-        let samples = instant_query(source, q, time).await?;
-        Ok::<_, ScrapeError>(samples.into_iter().map(move |mut s| {
-            s.labels.insert("__name__".into(), name.to_string());
-            s
-        }))
-    }))
-    .await?;
-    Ok(answers.into_iter().flatten().collect())
+    // Made before they are streamed: a future built inside the stream would borrow for any lifetime, which a
+    // spawned task's future cannot prove Send for.
+    let requests: Vec<_> = queries
+        .into_iter()
+        .map(|(name, q)| async move {
+            instant_query(source, &q, time)
+                .await
+                .map(|samples| (name, samples))
+        })
+        .collect();
+    let mut answers = futures_util::stream::iter(requests).buffered(QUERIES_IN_FLIGHT);
+    let mut fleet = crate::model::FleetBuilder::new(&source.cluster_label, &source.apiserver_label);
+    while let Some(answer) = answers.next().await {
+        let (name, samples) = answer?;
+        for s in samples {
+            fleet.add(name, &s.labels, s.value);
+        }
+    }
+    Ok(fleet.finish())
 }
 
 #[derive(Deserialize)]

@@ -106,6 +106,8 @@ pub fn render(report: &StatusReport) -> String {
             .then_with(|| worst(ys).cmp(&worst(xs)))
             .then_with(|| x.cmp(y))
     });
+    // One <main>; a grid of replicas per cluster inside it.
+    h.push_str("<main>");
     for (cluster, replicas) in clusters {
         if let Some(c) = cluster {
             let status = format!("{:?}", worst(&replicas)).to_lowercase();
@@ -116,13 +118,13 @@ pub fn render(report: &StatusReport) -> String {
                 plural(replicas.len(), "replica", "replicas"),
             );
         }
-        h.push_str("<main class=\"replicas\">");
+        h.push_str("<div class=\"replicas\">");
         for a in replicas {
             render_replica(&mut h, a);
         }
-        h.push_str("</main>");
+        h.push_str("</div>");
     }
-    h.push_str("</body></html>");
+    h.push_str("</main></body></html>");
     h
 }
 

@@ -189,6 +189,13 @@ async fn check_prometheus(
         let problem = match round {
             Ok(round) if round.replicas.is_empty() => Problem::NoReplicas,
             Ok(round) => {
+                if round.stale > 0 {
+                    tracing::warn!(
+                        source = %source.name,
+                        "{} replica(s) left out: their newest samples are older than max_sample_age",
+                        round.stale
+                    );
+                }
                 for r in round.replicas {
                     let mut a = crate::analyze::analyze_pair(
                         &r.key.apiserver,

@@ -78,6 +78,7 @@ async fn query_forever(
                     );
                 }
                 seen = round.replicas.iter().map(|r| r.key.clone()).collect();
+                metrics.record_source(&source.name, round.replicas.len(), round.stale);
                 metrics.record(
                     &source.name,
                     &[EndpointResult {

@@ -35,6 +35,14 @@ pub struct ErrorLabels {
     pub reason: ErrorReason,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// The Prometheus source's name.
+    pub apiserver: String,
+    /// `read`, or `stale` (left out: samples older than its max_sample_age).
+    pub state: String,
+}
+
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The families; cloning shares them (each is an `Arc` inside).
@@ -45,6 +53,7 @@ pub struct ScrapeMetrics {
     last_success_timestamp_seconds: Family<EndpointLabels, FloatGauge>,
     parse_errors: Family<EndpointLabels, Counter>,
     endpoint_available: Family<EndpointLabels, Gauge>,
+    source_replicas: Family<SourceLabels, Gauge>,
 }
 
 impl ScrapeMetrics {
@@ -75,6 +84,28 @@ impl ScrapeMetrics {
              then read metrics-only",
             self.endpoint_available.clone(),
         );
+        registry.register(
+            "apf_monitor_source_replicas",
+            "Replicas a Prometheus source held at its last successful round, by state: read, or stale (left out: \
+             its newest samples older than max_sample_age)",
+            self.source_replicas.clone(),
+        );
+    }
+
+    fn source_labels(source: &str, state: &str) -> SourceLabels {
+        SourceLabels {
+            apiserver: source.to_string(),
+            state: state.to_string(),
+        }
+    }
+
+    /// What a Prometheus source's successful round held.
+    pub fn record_source(&self, source: &str, read: usize, stale: usize) {
+        for (state, n) in [("read", read), ("stale", stale)] {
+            self.source_replicas
+                .get_or_create(&Self::source_labels(source, state))
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     fn labels(apiserver: &str, endpoint: Endpoint) -> EndpointLabels {
@@ -102,6 +133,9 @@ impl ScrapeMetrics {
                 self.endpoint_available
                     .get_or_create(&Self::labels(apiserver, endpoint))
                     .set(1);
+            }
+            if endpoint == Endpoint::Prometheus {
+                self.record_source(apiserver, 0, 0);
             }
         }
     }
@@ -164,6 +198,10 @@ impl ScrapeMetrics {
                 });
             }
         }
+        for state in ["read", "stale"] {
+            self.source_replicas
+                .remove(&Self::source_labels(apiserver, state));
+        }
     }
 }
 
@@ -215,5 +253,27 @@ mod tests {
         let text = render(&m);
         assert!(!text.contains("apiserver=\"a\""), "{text}");
         assert!(text.contains("apiserver=\"b\""), "{text}");
+    }
+
+    #[test]
+    fn a_source_counts_what_it_held_from_start_up_and_leaves_nothing_when_removed() {
+        let m = ScrapeMetrics::default();
+        m.register_replica("fleet", &[Endpoint::Prometheus]);
+        let text = render(&m);
+        assert!(
+            text.contains("apf_monitor_source_replicas{apiserver=\"fleet\",state=\"read\"} 0"),
+            "{text}"
+        );
+        m.record_source("fleet", 300, 2);
+        let text = render(&m);
+        assert!(
+            text.contains("apf_monitor_source_replicas{apiserver=\"fleet\",state=\"read\"} 300")
+                && text
+                    .contains("apf_monitor_source_replicas{apiserver=\"fleet\",state=\"stale\"} 2"),
+            "{text}"
+        );
+        assert!(!text.contains("apf_monitor_endpoint_available"), "{text}");
+        m.forget_replica("fleet");
+        assert!(!render(&m).contains("fleet"));
     }
 }

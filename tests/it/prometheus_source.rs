@@ -470,6 +470,18 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
     assert!(errors(&body, "dead", "connect") >= 1.0, "{body}");
     assert!(errors(&body, "failing", "query") >= 1.0, "{body}");
     assert!(errors(&body, "slow", "timeout") >= 1.0, "{body}");
+    // What each source held: the fleet's three replicas; nothing from the dead one.
+    let held = |source: &str, state: &str| {
+        common::sample_value(
+            &body,
+            "apf_monitor_source_replicas",
+            &[("apiserver", source), ("state", state)],
+        )
+    };
+    let fleet = host(&prom.url);
+    assert_eq!(held(&fleet, "read"), Some(3.0), "{body}");
+    assert_eq!(held(&fleet, "stale"), Some(0.0), "{body}");
+    assert_eq!(held("dead", "read"), Some(0.0), "{body}");
     let status: Value = serde_json::from_str(
         &common::get_text(&format!("{monitor}/api/v1/status"))
             .await

@@ -15,7 +15,7 @@ pub use objects::{
     parse_flow_schemas, parse_flowcontrol_documents, parse_priority_level_configurations,
     parse_priority_level_documents, DocumentError, FlowcontrolObjects,
 };
-pub use prometheus::{snapshots_by_replica, FleetBuilder, ReplicaKey};
+pub use prometheus::{FleetBuilder, ReplicaKey};
 
 use std::collections::BTreeMap;
 

@@ -71,23 +71,6 @@ impl<'a> FleetBuilder<'a> {
     }
 }
 
-/// Groups `samples` (each with its `__name__`) by replica and builds each replica's snapshot. Samples without the
-/// apiserver label cannot be told apart and are skipped (counted in the second value).
-pub fn snapshots_by_replica(
-    samples: &[(BTreeMap<String, String>, f64)],
-    cluster_label: &str,
-    apiserver_label: &str,
-) -> (BTreeMap<ReplicaKey, ReplicaSnapshot>, usize) {
-    let mut fleet = FleetBuilder::new(cluster_label, apiserver_label);
-    for (labels, value) in samples {
-        match labels.get("__name__") {
-            Some(name) => fleet.add(name, labels, *value),
-            None => fleet.unlabelled += 1,
-        }
-    }
-    fleet.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,7 +125,11 @@ mod tests {
                 50.0,
             ),
         ];
-        let (snaps, unlabelled) = snapshots_by_replica(&samples, "cluster", "instance");
+        let mut fleet = FleetBuilder::new("cluster", "instance");
+        for (labels, value) in &samples {
+            fleet.add(&labels["__name__"], labels, *value);
+        }
+        let (snaps, unlabelled) = fleet.finish();
         assert_eq!(unlabelled, 0);
         assert_eq!(snaps.len(), 3);
         let a = &snaps[&ReplicaKey {

@@ -202,13 +202,7 @@ pub async fn fetch(
     let work = async {
         match &target.transport {
             Transport::Http { client, token } => {
-                let mut request = client.get(target.url(path));
-                if let Some(token) = token {
-                    let token = token
-                        .current()
-                        .map_err(|e| ScrapeError::Token(e.to_string()))?;
-                    request = request.bearer_auth(&*token);
-                }
+                let request = with_token(client.get(target.url(path)), token.as_ref())?;
                 let response = request
                     .send()
                     .await
@@ -232,6 +226,22 @@ pub async fn fetch(
         Ok(result) => result,
         Err(_) => Err(ScrapeError::Timeout(target.timeout)),
     }
+}
+
+/// The request with the token file's current token as its bearer (re-read when the file changed).
+pub(crate) fn with_token(
+    request: reqwest::RequestBuilder,
+    token: Option<&crate::targets::TokenFile>,
+) -> Result<reqwest::RequestBuilder, ScrapeError> {
+    Ok(match token {
+        Some(token) => {
+            let token = token
+                .current()
+                .map_err(|e| ScrapeError::Token(e.to_string()))?;
+            request.bearer_auth(&*token)
+        }
+        None => request,
+    })
 }
 
 /// The status and body of a response, whichever client got it.

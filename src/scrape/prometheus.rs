@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{classify, ScrapeError};
-use crate::config::{PrometheusTarget, DEFAULT_PROMETHEUS_SELECTOR};
+use crate::config::PrometheusTarget;
 use crate::model::{ReplicaKey, ReplicaSnapshot};
 use crate::targets::{TargetError, TokenFile};
 
@@ -45,37 +45,12 @@ impl std::fmt::Debug for PrometheusSource {
 }
 
 impl PrometheusSource {
-    pub const DEFAULT_SELECTOR: &'static str = DEFAULT_PROMETHEUS_SELECTOR;
-
     /// Builds the client of a configured source: its CA, token file and headers. `timeout` is `scrape.timeout`,
     /// unless the source sets its own.
     pub fn build(config: &PrometheusTarget, timeout: Duration) -> Result<Self, TargetError> {
         let name = config.display_name();
         let timeout = config.timeout.map_or(timeout, |t| t.0);
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .user_agent(concat!("apf-monitor/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(timeout)
-            // A redirect could carry the token to another host.
-            .redirect(reqwest::redirect::Policy::none());
-        if let Some(ca) = &config.ca_file {
-            let pem = std::fs::read(ca).map_err(|source| TargetError::ReadFile {
-                target: name.clone(),
-                what: "ca_file",
-                path: ca.display().to_string(),
-                source,
-            })?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| TargetError::Pem {
-                    target: name.clone(),
-                    what: "ca_file",
-                    path: ca.display().to_string(),
-                    source,
-                })?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
+        let builder = crate::targets::client_builder(&name, timeout, config.ca_file.as_deref())?;
         let client = builder.build().map_err(|source| TargetError::Client {
             target: name.clone(),
             source,
@@ -361,12 +336,7 @@ pub async fn instant_query(
         .timeout(source.timeout)
         .headers(source.headers.clone())
         .form(&[("query", query.to_string()), ("time", format!("{time:.3}"))]);
-    if let Some(token) = &source.token {
-        let token = token
-            .current()
-            .map_err(|e| ScrapeError::Token(e.to_string()))?;
-        request = request.bearer_auth(&*token);
-    }
+    request = super::with_token(request, source.token.as_ref())?;
     let response = request
         .send()
         .await

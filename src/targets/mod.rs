@@ -95,6 +95,47 @@ pub fn default_name(url: &Url) -> String {
     }
 }
 
+fn read_file(
+    target: &str,
+    what: &'static str,
+    path: &std::path::Path,
+) -> Result<Vec<u8>, TargetError> {
+    std::fs::read(path).map_err(|source| TargetError::ReadFile {
+        target: target.to_string(),
+        what,
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The HTTP client every target and source starts from: rustls, our user agent, the connect timeout, no redirects
+/// (a redirect could carry the token to another host), and the roots of `ca_file` when one is given.
+pub fn client_builder(
+    target: &str,
+    timeout: Duration,
+    ca_file: Option<&std::path::Path>,
+) -> Result<reqwest::ClientBuilder, TargetError> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .user_agent(concat!("apf-monitor/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(ca) = ca_file {
+        let pem = read_file(target, "ca_file", ca)?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| TargetError::Pem {
+                target: target.to_string(),
+                what: "ca_file",
+                path: ca.display().to_string(),
+                source,
+            })?;
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
+}
+
 /// Builds every static target; warns loudly about `insecure_skip_verify`.
 pub fn build_static(
     targets: &[StaticTarget],
@@ -115,14 +156,7 @@ fn build_one(t: &StaticTarget, scrape: &ScrapeConfig) -> Result<Target, TargetEr
     let url = t.url.0.clone();
     let name = t.name.clone().unwrap_or_else(|| default_name(&url));
     let timeout = t.timeout.map(|i| i.0).unwrap_or(scrape.timeout.0);
-    let read = |what: &'static str, path: &std::path::Path| {
-        std::fs::read(path).map_err(|source| TargetError::ReadFile {
-            target: name.clone(),
-            what,
-            path: path.display().to_string(),
-            source,
-        })
-    };
+    let read = |what: &'static str, path: &std::path::Path| read_file(&name, what, path);
     let pem_err = |what: &'static str, path: &std::path::Path, source| TargetError::Pem {
         target: name.clone(),
         what,
@@ -130,21 +164,9 @@ fn build_one(t: &StaticTarget, scrape: &ScrapeConfig) -> Result<Target, TargetEr
         source,
     };
 
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .user_agent(concat!("apf-monitor/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(timeout)
-        // The apiserver never redirects these paths; following one could carry the token elsewhere.
-        .redirect(reqwest::redirect::Policy::none())
-        .pool_max_idle_per_host(4);
-    if let Some(ca) = &t.ca_file {
-        let pem = read("ca_file", ca)?;
-        for cert in
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| pem_err("ca_file", ca, e))?
-        {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
+    // The apiserver never redirects these paths (the base client follows none).
+    let mut builder =
+        client_builder(&name, timeout, t.ca_file.as_deref())?.pool_max_idle_per_host(4);
     if let (Some(cert), Some(key)) = (&t.client_cert_file, &t.client_key_file) {
         let mut pem = read("client_cert_file", cert)?;
         pem.push(b'\n');

@@ -7,19 +7,21 @@
 
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
-# Dependencies in a layer of their own, rebuilt only when Cargo.toml or Cargo.lock change: a build against dummy
-# sources (Cargo.toml names a bench, so benches/parse.rs must exist too).
+# Dependencies in a layer of their own, rebuilt only when a manifest or Cargo.lock changes: a build of the workspace
+# (the daemon, crates/apf, crates/apf-sim) against dummy sources (crates/apf names a bench, so it must exist too).
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
+COPY crates/apf/Cargo.toml crates/apf/
+COPY crates/apf-sim/Cargo.toml crates/apf-sim/
+RUN mkdir -p src crates/apf/src crates/apf/benches crates/apf-sim/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
-    && echo 'fn main() {}' > benches/parse.rs \
+    && touch src/lib.rs crates/apf/src/lib.rs crates/apf-sim/src/lib.rs \
+    && echo 'fn main() {}' > crates/apf/benches/parse.rs \
     && cargo build --release --locked \
-    && rm -rf src benches
+    && rm -rf src crates
 COPY src src
-COPY benches benches
-# The real sources may carry older times than the dummy build: touched, cargo rebuilds the crate itself.
-RUN touch src/lib.rs src/main.rs \
+COPY crates crates
+# The real sources may carry older times than the dummy build: touched, cargo rebuilds the three crates themselves.
+RUN touch src/lib.rs src/main.rs crates/apf/src/lib.rs crates/apf-sim/src/lib.rs \
     && cargo build --release --locked
 
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -5,15 +5,11 @@
 //! Priority and Fairness itself is (its arithmetic, defaults and endpoints), which the others share.
 pub mod alert;
 pub mod analyze;
-pub mod apf;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod export;
 pub mod leader;
-pub mod model;
 pub mod notify;
-pub mod parse;
 pub mod scrape;
-pub mod sim;
 pub mod targets;

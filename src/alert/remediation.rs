@@ -4,11 +4,11 @@
 use serde_json::json;
 
 use crate::analyze::{FlowReport, LevelReport, ListCosts};
-use crate::apf::defaults::{default_precedence, default_shares};
-use crate::apf::endpoints::flowcontrol_api_version;
-use crate::apf::matching::{implied_groups, match_request, Request, Target};
-use crate::apf::{limits, object_name, subject_of, EXEMPT};
-use crate::model::FlowcontrolObjects;
+use apf::defaults::{default_precedence, default_shares};
+use apf::endpoints::flowcontrol_api_version;
+use apf::matching::{implied_groups, match_request, Request, Target};
+use apf::model::FlowcontrolObjects;
+use apf::{limits, object_name, subject_of, EXEMPT};
 
 /// A sentence, and a manifest when the change is one.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,7 +178,7 @@ fn lands_in_new_schema(
     manifest: &str,
 ) -> Option<bool> {
     let request = example_request(flow, user)?;
-    let added = crate::model::parse_flowcontrol_documents(manifest).ok()?;
+    let added = apf::model::parse_flowcontrol_documents(manifest).ok()?;
     let new_schema = added.flow_schemas.first()?.name.clone();
     let mut schemas = objects.flow_schemas.clone();
     schemas.retain(|s| s.name != new_schema);
@@ -210,9 +210,9 @@ fn list_cost(resource: &str, level: &LevelReport, lists: &ListCosts) -> Option<S
     // A page of 100: from 1.34 priced by its bytes, before by the 2·limit objects the estimator assumes of etcd.
     let page = match (minor >= 34, objects, bytes) {
         (true, Some(o), Some(b)) if o > 0.0 => {
-            crate::apf::limits::list_seats(minor, None, Some(b / o * 100.0))
+            apf::limits::list_seats(minor, None, Some(b / o * 100.0))
         }
-        (false, _, _) => crate::apf::limits::list_seats(minor, Some(200.0), None),
+        (false, _, _) => apf::limits::list_seats(minor, Some(200.0), None),
         _ => None,
     };
     Some(format!(
@@ -433,7 +433,7 @@ mod tests {
     fn the_manifest_goes_ahead_of_the_schema_the_cluster_matches_today() {
         // The cluster has a schema of its own for CI runners, ahead of service-accounts: the dump names the flow's
         // schema, but the manifest must go ahead of the one that matches first.
-        let objects = crate::model::parse_flowcontrol_documents(
+        let objects = apf::model::parse_flowcontrol_documents(
             r#"{"kind": "FlowSchemaList", "items": [
               {"metadata": {"name": "service-accounts"}, "spec": {"matchingPrecedence": 9000,
                 "priorityLevelConfiguration": {"name": "workload-low"}, "distinguisherMethod": {"type": "ByUser"},

@@ -10,7 +10,7 @@ use crate::analyze::{
     waiting_width, ApiserverReport, LevelReport, LevelStatus, Problem, StatusReport,
 };
 use crate::config::{RuleConfig, RuleName, Severity};
-use crate::model::{ReplicaKey, EXEMPT};
+use apf::model::{ReplicaKey, EXEMPT};
 
 use super::remediation::remediate;
 use super::LabelSet;
@@ -625,7 +625,7 @@ impl Rule {
                 let Some(rates) = &l.rejected_per_second else {
                     // No rate before two scrapes span a window (just after a restart): unknown is not "no
                     // rejections", so an active alert holds instead of resolving and firing again a scrape later.
-                    for reason in crate::apf::REJECTION_REASONS {
+                    for reason in apf::REJECTION_REASONS {
                         let mut labels = self.labels(server, Some(&l.priority_level));
                         labels.insert("reason".into(), reason.into());
                         if is_active(&labels) {

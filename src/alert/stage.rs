@@ -13,7 +13,7 @@ use super::silence::Silences;
 use super::state::AlertState;
 use super::{Alert, Notification};
 use crate::analyze::{AlertReport, LevelStatus, StatusReport};
-use crate::model::ReplicaKey;
+use apf::model::ReplicaKey;
 
 /// The whole alerting stage of one apf-monitor.
 #[derive(Debug, Clone)]

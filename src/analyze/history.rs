@@ -2,7 +2,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::model::ReplicaSnapshot;
+use apf::model::ReplicaSnapshot;
 
 #[derive(Debug, Clone)]
 pub struct Point {

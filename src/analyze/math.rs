@@ -1,5 +1,5 @@
 //! Counter increases with resets, histogram quantiles, and a trend robust to outliers.
-use crate::model::Histogram;
+use apf::model::Histogram;
 
 /// Increase of a counter over successive samples, Prometheus style: a drop means the process restarted and the
 /// counter began again from 0. `None` is a sample where the series was absent (no increase counted across it).

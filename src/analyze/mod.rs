@@ -3,7 +3,6 @@
 mod history;
 mod math;
 mod problem;
-pub mod review;
 pub mod round;
 mod status;
 
@@ -16,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::model::{LevelSnapshot, ReplicaKey, ReplicaSnapshot, EXEMPT};
+use apf::model::{LevelSnapshot, ReplicaKey, ReplicaSnapshot, EXEMPT};
 
 /// The shape shared by `check --output json` and `/api/v1/status` (README: `check` and HTTP), named like the metrics.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -27,7 +26,7 @@ pub struct StatusReport {
     /// The configuration review of the objects the replicas serve (`check --review`); absent until they were
     /// read, and from `check` without `--review`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub config_findings: Option<Vec<review::Finding>>,
+    pub config_findings: Option<Vec<apf::review::Finding>>,
 }
 
 /// One alert as `/api/v1/status` shows it.
@@ -65,7 +64,7 @@ pub struct ApiserverReport {
     pub list_costs: ListCosts,
     /// The flowcontrol objects the replica serves, when read: the remediation matches a flow against them.
     #[serde(skip)]
-    pub objects: Option<std::sync::Arc<crate::model::FlowcontrolObjects>>,
+    pub objects: Option<std::sync::Arc<apf::model::FlowcontrolObjects>>,
 }
 
 impl ApiserverReport {
@@ -113,7 +112,7 @@ impl ListCosts {
     pub fn list(&self, resource: &str) -> Option<(u32, Option<f64>, Option<f64>)> {
         let objects = self.objects.get(resource).copied();
         let bytes = self.bytes.get(resource).copied();
-        let seats = crate::apf::limits::list_seats(self.minor?, objects, bytes)?;
+        let seats = apf::limits::list_seats(self.minor?, objects, bytes)?;
         Some((seats, objects, bytes))
     }
 }
@@ -477,7 +476,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::{FlowSample, QueueSummary};
+    use apf::model::{FlowSample, QueueSummary};
 
     fn level(limit: f64, executing: f64, queued: f64, rejected: &[(&str, f64)]) -> LevelSnapshot {
         LevelSnapshot {
@@ -639,7 +638,7 @@ mod tests {
             waiting_requests: 45,
             fullest_queue_requests: 45,
         });
-        l.config = Some(crate::model::PriorityLevelConfig {
+        l.config = Some(apf::model::PriorityLevelConfig {
             name: "workload-low".into(),
             queuing: true,
             exempt: false,

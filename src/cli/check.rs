@@ -83,9 +83,9 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
         .filter(|l| !is_shell_prompt(l))
         .collect();
     let bytes = kept.join(&b'\n');
-    let mut builder = crate::model::SnapshotBuilder::new();
+    let mut builder = apf::model::SnapshotBuilder::new();
     let stats =
-        crate::parse::exposition::parse_all(&bytes, crate::model::is_wanted_sample, &mut builder);
+        apf::parse::exposition::parse_all(&bytes, apf::model::is_wanted_sample, &mut builder);
     let snapshot = builder.finish();
     let duplicates = snapshot.duplicate_series;
     let mut report = crate::analyze::analyze_single(&name, snapshot, analysis);

@@ -28,10 +28,10 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
             );
             Some(token)
         }
-        (None, true) => Some(crate::sim::generate_token()),
+        (None, true) => Some(apf_sim::generate_token()),
         (None, false) => None,
     };
-    let cluster = crate::sim::Cluster::start(crate::sim::ClusterOptions {
+    let cluster = apf_sim::Cluster::start(apf_sim::ClusterOptions {
         seed: args.seed,
         server_concurrency: args.server_concurrency,
         replicas,
@@ -39,11 +39,11 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         listen_port: args.listen.port(),
         tls: args.tls,
         token: token.clone(),
-        ..crate::sim::ClusterOptions::new(version, scenario)
+        ..apf_sim::ClusterOptions::new(version, scenario)
     })
     .await
     .map_err(|e| match e {
-        crate::sim::ClusterError::Bind { .. } => {
+        apf_sim::ClusterError::Bind { .. } => {
             anyhow::anyhow!("{e}: is another process using it? Use --listen")
         }
         e => e.into(),
@@ -58,7 +58,7 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         (Some(path), _) => Some(absolute(path)),
         (None, Some(t)) => {
             let path = kubeconfig.with_extension("token");
-            crate::sim::write_private(&path, &format!("{t}\n"))?;
+            apf_sim::write_private(&path, &format!("{t}\n"))?;
             Some(path)
         }
         (None, None) => None,
@@ -73,7 +73,7 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         None => None,
     };
 
-    let shares = crate::sim::load_shares(replicas);
+    let shares = apf_sim::load_shares(replicas);
     println!(
         "simulated Kubernetes v{} cluster under the {:?} load scenario: {replicas} kube-apiserver replica{}",
         args.kubernetes_version,
@@ -136,14 +136,14 @@ fn absolute(path: &std::path::Path) -> std::path::PathBuf {
 fn version_and_scenario(
     version: &str,
     scenario: &str,
-) -> Result<(crate::sim::KubeVersion, crate::sim::Scenario)> {
-    let version: crate::sim::KubeVersion = version
+) -> Result<(apf_sim::KubeVersion, apf_sim::Scenario)> {
+    let version: apf_sim::KubeVersion = version
         .parse()
         .map_err(|e| anyhow::anyhow!("--kubernetes-version {version:?}: {e}"))?;
-    let source: crate::sim::ScenarioSource = scenario
+    let source: apf_sim::ScenarioSource = scenario
         .parse()
         .map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
-    let scenario = crate::sim::Scenario::load(&source)
+    let scenario = apf_sim::Scenario::load(&source)
         .map_err(|e| anyhow::anyhow!("--scenario {scenario:?}: {e}"))?;
     Ok((version, scenario))
 }
@@ -156,19 +156,19 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     // scenario is what one apiserver gets: the cluster receives it once per replica, split so that the first
     // replica gets more than its share (the hot one) and the last less.
     let replicas = usize::from(args.replicas);
-    let options = crate::sim::ClusterOptions {
+    let options = apf_sim::ClusterOptions {
         seed: args.seed,
         replicas,
         tls: true,
-        token: Some(crate::sim::generate_token()),
-        ..crate::sim::ClusterOptions::new(version, scenario.clone().scaled(replicas as f64))
+        token: Some(apf_sim::generate_token()),
+        ..apf_sim::ClusterOptions::new(version, scenario.clone().scaled(replicas as f64))
     };
-    let cluster = match crate::sim::Cluster::start(options.clone()).await {
+    let cluster = match apf_sim::Cluster::start(options.clone()).await {
         Ok(c) => c,
         // Not every system routes all of 127.0.0.0/8 (macOS has 127.0.0.1 only): one replica there.
-        Err(crate::sim::ClusterError::Bind { .. }) if options.replicas > 1 => {
+        Err(apf_sim::ClusterError::Bind { .. }) if options.replicas > 1 => {
             println!("(127.0.0.2 cannot be bound here: the simulated cluster has one replica, on 127.0.0.1)");
-            crate::sim::Cluster::start(crate::sim::ClusterOptions {
+            apf_sim::Cluster::start(apf_sim::ClusterOptions {
                 replicas: 1,
                 first_address: std::net::Ipv4Addr::LOCALHOST.into(),
                 scenario,
@@ -228,7 +228,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         if replicas.len() == 1 { "" } else { "s" },
         args.scenario
     );
-    let shares = crate::sim::load_shares(replicas.len());
+    let shares = apf_sim::load_shares(replicas.len());
     for (i, ((_, addr), share)) in replicas.iter().zip(&shares).enumerate() {
         let hot = if i == 0 && replicas.len() > 1 {
             "  (the hot one)"
@@ -293,7 +293,7 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration, hot: &str) -> Vec<St
         let mut levels: Vec<&crate::analyze::LevelReport> = a
             .levels
             .iter()
-            .filter(|l| l.priority_level != crate::model::EXEMPT)
+            .filter(|l| l.priority_level != apf::model::EXEMPT)
             .collect();
         if a.apiserver != hot {
             levels = levels

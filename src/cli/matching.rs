@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::{init_logging, load_config, TargetArgs};
-use crate::apf::matching::{implied_groups, match_request, Match, Request, Target};
-use crate::apf::{FlowSchema, PriorityLevelConfig};
+use apf::matching::{implied_groups, match_request, Match, Request, Target};
+use apf::{FlowSchema, PriorityLevelConfig};
 
 #[derive(Debug, Args)]
 pub struct MatchArgs {

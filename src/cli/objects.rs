@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use crate::apf::{endpoints, FlowSchema, PriorityLevelConfig};
-use crate::model::FlowcontrolObjects;
 use crate::scrape::{Endpoint, ScrapePlan};
+use apf::model::FlowcontrolObjects;
+use apf::{endpoints, FlowSchema, PriorityLevelConfig};
 
 /// The objects of `files`, read in order: an object in a later file replaces one of the same kind and name, as
 /// `kubectl apply` would. `-` is standard input.
@@ -23,7 +23,7 @@ pub fn read_files(files: &[PathBuf]) -> Result<FlowcontrolObjects> {
             std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?
         };
-        let objects = crate::model::parse_flowcontrol_documents(&text)
+        let objects = apf::model::parse_flowcontrol_documents(&text)
             .with_context(|| format!("{}", path.display()))?;
         if objects.flow_schemas.is_empty() && objects.priority_levels.is_empty() {
             bail!(
@@ -86,8 +86,8 @@ pub async fn read_cluster(
         };
         let name = &replica.target.name;
         let flow_schemas =
-            crate::model::parse_flow_schemas(&fs).with_context(|| format!("{name}: {fs_path}"))?;
-        let priority_levels = crate::model::parse_priority_level_configurations(&pl)
+            apf::model::parse_flow_schemas(&fs).with_context(|| format!("{name}: {fs_path}"))?;
+        let priority_levels = apf::model::parse_priority_level_configurations(&pl)
             .with_context(|| format!("{name}: {pl_path}"))?;
         let mut endpoints = vec![Endpoint::Metrics];
         if with_traffic {

@@ -8,9 +8,9 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::{init_logging, load_config, TargetArgs};
-use crate::apf::endpoints::flowcontrol_api_version;
-use crate::apf::plan::{self, Change, PlanRow, DEFAULT_SERVER_CONCURRENCY};
-use crate::apf::PriorityLevelConfig;
+use apf::endpoints::flowcontrol_api_version;
+use apf::plan::{self, Change, PlanRow, DEFAULT_SERVER_CONCURRENCY};
+use apf::PriorityLevelConfig;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {

@@ -7,8 +7,8 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::{init_logging, load_config, CheckArgs, OutputFormat};
-use crate::analyze::review::{review as run_review, Finding, ReviewInput, Severity};
-use crate::apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
+use apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
+use apf::review::{review as run_review, Finding, ReviewInput, Severity};
 
 #[derive(Debug, Serialize)]
 struct ReviewReport {
@@ -24,7 +24,7 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
     let (objects, served, traffic, source, minor) = if args.objects.is_empty() {
         let c = super::objects::read_cluster(&config, true).await?;
         let source = format!("the objects {} serves, and its dump_requests", c.replica);
-        let objects = crate::model::FlowcontrolObjects {
+        let objects = apf::model::FlowcontrolObjects {
             flow_schemas: c.flow_schemas,
             priority_levels: c.priority_levels,
         };
@@ -51,7 +51,7 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
         priority_levels: &objects.priority_levels,
         server_concurrency,
         traffic: &traffic,
-        version: minor.map(|m| crate::apf::KubeVersion::new(m, 0)),
+        version: minor.map(|m| apf::KubeVersion::new(m, 0)),
     });
     let code = match findings.iter().map(|f| f.severity).max() {
         None => 0,

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use crate::analyze::round::shown;
 use crate::analyze::{LevelReport, LevelStatus, StatusReport};
-use crate::model::EXEMPT;
+use apf::model::EXEMPT;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Style {

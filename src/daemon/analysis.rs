@@ -9,13 +9,13 @@ use std::time::SystemTime;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::analyze::review::{review, Finding, ReviewInput};
 use crate::analyze::{Analysis, ApiserverReport, Point, Problem, ReplicaHistory, StatusReport};
-use crate::apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
-use crate::apf::KubeVersion;
-use crate::model::{FlowcontrolObjects, ReplicaKey, ReplicaSnapshot};
 use crate::scrape::prometheus::FleetReplica;
 use crate::scrape::{Endpoint, ReplicaScrape};
+use apf::model::{FlowcontrolObjects, ReplicaKey, ReplicaSnapshot};
+use apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
+use apf::review::{review, Finding, ReviewInput};
+use apf::KubeVersion;
 
 /// What the replica loops, the Prometheus loops and the supervisor tell the analysis.
 pub enum Update {
@@ -331,10 +331,10 @@ mod tests {
              apiserver_flowcontrol_current_executing_seats{{priority_level=\"workload-low\",flow_schema=\"service-accounts\"}} {executing}\n\
              apiserver_flowcontrol_rejected_requests_total{{priority_level=\"workload-low\",flow_schema=\"service-accounts\",reason=\"queue-full\"}} {rejected}\n"
         );
-        let mut builder = crate::model::SnapshotBuilder::new();
-        crate::parse::exposition::parse_all(
+        let mut builder = apf::model::SnapshotBuilder::new();
+        apf::parse::exposition::parse_all(
             text.as_bytes(),
-            crate::model::is_wanted_sample,
+            apf::model::is_wanted_sample,
             &mut builder,
         );
         builder.finish()

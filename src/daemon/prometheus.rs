@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::analysis::Update;
 use super::setup::PrometheusSetup;
 use crate::analyze::Problem;
-use crate::model::ReplicaKey;
 use crate::scrape::prometheus::read_round;
 use crate::scrape::{Endpoint, EndpointResult, ScrapeMetrics};
+use apf::model::ReplicaKey;
 
 pub async fn run(
     setup: PrometheusSetup,

@@ -37,7 +37,7 @@ async fn scrape_forever(
 ) {
     metrics.register_replica(&target.name, &settings.endpoints);
     let mut states: BTreeMap<Endpoint, EndpointState> = BTreeMap::new();
-    let mut objects: Option<Arc<crate::model::FlowcontrolObjects>> = None;
+    let mut objects: Option<Arc<apf::model::FlowcontrolObjects>> = None;
     let mut next_objects = std::time::Instant::now();
     let mut ticker = tokio::time::interval(settings.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

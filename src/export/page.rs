@@ -6,11 +6,11 @@ use std::fmt::Write;
 
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 
-use crate::analyze::review::{Finding, Severity};
 use crate::analyze::{
     AlertReport, ApiserverReport, FlowReport, LevelReport, LevelStatus, StatusReport,
 };
-use crate::model::EXEMPT;
+use apf::model::EXEMPT;
+use apf::review::{Finding, Severity};
 
 const STYLE: &str = "\
 :root{--ok:#2e7d32;--warning:#e0a000;--critical:#c62828;--muted:#666;--line:#ddd;--track:#eee}\

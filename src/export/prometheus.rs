@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::alert::AlertView;
 use crate::analyze::{ApiserverReport, LevelReport, StatusReport};
-use crate::model::EXEMPT;
+use apf::model::EXEMPT;
 
 /// Reads the latest report and alert view when `/metrics` is scraped.
 #[derive(Debug)]
@@ -262,18 +262,16 @@ impl Collector for DerivedMetrics {
 
         // The configuration review: a series per check (0 when it finds nothing) once the objects were read.
         if let Some(findings) = &r.config_findings {
-            let counts = crate::analyze::review::CHECKS
-                .iter()
-                .map(|(check, severity)| {
-                    let n = findings
-                        .iter()
-                        .filter(|f| f.check == *check && f.severity == *severity)
-                        .count();
-                    (
-                        [("check", *check), ("severity", severity.label())],
-                        n as f64,
-                    )
-                });
+            let counts = apf::review::CHECKS.iter().map(|(check, severity)| {
+                let n = findings
+                    .iter()
+                    .filter(|f| f.check == *check && f.severity == *severity)
+                    .count();
+                (
+                    [("check", *check), ("severity", severity.label())],
+                    n as f64,
+                )
+            });
             gauge(
                 &mut e,
                 "apf_config_findings",

@@ -13,8 +13,8 @@ pub use round::{
 
 use std::time::Duration;
 
-use crate::apf::endpoints::{self, Dump};
 use crate::targets::{Target, Transport};
+use apf::endpoints::{self, Dump};
 
 /// What is fetched from each replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

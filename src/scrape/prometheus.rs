@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::{classify, ScrapeError};
 use crate::config::PrometheusTarget;
-use crate::model::{ReplicaKey, ReplicaSnapshot};
 use crate::targets::{TargetError, TokenFile};
+use apf::model::{ReplicaKey, ReplicaSnapshot};
 
 /// Where and what to read, with the client that reads it.
 #[derive(Clone)]
@@ -107,7 +107,7 @@ pub async fn read_fleet(
             None => Ok(None),
         }
     };
-    let wanted = crate::model::wanted_series();
+    let wanted = apf::model::wanted_series();
     let ((mut replicas, unlabelled), newest) =
         tokio::try_join!(snapshots(source, &wanted, time), ages)?;
     let before = replicas.len();
@@ -130,7 +130,7 @@ async fn newest_samples(
     let (c, a) = (&source.cluster_label, &source.apiserver_label);
     // One `timestamp()` per family, joined with `or`: across families the series differ only by the name, which
     // `timestamp()` drops, and a vector holding two equal label sets is an error.
-    let stamps = crate::model::limit_families()
+    let stamps = apf::model::limit_families()
         .iter()
         .map(|family| {
             with_names(&source.selector, std::slice::from_ref(family))
@@ -285,7 +285,7 @@ async fn snapshots(
         })
         .collect();
     let mut answers = futures_util::stream::iter(requests).buffered(QUERIES_IN_FLIGHT);
-    let mut fleet = crate::model::FleetBuilder::new(&source.cluster_label, &source.apiserver_label);
+    let mut fleet = apf::model::FleetBuilder::new(&source.cluster_label, &source.apiserver_label);
     while let Some(answer) = answers.next().await {
         let (name, samples) = answer?;
         for s in samples {

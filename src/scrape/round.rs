@@ -3,11 +3,11 @@
 use std::time::{Duration, Instant};
 
 use super::{fetch, Endpoint, ScrapeError};
-use crate::apf::endpoints::{self, Dump};
-use crate::model::{self, ReplicaSnapshot, SnapshotBuilder};
-use crate::parse::dump;
-use crate::parse::exposition::{ExpositionParser, ParseStats};
 use crate::targets::Target;
+use apf::endpoints::{self, Dump};
+use apf::model::{self, ReplicaSnapshot, SnapshotBuilder};
+use apf::parse::dump;
+use apf::parse::exposition::{ExpositionParser, ParseStats};
 
 /// What to fetch this round.
 #[derive(Debug, Clone)]

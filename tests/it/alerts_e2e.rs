@@ -11,7 +11,7 @@ use apf_monitor::config::{
     self, AlertmanagerConfig, Config, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig,
     SlackConfig, WebhookConfig,
 };
-use apf_monitor::sim::{KubeVersion, Scenario, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, SimOptions, Simulator};
 use axum::http::StatusCode;
 use axum::routing::post;
 

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 fn check(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
@@ -305,7 +305,7 @@ fn a_live_target_under_a_storm_is_critical_and_idle_is_ok() {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        rt.spawn(apf_monitor::sim::serve(listener, sim));
+        rt.spawn(apf_sim::serve(listener, sim));
         let out = check(&["--target", &format!("http://{addr}")], None);
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(expected), "{text}");

@@ -78,10 +78,10 @@ pub async fn get_text(url: &str) -> Option<String> {
 /// paused (both sides of a test see the same instant), served on a loopback port; returns it and its URL.
 pub async fn paused_sim(
     minor: u32,
-    scenario: apf_monitor::sim::Scenario,
+    scenario: apf_sim::Scenario,
     seconds: u64,
-) -> (apf_monitor::sim::Simulator, String) {
-    use apf_monitor::sim::{KubeVersion, SimOptions, Simulator};
+) -> (apf_sim::Simulator, String) {
+    use apf_sim::{KubeVersion, SimOptions, Simulator};
     let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(minor, 0), scenario)).unwrap();
     for _ in 0..seconds * 10 {
         sim.step(Duration::from_millis(100));
@@ -91,10 +91,10 @@ pub async fn paused_sim(
 }
 
 /// Serves `sim` on a loopback port; returns its URL.
-pub async fn serve_sim(sim: &apf_monitor::sim::Simulator) -> String {
+pub async fn serve_sim(sim: &apf_sim::Simulator) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(listener, sim.clone()));
+    tokio::spawn(apf_sim::serve(listener, sim.clone()));
     format!("http://{addr}")
 }
 
@@ -191,13 +191,9 @@ pub fn assert_untouched(listener: &std::net::TcpListener) {
 /// A simulated cluster started with `options`, its kubeconfig written into a temporary directory (which lives as
 /// long as the returned `TempDir`; tests put their other files there too).
 pub async fn sim_cluster(
-    options: apf_monitor::sim::ClusterOptions,
-) -> (
-    apf_monitor::sim::Cluster,
-    tempfile::TempDir,
-    std::path::PathBuf,
-) {
-    let cluster = apf_monitor::sim::Cluster::start(options).await.unwrap();
+    options: apf_sim::ClusterOptions,
+) -> (apf_sim::Cluster, tempfile::TempDir, std::path::PathBuf) {
+    let cluster = apf_sim::Cluster::start(options).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.kubeconfig(&kubeconfig).unwrap();
@@ -247,12 +243,12 @@ pub fn fixture_file(dir: &tempfile::TempDir, name: &str) -> String {
 pub fn sim_on(
     rt: &tokio::runtime::Runtime,
     minor: u32,
-    scenario: apf_monitor::sim::ScenarioSource,
+    scenario: apf_sim::ScenarioSource,
     clock: bool,
 ) -> String {
-    let options = apf_monitor::sim::SimOptions::new(
-        apf_monitor::sim::KubeVersion::new(minor, 0),
-        apf_monitor::sim::Scenario::load(&scenario).unwrap(),
+    let options = apf_sim::SimOptions::new(
+        apf_sim::KubeVersion::new(minor, 0),
+        apf_sim::Scenario::load(&scenario).unwrap(),
     );
     sim_with_on(rt, options, clock)
 }
@@ -260,10 +256,10 @@ pub fn sim_on(
 /// [`sim_on`] with the simulator's options given.
 pub fn sim_with_on(
     rt: &tokio::runtime::Runtime,
-    options: apf_monitor::sim::SimOptions,
+    options: apf_sim::SimOptions,
     clock: bool,
 ) -> String {
-    let sim = apf_monitor::sim::Simulator::try_new(options).unwrap();
+    let sim = apf_sim::Simulator::try_new(options).unwrap();
     if clock {
         let _guard = rt.enter();
         // The clock task lives as long as the runtime.
@@ -273,7 +269,7 @@ pub fn sim_with_on(
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    rt.spawn(apf_monitor::sim::serve(listener, sim));
+    rt.spawn(apf_sim::serve(listener, sim));
     format!("http://{addr}")
 }
 

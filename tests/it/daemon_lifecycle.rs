@@ -9,9 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use apf_monitor::sim::{
-    ClusterOptions, KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator,
-};
+use apf_sim::{ClusterOptions, KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use axum::http::StatusCode;
 use axum::routing::post;
 use serde_json::Value;

@@ -15,12 +15,12 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_yaml::Value;
 
-use apf_monitor::alert::{Fires, RuleSpec};
-use apf_monitor::apf::defaults::default_precedence;
-use apf_monitor::apf::endpoints::{
+use apf::defaults::default_precedence;
+use apf::endpoints::{
     Dump, DUMPS_RBAC_RULE, FLOWCONTROL_GROUP, FLOW_SCHEMAS, METRICS_PATH,
     PRIORITY_LEVEL_CONFIGURATIONS,
 };
+use apf_monitor::alert::{Fires, RuleSpec};
 use apf_monitor::config::{parse_duration, AlertingConfig, Config, RuleName};
 
 /// The namespace every namespaced object of apf-monitor lives in.
@@ -994,6 +994,59 @@ fn the_dockerfile_builds_with_the_release_command_and_runs_as_non_root() {
     assert!(readme.contains("cargo build --release --locked"));
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     assert!(ci.contains("cargo build --release --locked"));
+}
+
+/// No Docker engine runs where the tests do, so the image's build is checked against the workspace it builds: every
+/// crate under `crates/` is a member, its manifest is in the dependency layer with a dummy library, its sources are
+/// in the build context (`.dockerignore`) and copied in, and its library is touched before the real build.
+#[test]
+fn the_dockerfile_builds_every_crate_of_the_workspace() {
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let ignore = std::fs::read_to_string(root().join(".dockerignore")).unwrap();
+    let allowed: Vec<&str> = ignore.lines().filter_map(|l| l.strip_prefix('!')).collect();
+    for dir in ["src/", "crates/", "Cargo.toml", "Cargo.lock"] {
+        assert!(allowed.contains(&dir), ".dockerignore leaves out {dir}");
+    }
+    assert!(dockerfile.contains("COPY src src") && dockerfile.contains("COPY crates crates"));
+    let mut crates: Vec<String> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    crates.sort();
+    assert!(!crates.is_empty());
+    let touch = dockerfile
+        .lines()
+        .find(|l| l.trim_start().starts_with("RUN touch"))
+        .unwrap();
+    for name in &crates {
+        let dir = format!("crates/{name}");
+        assert!(
+            manifest.contains(&format!("\"{dir}\"")),
+            "{dir} is not a workspace member"
+        );
+        assert!(
+            dockerfile.contains(&format!("COPY {dir}/Cargo.toml {dir}/")),
+            "the dependency layer lacks {dir}/Cargo.toml"
+        );
+        assert!(
+            dockerfile.contains(&format!("{dir}/src/lib.rs")),
+            "no dummy library for {dir}"
+        );
+        assert!(touch.contains(&format!("{dir}/src/lib.rs")), "{touch}");
+        // A bench or test target a manifest names must exist in the dummy build too.
+        let own = std::fs::read_to_string(root().join(&dir).join("Cargo.toml")).unwrap();
+        for bench in own
+            .split("[[bench]]")
+            .skip(1)
+            .filter_map(|b| b.split('"').nth(1))
+        {
+            assert!(
+                dockerfile.contains(&format!("{dir}/benches/{bench}.rs")),
+                "no dummy bench {bench} for {dir}"
+            );
+        }
+    }
 }
 
 /// `kubectl kustomize deploy/fleet/`: the base over a Prometheus. It reads no apiserver, so the scrape and discovery

@@ -8,9 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use apf_monitor::sim::{
-    generate_token, Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource,
-};
+use apf_sim::{generate_token, Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource};
 
 use crate::common::{external, get_text, sample_value};
 

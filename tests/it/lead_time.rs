@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::external;
 use apf_monitor::config::{self, Config, ReceiverConfig, StaticTarget, WebhookConfig};
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use axum::routing::post;
 
 /// kubernetes-mixin's rule, as shipped (job label adapted to this Prometheus).
@@ -38,7 +38,7 @@ async fn lead_time_against_kube_api_terminated_requests() {
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sim_addr = sim_listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(sim_listener, sim.clone()));
+    tokio::spawn(apf_sim::serve(sim_listener, sim.clone()));
 
     // A webhook consumer recording when each alert first arrives.
     let arrivals: Arc<Mutex<Vec<(f64, String)>>> = Arc::default();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use apf_monitor::config::{self, AlertmanagerConfig, Config, ReceiverConfig, SlackConfig};
 use apf_monitor::leader::Leadership;
-use apf_monitor::sim::{Scenario, ScenarioSource};
+use apf_sim::{Scenario, ScenarioSource};
 use axum::routing::post;
 
 async fn recorder(path: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
@@ -92,7 +92,7 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
 async fn two_processes_one_notifies_and_the_other_takes_over_when_it_stops() {
     use std::process::{Command, Stdio};
 
-    use apf_monitor::sim::{ClusterOptions, KubeVersion};
+    use apf_sim::{ClusterOptions, KubeVersion};
 
     let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions::new(
         KubeVersion::new(34, 0),

@@ -13,7 +13,6 @@ mod discovery;
 mod lead_time;
 mod leader_gate;
 mod match_cli;
-mod model_captures;
 mod notify_email;
 mod notify_http;
 mod plan_cli;

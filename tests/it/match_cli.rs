@@ -4,7 +4,7 @@
 //! from those objects and its matching rules (precedence, then name; first match wins).
 use std::process::{Command, Output};
 
-use apf_monitor::sim::ScenarioSource;
+use apf_sim::ScenarioSource;
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {

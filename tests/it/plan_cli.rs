@@ -5,7 +5,7 @@ use crate::common;
 
 use std::process::{Command, Output};
 
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions};
 use serde_json::Value;
 
 fn plan(args: &[&str]) -> Output {
@@ -301,7 +301,7 @@ fn the_clusters_objects_and_its_server_concurrency() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeconfig_finds_the_replicas_and_reads_their_objects() {
-    let (_cluster, _dir, kubeconfig) = common::sim_cluster(apf_monitor::sim::ClusterOptions::new(
+    let (_cluster, _dir, kubeconfig) = common::sim_cluster(apf_sim::ClusterOptions::new(
         KubeVersion::new(34, 0),
         Scenario::load(&ScenarioSource::Idle).unwrap(),
     ))

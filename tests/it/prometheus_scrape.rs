@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::external;
 use apf_monitor::config::{self, Config};
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_derived_metrics() {

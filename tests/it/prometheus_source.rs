@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::external;
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use serde_json::Value;
 
 fn sim(minor: u32, scenario: ScenarioSource) -> Simulator {
@@ -229,7 +229,7 @@ pub(crate) fn stub_answer(form: &str, metric: &str) -> String {
 async fn serve_stoppable(sim: &Simulator) -> (String, tokio::task::AbortHandle) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(apf_monitor::sim::serve(listener, sim.clone()));
+    let task = tokio::spawn(apf_sim::serve(listener, sim.clone()));
     (format!("http://{addr}"), task.abort_handle())
 }
 

@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use serde_json::Value;
 
 fn review(args: &[&str]) -> Output {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::{get_text, sample_value};
 use apf_monitor::config::{self, Config, StaticTarget};
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 async fn start_sim(minor: u32) -> (Simulator, String) {
     let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
@@ -20,7 +20,7 @@ async fn start_sim(minor: u32) -> (Simulator, String) {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(apf_monitor::sim::serve(listener, sim.clone()));
+    tokio::spawn(apf_sim::serve(listener, sim.clone()));
     (sim, format!("http://{addr}"))
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::get_text;
 use apf_monitor::config::Config;
-use apf_monitor::sim::{Scenario, ScenarioSource};
+use apf_sim::{Scenario, ScenarioSource};
 
 async fn status(monitor: &impl std::fmt::Display) -> serde_json::Value {
     serde_json::from_str(

@@ -7,9 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common;
-use apf_monitor::sim::{
-    generate_token, Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource,
-};
+use apf_sim::{generate_token, Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource};
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Endpoints;

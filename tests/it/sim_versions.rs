@@ -2,11 +2,9 @@
 //! between the real captures (1.22, 1.27, 1.33, 1.36): the snapshot equals the simulator's own truth.
 use std::time::Duration;
 
-use apf_monitor::model::{
-    self, is_wanted_sample, MetricGeneration, ReplicaSnapshot, SnapshotBuilder,
-};
-use apf_monitor::parse::{dump, exposition::parse_all};
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf::model::{self, is_wanted_sample, MetricGeneration, ReplicaSnapshot, SnapshotBuilder};
+use apf::parse::{dump, exposition::parse_all};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 fn storm(minor: u32, seconds: u64) -> Simulator {
     let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();

@@ -7,7 +7,7 @@ use crate::common;
 use std::time::Duration;
 
 use apf_monitor::config::{DurationValue, RuleConfig, RuleName};
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 /// A 5 s loop: nothing, then 200 ms of 10-seat LISTs at 300/s (600 seats wanted at once: more than the level gets),
 /// drained within a second.

@@ -6,7 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use crate::common::external;
-use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser() {

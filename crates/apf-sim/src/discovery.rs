@@ -8,7 +8,7 @@
 
 use super::store::Gvr;
 use super::KubeVersion;
-use crate::apf::endpoints::{
+use apf::endpoints::{
     served_api_versions, FLOWCONTROL_GROUP, FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS,
 };
 use serde_json::{json, Value};

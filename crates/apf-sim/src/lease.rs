@@ -337,8 +337,8 @@ pub(super) fn patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::discovery::{self, LEASES};
-    use crate::sim::KubeVersion;
+    use crate::discovery::{self, LEASES};
+    use crate::KubeVersion;
 
     /// A patch the old way round: content type, body, field manager; never forced.
     fn patch_as(

@@ -6,7 +6,7 @@ use super::render::{git_commit, go_version};
 use super::status::ApiError;
 use super::store::Store;
 use super::{objects, Simulator};
-use crate::apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
+use apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -110,8 +110,8 @@ async fn version(State(sim): State<Simulator>) -> Json<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::apf::tests::sim;
-    use crate::sim::ScenarioSource;
+    use crate::simulator::tests::sim;
+    use crate::ScenarioSource;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

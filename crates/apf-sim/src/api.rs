@@ -14,7 +14,7 @@ use super::status::ApiError;
 use super::store::{Change, EventType, Gvr, ObjectKey, Store};
 use super::table;
 use super::KubeVersion;
-use crate::apf::endpoints::PRIORITY_LEVEL_CONFIGURATIONS;
+use apf::endpoints::PRIORITY_LEVEL_CONFIGURATIONS;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -529,8 +529,8 @@ fn watch_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::discovery::{ENDPOINT_SLICES, LEASES};
-    use crate::sim::objects;
+    use crate::discovery::{ENDPOINT_SLICES, LEASES};
+    use crate::objects;
 
     fn ctx() -> ApiContext {
         let v = KubeVersion::new(34, 0);

@@ -1,12 +1,32 @@
 //! The model on every real capture (Kubernetes 1.18 to 1.35): the right limit, seats in use and levels for each
 //! metric generation. Expected values were read from the captures with grep, not from our code.
-use crate::common;
+//!
+//! It is the domain crate's own test: it needs no runtime and no server, only the project's copies of the captures
+//! (`tests/fixtures/` at the top of the workspace, sources in `SOURCES.md` there).
+use std::io::Read;
 
-use apf_monitor::model::{is_wanted_sample, MetricGeneration, ReplicaSnapshot, SnapshotBuilder};
-use apf_monitor::parse::exposition::parse_all;
+use apf::model::{is_wanted_sample, MetricGeneration, ReplicaSnapshot, SnapshotBuilder};
+use apf::parse::exposition::parse_all;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
+
+fn capture(version: &str) -> Vec<u8> {
+    let path = format!("{FIXTURES}/metrics-v{version}.txt.gz");
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    out
+}
+
+fn fixture_text(name: &str) -> String {
+    let path = format!("{FIXTURES}/{name}");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
 
 fn snapshot(version: &str) -> ReplicaSnapshot {
-    let body = common::capture(version);
+    let body = capture(version);
     let mut b = SnapshotBuilder::new();
     let stats = parse_all(&body, is_wanted_sample, &mut b);
     assert_eq!(
@@ -253,7 +273,7 @@ fn camel_case_labels_of_1_18_are_read() {
 
 #[test]
 fn eks_pastes_are_read() {
-    let text = common::fixture_text("snippet-eks-1.32-nominal_limit_seats.txt");
+    let text = fixture_text("snippet-eks-1.32-nominal_limit_seats.txt");
     let mut b = SnapshotBuilder::new();
     let stats = parse_all(text.as_bytes(), is_wanted_sample, &mut b);
     // The `$ kubectl ...` prompt line is counted, not silently dropped.

@@ -610,7 +610,10 @@ mod tests {
     }
 
     pub(crate) fn fixture_gz(name: &str) -> Vec<u8> {
-        let path = format!("{}/tests/fixtures/{name}.gz", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../../tests/fixtures/{name}.gz",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(file)
@@ -620,7 +623,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Vec<u8> {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
         std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 

@@ -10,13 +10,13 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! use apf_monitor::sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+//! use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 //! let version: KubeVersion = "1.33".parse()?;
 //! let scenario = Scenario::load(&"ramp".parse::<ScenarioSource>()?)?;
 //! let sim = Simulator::try_new(SimOptions::new(version, scenario))?;
 //! let _clock = sim.spawn_clock(std::time::Duration::from_millis(100));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:6443").await?;
-//! apf_monitor::sim::serve(listener, sim).await?;
+//! apf_sim::serve(listener, sim).await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -32,7 +32,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! use apf_monitor::sim::{Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource};
+//! use apf_sim::{Cluster, ClusterOptions, KubeVersion, Scenario, ScenarioSource};
 //! let scenario = Scenario::load(&ScenarioSource::Ramp)?;
 //! let cluster = Cluster::start(ClusterOptions {
 //!     replicas: 3,
@@ -50,7 +50,6 @@
 //! fair queuing, and the virtual-clock values are approximate; queued requests time out after 15 s (no client
 //! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
-mod apf;
 mod api;
 mod auth;
 mod cluster;
@@ -62,19 +61,20 @@ mod render;
 mod scenario;
 mod selector;
 mod server;
+mod simulator;
 mod status;
 mod store;
 mod table;
 mod tabwriter;
 mod tls;
 
-pub use crate::apf::KubeVersion;
-pub use apf::{LevelTruth, SimOptions, Simulator};
+pub use apf::KubeVersion;
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
 pub use server::{router, serve};
+pub use simulator::{LevelTruth, SimOptions, Simulator};
 pub use tabwriter::tabwrite;
 pub use tls::TlsError;
 
@@ -82,7 +82,7 @@ pub use tls::TlsError;
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     #[error(transparent)]
-    Version(#[from] crate::apf::VersionError),
+    Version(#[from] apf::VersionError),
     #[error("cannot read scenario file {path}: {source}")]
     Io {
         path: std::path::PathBuf,

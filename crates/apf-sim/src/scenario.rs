@@ -170,7 +170,7 @@ impl Scenario {
 
     /// Checks that every flow's flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
     pub fn validate_for(&self, version: super::KubeVersion) -> Result<(), SimError> {
-        let known = crate::apf::defaults::default_flow_schemas(version);
+        let known = apf::defaults::default_flow_schemas(version);
         for f in &self.flows {
             if !known.iter().any(|k| k.name == f.flow_schema) {
                 return Err(SimError::Scenario(format!(
@@ -189,7 +189,7 @@ impl Scenario {
         }
         let mut names = std::collections::BTreeSet::new();
         // Flow schemas of any supported version; per-version checks happen when the simulator starts.
-        let known = crate::apf::defaults::known_flow_schemas();
+        let known = apf::defaults::known_flow_schemas();
         for f in &self.flows {
             let who = format!("flow {:?}", f.name);
             if f.name.is_empty() {
@@ -282,7 +282,10 @@ mod tests {
 
     #[test]
     fn example_file_loads() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/scenarios/example.yaml");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../config/scenarios/example.yaml"
+        );
         let sc = Scenario::load(&ScenarioSource::File(path.into())).unwrap();
         assert_eq!(sc.duration, Duration::from_secs(300));
     }

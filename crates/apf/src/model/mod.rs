@@ -8,7 +8,7 @@ mod metrics;
 mod objects;
 mod prometheus;
 
-pub use crate::apf::{PriorityLevelConfig, EXEMPT};
+pub use crate::{PriorityLevelConfig, EXEMPT};
 pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump};
 pub use metrics::{is_wanted_sample, limit_families, wanted_series, SnapshotBuilder};
 pub use objects::{
@@ -153,7 +153,7 @@ impl ReplicaSnapshot {
     pub fn minor(&self) -> Option<u32> {
         self.kubernetes_version
             .as_deref()
-            .and_then(crate::apf::KubeVersion::minor_of)
+            .and_then(crate::KubeVersion::minor_of)
     }
 
     /// The nominal limit each level reports: what the replica's server concurrency is inferred from.

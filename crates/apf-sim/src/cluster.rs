@@ -460,7 +460,7 @@ pub fn write_private(path: &Path, text: &str) -> Result<(), ClusterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::ScenarioSource;
+    use crate::ScenarioSource;
 
     fn opts(replicas: usize, first: [u8; 4]) -> ClusterOptions {
         let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();

@@ -333,7 +333,7 @@ pub(super) fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::discovery;
+    use crate::discovery;
 
     #[test]
     fn kubectl_asks_for_tables_first() {

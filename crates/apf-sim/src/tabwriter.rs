@@ -87,7 +87,7 @@ mod tests {
     use super::*;
 
     /// The project's own copies of the Kubernetes documentation's dumps (see tests/fixtures/SOURCES.md).
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 
     /// Re-creates the Go input (cells joined by ",\t") from a padded dump and formats it again.
     fn reformat(fixture: &str) -> String {

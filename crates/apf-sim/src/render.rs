@@ -1,6 +1,6 @@
 //! `/metrics` and the debug dumps, in the layout of the simulated version (k8s.io/apiserver `pkg/util/flowcontrol/metrics/metrics.go`, `apf_controller_debug.go`).
 
-use super::apf::{
+use super::simulator::{
     FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS, SEAT_UTILIZATION_BUCKETS,
 };
 use super::tabwriter::{row, tabwrite};
@@ -922,8 +922,8 @@ impl Simulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::apf::tests::sim;
-    use crate::sim::ScenarioSource;
+    use crate::simulator::tests::sim;
+    use crate::ScenarioSource;
 
     fn metrics(minor: u32, src: ScenarioSource, secs: u64) -> String {
         let s = sim(minor, src, 1);
@@ -1128,7 +1128,7 @@ mod tests {
         // At start every counter is 0; the 2023 docs fixture differs only in DispatchedRequests and IsIdle.
         let fixture = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/k8swebsite-2023-dump_priority_levels.txt"
+            "/../../tests/fixtures/k8swebsite-2023-dump_priority_levels.txt"
         ))
         .unwrap_or_else(|e| panic!("fixture: {e}"));
         let mut expected = String::new();

@@ -145,7 +145,7 @@ pub fn seats_per_share(known: &[(u32, f64)]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apf::defaults::default_priority_levels;
+    use crate::defaults::default_priority_levels;
 
     /// (name, limits) of the default levels of 1.`minor` at ServerCL `server_cl`.
     fn defaults(minor: u32, server_cl: u32) -> Vec<(String, SeatLimits)> {
@@ -281,7 +281,7 @@ mod tests {
         let mut compared = 0;
         for minor in KubeVersion::MIN_MINOR..=KubeVersion::MAX_MINOR {
             let path = format!(
-                "{}/tests/fixtures/metrics-v1.{minor}.txt.gz",
+                "{}/../../tests/fixtures/metrics-v1.{minor}.txt.gz",
                 env!("CARGO_MANIFEST_DIR")
             );
             let Ok(file) = std::fs::File::open(&path) else {

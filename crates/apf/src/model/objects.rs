@@ -2,7 +2,7 @@
 //! [`PriorityLevelConfig`].
 use serde::Deserialize;
 
-use crate::apf::{
+use crate::{
     Distinguisher, FlowSchema, NonResourceRule, PolicyRules, PriorityLevelConfig, ResourceRule,
     Subject,
 };
@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn every_default_level_reads_back_from_its_spec_in_every_served_version() {
-        use crate::apf::{
+        use crate::{
             defaults::default_priority_levels, endpoints::served_api_versions, KubeVersion,
         };
         for minor in KubeVersion::MIN_MINOR..=KubeVersion::MAX_MINOR {

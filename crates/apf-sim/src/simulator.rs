@@ -5,10 +5,10 @@
 //! tick's arrivals are admitted in arrival order, then queued requests are dispatched while seats are free.
 
 use super::{KubeVersion, Scenario, SimError};
-use crate::apf::defaults::{default_flow_schemas, default_priority_levels};
-use crate::apf::limits::{max_seats, seat_limits};
-use crate::apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
-use crate::apf::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
+use apf::defaults::{default_flow_schemas, default_priority_levels};
+use apf::limits::{max_seats, seat_limits};
+use apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
+use apf::{Distinguisher, FlowSchemaDef, PriorityLevelConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, VecDeque};
@@ -904,7 +904,7 @@ impl State {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::sim::ScenarioSource;
+    use crate::ScenarioSource;
 
     pub fn sim(minor: u32, src: ScenarioSource, seed: u64) -> Simulator {
         let scenario = Scenario::load(&src).unwrap();
@@ -1167,7 +1167,7 @@ pub(super) mod tests {
 #[cfg(test)]
 mod debug_timeline {
     use super::tests::sim;
-    use crate::sim::ScenarioSource;
+    use crate::ScenarioSource;
     use std::time::Duration;
 
     /// For tuning the built-in scenarios: `cargo test print_ramp -- --ignored --nocapture`.
@@ -1200,7 +1200,7 @@ mod debug_timeline {
 #[cfg(test)]
 mod capture_compare {
     use super::tests::sim;
-    use crate::sim::ScenarioSource;
+    use crate::ScenarioSource;
     use std::time::Duration;
 
     /// Lists APF families the capture has and the simulator lacks (and the reverse): `--ignored --nocapture`.
@@ -1210,7 +1210,7 @@ mod capture_compare {
         for minor in [20, 21, 23, 24, 25, 26, 28, 29, 30, 31, 32, 34, 35] {
             // The project's own copies of the real captures (tests/fixtures, gzipped).
             let path = format!(
-                "{}/tests/fixtures/metrics-v1.{minor}.txt.gz",
+                "{}/../../tests/fixtures/metrics-v1.{minor}.txt.gz",
                 env!("CARGO_MANIFEST_DIR")
             );
             let Ok(file) = std::fs::File::open(path) else {
@@ -1252,7 +1252,7 @@ mod capture_compare {
 #[cfg(test)]
 mod idle_check {
     use super::tests::sim;
-    use crate::sim::ScenarioSource;
+    use crate::ScenarioSource;
     use std::time::Duration;
 
     /// `idle` must never look like pressure: no queueing, no rejections, headroom ratio above 0.2 (the warning).

@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::io::Read;
 
-use apf_monitor::parse::exposition::{parse_all, ExpositionParser, Sample};
+use apf::parse::exposition::{parse_all, ExpositionParser, Sample};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// What the daemon keeps: the APF families, the in-flight gauges and the build info.
@@ -18,7 +18,7 @@ fn apf_filter(name: &str) -> bool {
 fn capture() -> Vec<u8> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/metrics-v1.34.txt.gz"
+        "/../../tests/fixtures/metrics-v1.34.txt.gz"
     );
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut out = Vec::new();

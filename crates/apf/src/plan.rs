@@ -293,8 +293,8 @@ pub fn infer_server_concurrency(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apf::defaults::default_priority_levels;
-    use crate::apf::KubeVersion;
+    use crate::defaults::default_priority_levels;
+    use crate::KubeVersion;
 
     fn row<'a>(rows: &'a [PlanRow], name: &str) -> &'a PlanRow {
         rows.iter().find(|r| r.priority_level == name).unwrap()

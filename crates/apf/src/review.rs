@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::apf::endpoints::flowcontrol_api_version;
-use crate::apf::limits::{max_seats, seat_limits};
-use crate::apf::matching::in_matching_order;
-use crate::apf::{
+use crate::endpoints::flowcontrol_api_version;
+use crate::limits::{max_seats, seat_limits};
+use crate::matching::in_matching_order;
+use crate::{
     object_name, subject_of, FlowSchema, KubeVersion, NonResourceRule, PolicyRules,
     PriorityLevelConfig, ResourceRule, Subject,
 };
@@ -448,7 +448,7 @@ mod tests {
             name: name.into(),
             precedence,
             priority_level: level.into(),
-            distinguisher: crate::apf::Distinguisher::ByUser,
+            distinguisher: crate::Distinguisher::ByUser,
             rules,
         }
     }

@@ -9,7 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod export;
-pub mod leader;
 pub mod notify;
 pub mod scrape;
 pub mod targets;
+pub mod values;

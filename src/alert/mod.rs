@@ -7,6 +7,7 @@ pub mod engine;
 pub mod remediation;
 pub mod route;
 pub mod rules;
+mod settings;
 pub mod silence;
 pub mod stage;
 pub mod state;
@@ -15,6 +16,9 @@ pub use engine::Engine;
 pub use remediation::Remediation;
 pub use route::Router;
 pub use rules::{Candidate, Fires, RuleError, RuleSpec, Rules};
+pub use settings::{
+    AlertingConfig, LeaderElectionConfig, RouteConfig, RuleConfig, RuleName, Severity,
+};
 pub use silence::{Matcher, Silence, SilenceError, SilenceInput, SilenceView, Silences};
 pub use stage::{AlertView, Alerting, TokioClock};
 pub use state::{AlertState, StateError};

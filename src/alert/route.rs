@@ -13,7 +13,7 @@ use super::humantime_serde_compat as rfc3339;
 use super::silence::Silences;
 use super::{Alert, LabelSet};
 use crate::alert::Notification;
-use crate::config::RouteConfig;
+use crate::alert::RouteConfig;
 
 /// What one receiver was told about one group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -339,7 +339,7 @@ impl Router {
 mod tests {
     use super::*;
     use crate::alert::silence::{Matcher, SilenceInput};
-    use crate::config::{DurationValue, Interval};
+    use crate::values::{DurationValue, Interval};
 
     fn t(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)

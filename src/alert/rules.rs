@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::alert::{RuleConfig, RuleName, Severity};
 use crate::analyze::{
     waiting_width, ApiserverReport, LevelReport, LevelStatus, Problem, StatusReport,
 };
-use crate::config::{RuleConfig, RuleName, Severity};
 use apf::model::{ReplicaKey, EXEMPT};
 
 use super::remediation::remediate;
@@ -750,8 +750,8 @@ impl Rule {
 mod tests {
     use super::*;
     use crate::analyze::FlowReport;
-    use crate::config::DurationValue;
     use crate::scrape::{Endpoint, ScrapeError};
+    use crate::values::DurationValue;
 
     fn rules() -> Rules {
         Rules::new(&BTreeMap::new(), "https://example.com/runbooks.md").unwrap()

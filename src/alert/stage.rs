@@ -206,8 +206,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::alert::{RouteConfig, RuleConfig, RuleName};
     use crate::analyze::{ApiserverReport, LevelReport};
-    use crate::config::{DurationValue, Interval, RouteConfig, RuleConfig, RuleName};
+    use crate::values::{DurationValue, Interval};
     use std::time::Duration;
 
     fn t(secs: u64) -> SystemTime {

@@ -149,7 +149,7 @@ mod tests {
     use super::*;
     use crate::alert::rules::Candidate;
     use crate::alert::silence::{Matcher, SilenceInput};
-    use crate::config::RouteConfig;
+    use crate::alert::RouteConfig;
 
     fn t(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)

@@ -4,11 +4,13 @@ mod history;
 mod math;
 mod problem;
 pub mod round;
+mod settings;
 mod status;
 
 pub use history::{Point, ReplicaHistory};
 pub use math::{counter_increase, histogram_quantile, theil_sen_slope};
 pub use problem::Problem;
+pub use settings::AnalysisConfig;
 pub use status::{waiting_width, LevelStatus};
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,8 +8,9 @@ use anyhow::{Context, Result};
 use super::table::num as fmt_num;
 use super::{init_logging, shutdown_signal, DemoArgs, SimulateArgs};
 use crate::analyze::StatusReport;
-use crate::config::{self, Config, LogFormat};
+use crate::config::{Config, LogFormat};
 use crate::daemon::Daemon;
+use crate::values;
 
 pub async fn simulate(args: SimulateArgs) -> Result<()> {
     init_logging(LogFormat::Text, "info")?;
@@ -197,21 +198,21 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     config.listen = listen;
     config.scrape.interval = args.interval;
     config.scrape.timeout = args.interval;
-    config.analysis.window = config::Interval((args.interval.0 * 2).max(Duration::from_secs(60)));
+    config.analysis.window = values::Interval((args.interval.0 * 2).max(Duration::from_secs(60)));
     config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
     // The built-in rules with their defaults, to the console; groups are sent sooner than Alertmanager's defaults so
     // a newcomer sees an alert fire and resolve within a few minutes.
-    config.receivers = vec![config::ReceiverConfig {
+    config.receivers = vec![crate::notify::ReceiverConfig {
         name: "console".into(),
         slack: None,
         email: None,
         webhook: None,
         alertmanager: None,
-        console: Some(config::ConsoleConfig {}),
+        console: Some(crate::notify::ConsoleConfig {}),
         delivery: Default::default(),
     }];
-    config.route.group_wait = config::DurationValue(Duration::from_secs(5));
-    config.route.group_interval = config::Interval(Duration::from_secs(30));
+    config.route.group_wait = values::DurationValue(Duration::from_secs(5));
+    config.route.group_interval = values::Interval(Duration::from_secs(30));
     config.alerting.leader_election.enabled = Some(false);
     config
         .check()

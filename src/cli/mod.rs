@@ -21,7 +21,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::{self, Config, LogFormat, StaticTarget};
+use crate::config::{Config, LogFormat};
+use crate::targets::StaticTarget;
+use crate::values;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -62,23 +64,23 @@ pub struct TargetArgs {
     pub config: Option<PathBuf>,
     /// A replica to scrape, e.g. https://10.0.0.5:6443 or http://127.0.0.1:8001 (kubectl proxy). Repeatable;
     /// replaces the config's targets.
-    #[arg(long = "target", value_name = "URL", value_parser = config::parse_target_url)]
-    pub targets: Vec<config::TargetUrl>,
+    #[arg(long = "target", value_name = "URL", value_parser = values::parse_target_url)]
+    pub targets: Vec<values::TargetUrl>,
     /// Read the replicas' metrics from this Prometheus (or Thanos, Mimir, a provider's managed Prometheus)
     /// instead of scraping them: every replica of every cluster it holds. Repeatable; replaces the config's
     /// targets.
     #[arg(
         long = "prometheus",
         value_name = "URL",
-        value_parser = config::parse_target_url,
+        value_parser = values::parse_target_url,
         conflicts_with = "targets"
     )]
-    pub prometheus: Vec<config::TargetUrl>,
+    pub prometheus: Vec<values::TargetUrl>,
     /// With --prometheus: the apiservers' series.
     #[arg(
         long,
         value_name = "SELECTOR",
-        default_value = config::DEFAULT_PROMETHEUS_SELECTOR,
+        default_value = crate::targets::DEFAULT_PROMETHEUS_SELECTOR,
         requires = "prometheus"
     )]
     pub selector: String,
@@ -106,8 +108,8 @@ pub struct TargetArgs {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// Scrape interval, e.g. 5s.
-    #[arg(long, value_name = "DURATION", value_parser = config::parse_interval)]
-    pub interval: Option<config::Interval>,
+    #[arg(long, value_name = "DURATION", value_parser = values::parse_interval)]
+    pub interval: Option<values::Interval>,
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -213,16 +215,16 @@ pub struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1:9864")]
     pub listen: SocketAddr,
     /// Scrape interval of the demo.
-    #[arg(long, default_value = "5s", value_parser = config::parse_interval)]
-    pub interval: config::Interval,
+    #[arg(long, default_value = "5s", value_parser = values::parse_interval)]
+    pub interval: values::Interval,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// kube-apiserver replicas of the simulated cluster (on 127.0.0.2, 127.0.0.3, ...), the first one the hottest.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=20))]
     pub replicas: u16,
     /// Stop after this long (e.g. 5m); default: until Ctrl-C.
-    #[arg(long, value_parser = config::parse_interval)]
-    pub duration: Option<config::Interval>,
+    #[arg(long, value_parser = values::parse_interval)]
+    pub duration: Option<values::Interval>,
 }
 
 /// Entry point of the binary: runs the command and maps errors to an exit status.
@@ -304,11 +306,11 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
             .prometheus
             .iter()
             .cloned()
-            .map(|url| config::PrometheusTarget {
+            .map(|url| crate::targets::PrometheusTarget {
                 selector: common.selector.clone(),
                 cluster_label: common.cluster_label.clone(),
                 apiserver_label: common.apiserver_label.clone(),
-                ..config::PrometheusTarget::from_url(url)
+                ..crate::targets::PrometheusTarget::from_url(url)
             })
             .collect();
     }
@@ -325,7 +327,7 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
             config.scrape.timeout = i;
         }
         if config.analysis.window.0 < i.0 * 2 {
-            config.analysis.window = config::Interval(i.0 * 2);
+            config.analysis.window = values::Interval(i.0 * 2);
         }
     }
     if let Some(f) = common.log_format {

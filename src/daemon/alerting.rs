@@ -11,11 +11,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::setup::{AlertSetup, ReceiverSetup};
+use super::Leadership;
 use crate::alert::{AlertState, AlertView, Alerting, Engine, Notification, Router, TokioClock};
 use crate::analyze::StatusReport;
-use crate::config::ReceiverConfig;
 use crate::export::SilenceRequest;
-use crate::leader::Leadership;
+use crate::notify::ReceiverConfig;
 use crate::notify::{Delivery, NotifyMetrics};
 
 /// What the daemon asks of the alerting stage.
@@ -63,7 +63,7 @@ pub struct AlertStage {
 }
 
 /// The names the route sends to: the configured list, or every receiver when it is empty.
-fn routed_by(route: &crate::config::RouteConfig, name: &str) -> bool {
+fn routed_by(route: &crate::alert::RouteConfig, name: &str) -> bool {
     route.receivers.is_empty() || route.receivers.iter().any(|r| r == name)
 }
 

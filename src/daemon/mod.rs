@@ -21,6 +21,7 @@
 //! finishes its requests.
 mod alerting;
 mod analysis;
+mod leader;
 mod prometheus;
 mod reload;
 mod replica;
@@ -30,6 +31,7 @@ mod targets;
 
 pub use alerting::{AlertStage, Command};
 pub use analysis::{AnalysisStage, Update};
+pub use leader::Leadership;
 pub use reload::ReloadMetrics;
 pub use setup::{
     analysis_of, build_replicas, build_rules, build_targets, enabled_endpoints, AlertSetup,
@@ -54,7 +56,6 @@ use crate::alert::{AlertView, TokioClock};
 use crate::analyze::StatusReport;
 use crate::config::Config;
 use crate::export::{self, DerivedMetrics, ReloadRequest, Surfaces};
-use crate::leader::Leadership;
 use crate::notify::NotifyMetrics;
 use crate::scrape::ScrapeMetrics;
 

@@ -19,7 +19,7 @@ use super::format::rfc3339;
 use super::http;
 use super::{Notification, NotifyError, Receiver, SendFuture};
 use crate::alert::Alert;
-use crate::config::AlertmanagerConfig;
+use crate::notify::AlertmanagerConfig;
 
 pub struct Alertmanager {
     name: String,

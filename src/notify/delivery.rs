@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{Notification, NotifyError, NotifyMetrics, Outcome, Receiver};
-use crate::config::DeliveryConfig;
+use crate::notify::DeliveryConfig;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);

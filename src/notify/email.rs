@@ -17,7 +17,7 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use super::format::{annotation, identity_labels, rfc3339, severity, title};
 use super::{Notification, NotifyError, Receiver, SendFuture};
 use crate::alert::Alert;
-use crate::config::{EmailConfig, EmailTls};
+use crate::notify::{EmailConfig, EmailTls};
 
 type Transport = AsyncSmtpTransport<Tokio1Executor>;
 

@@ -23,7 +23,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use crate::alert::Notification;
-use crate::config::ReceiverConfig;
 
 pub mod alertmanager;
 pub mod console;
@@ -31,10 +30,15 @@ pub mod delivery;
 pub mod email;
 pub mod format;
 mod http;
+mod settings;
 pub mod slack;
 pub mod webhook;
 
 pub use delivery::Delivery;
+pub use settings::{
+    validate_receivers, AlertmanagerConfig, ConsoleConfig, DeliveryConfig, EmailConfig, EmailTls,
+    ReceiverConfig, SlackConfig, WebhookConfig,
+};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NotifyError {

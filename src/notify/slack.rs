@@ -20,7 +20,7 @@ use super::format::{annotation, identity_labels, rfc3339, severity, title, trunc
 use super::http::{self, UrlSource};
 use super::{Notification, NotifyError, Receiver, SendFuture};
 use crate::alert::Alert;
-use crate::config::SlackConfig;
+use crate::notify::SlackConfig;
 
 pub const MAX_BLOCKS: usize = 50;
 pub const MAX_SECTION_CHARS: usize = 3000;

@@ -13,7 +13,7 @@ use super::format::{rfc3339, GO_ZERO_TIME};
 use super::http::{self, UrlSource};
 use super::{Notification, NotifyError, Receiver, SendFuture};
 use crate::alert::Alert;
-use crate::config::WebhookConfig;
+use crate::notify::WebhookConfig;
 
 pub struct Webhook {
     name: String,

@@ -4,12 +4,14 @@ mod backoff;
 mod metrics;
 pub mod prometheus;
 mod round;
+mod settings;
 
 pub use backoff::{EndpointState, Verdict, UNAVAILABLE_RETRY};
 pub use metrics::ScrapeMetrics;
 pub use round::{
     fetch_flowcontrol_list, scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan,
 };
+pub use settings::ScrapeConfig;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{classify, ScrapeError};
-use crate::config::PrometheusTarget;
+use crate::targets::PrometheusTarget;
 use crate::targets::{TargetError, TokenFile};
 use apf::model::{ReplicaKey, ReplicaSnapshot};
 

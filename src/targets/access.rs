@@ -3,7 +3,7 @@
 //! as `aws eks get-token` or kubelogin run and refreshed, client certificates), and the cluster's CA.
 use std::time::Duration;
 
-use crate::config::KubernetesConfig;
+use crate::targets::KubernetesConfig;
 
 use super::{Target, Transport};
 

@@ -2,15 +2,19 @@
 //! discovered from the endpoints of the `kubernetes` Service with the kube crate's apiserver access.
 pub mod access;
 pub mod discovery;
+mod settings;
 mod token;
 
+pub use settings::{
+    KubernetesConfig, PrometheusTarget, StaticTarget, TargetsConfig, DEFAULT_PROMETHEUS_SELECTOR,
+};
 pub use token::{TokenError, TokenFile};
 
 use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::config::{ScrapeConfig, StaticTarget};
+use crate::scrape::ScrapeConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {

@@ -3,13 +3,15 @@
 //! (aiosmtpd), a Slack stand-in (payload shape asserted) and a webhook consumer that fails its first attempts.
 use crate::common;
 
+use apf_monitor::values;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::{external, get_text, sample_value};
-use apf_monitor::config::{
-    self, AlertmanagerConfig, Config, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig,
-    SlackConfig, WebhookConfig,
+use apf_monitor::config::Config;
+use apf_monitor::notify::{
+    AlertmanagerConfig, ConsoleConfig, EmailConfig, EmailTls, ReceiverConfig, SlackConfig,
+    WebhookConfig,
 };
 use apf_sim::{KubeVersion, Scenario, SimOptions, Simulator};
 use axum::http::StatusCode;
@@ -113,7 +115,7 @@ alerting: {{state_file: {state}}}
     let mut config = Config::from_yaml(&yaml).unwrap();
     config.targets.static_targets = vec![common::sim_target(&sim_url)];
     let mut retry_fast = common::receiver("x").delivery;
-    retry_fast.timeout = config::Interval(Duration::from_secs(2));
+    retry_fast.timeout = values::Interval(Duration::from_secs(2));
     config.receivers = vec![
         ReceiverConfig {
             slack: Some(SlackConfig {
@@ -148,8 +150,8 @@ alerting: {{state_file: {state}}}
         },
         ReceiverConfig {
             alertmanager: Some(AlertmanagerConfig {
-                urls: vec![config::parse_target_url(&am.url).unwrap()],
-                resend_interval: config::Interval(Duration::from_secs(2)),
+                urls: vec![values::parse_target_url(&am.url).unwrap()],
+                resend_interval: values::Interval(Duration::from_secs(2)),
             }),
             ..common::receiver("am")
         },

@@ -99,11 +99,11 @@ pub async fn serve_sim(sim: &apf_sim::Simulator) -> String {
 }
 
 /// A static target named `sim` (the `apiserver` label tests assert on).
-pub fn sim_target(url: &str) -> apf_monitor::config::StaticTarget {
-    apf_monitor::config::StaticTarget {
+pub fn sim_target(url: &str) -> apf_monitor::targets::StaticTarget {
+    apf_monitor::targets::StaticTarget {
         name: Some("sim".into()),
-        ..apf_monitor::config::StaticTarget::from_url(
-            apf_monitor::config::parse_target_url(url).unwrap(),
+        ..apf_monitor::targets::StaticTarget::from_url(
+            apf_monitor::values::parse_target_url(url).unwrap(),
         )
     }
 }
@@ -128,7 +128,7 @@ pub async fn start_monitor(config: &apf_monitor::config::Config) -> Monitor {
 /// [`start_monitor`] with the leadership given (the leader-election tests).
 pub async fn start_monitor_with(
     config: &apf_monitor::config::Config,
-    leadership: Option<apf_monitor::leader::Leadership>,
+    leadership: Option<apf_monitor::daemon::Leadership>,
 ) -> Monitor {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -144,8 +144,8 @@ pub async fn start_monitor_with(
 }
 
 /// A receiver of no kind yet: set the one the test needs.
-pub fn receiver(name: &str) -> apf_monitor::config::ReceiverConfig {
-    apf_monitor::config::ReceiverConfig {
+pub fn receiver(name: &str) -> apf_monitor::notify::ReceiverConfig {
+    apf_monitor::notify::ReceiverConfig {
         name: name.into(),
         slack: None,
         email: None,
@@ -275,7 +275,8 @@ pub fn sim_with_on(
 
 /// A daemon config that scrapes `sim_url` every second over a 10 s window: the tests' fast loop.
 pub fn fast_config(sim_url: &str) -> apf_monitor::config::Config {
-    use apf_monitor::config::{Config, Interval};
+    use apf_monitor::config::Config;
+    use apf_monitor::values::Interval;
     let mut config = Config::default();
     config.scrape.interval = Interval(std::time::Duration::from_secs(1));
     config.scrape.timeout = Interval(std::time::Duration::from_secs(1));

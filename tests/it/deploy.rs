@@ -20,8 +20,10 @@ use apf::endpoints::{
     Dump, DUMPS_RBAC_RULE, FLOWCONTROL_GROUP, FLOW_SCHEMAS, METRICS_PATH,
     PRIORITY_LEVEL_CONFIGURATIONS,
 };
+use apf_monitor::alert::{AlertingConfig, RuleName};
 use apf_monitor::alert::{Fires, RuleSpec};
-use apf_monitor::config::{parse_duration, AlertingConfig, Config, RuleName};
+use apf_monitor::config::Config;
+use apf_monitor::values::parse_duration;
 
 /// The namespace every namespaced object of apf-monitor lives in.
 const NAMESPACE: &str = "apf-monitor";

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::external;
-use apf_monitor::config::{self, Config, ReceiverConfig, StaticTarget, WebhookConfig};
+use apf_monitor::config::Config;
+use apf_monitor::notify::{ReceiverConfig, WebhookConfig};
+use apf_monitor::targets::StaticTarget;
 use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 use axum::routing::post;
 
@@ -73,7 +75,9 @@ async fn lead_time_against_kube_api_terminated_requests() {
     let mut config = Config::default();
     config.targets.static_targets = vec![StaticTarget {
         name: Some("sim".into()),
-        ..StaticTarget::from_url(config::parse_target_url(&format!("http://{sim_addr}")).unwrap())
+        ..StaticTarget::from_url(
+            apf_monitor::values::parse_target_url(&format!("http://{sim_addr}")).unwrap(),
+        )
     }];
     config.receivers = vec![ReceiverConfig {
         name: "hook".into(),

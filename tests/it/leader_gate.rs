@@ -2,11 +2,13 @@
 //! feeds Alertmanager: with leadership driven by hand, and with two processes sharing the simulated cluster's Lease.
 use crate::common;
 
+use apf_monitor::values;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use apf_monitor::config::{self, AlertmanagerConfig, Config, ReceiverConfig, SlackConfig};
-use apf_monitor::leader::Leadership;
+use apf_monitor::config::Config;
+use apf_monitor::daemon::Leadership;
+use apf_monitor::notify::{AlertmanagerConfig, ReceiverConfig, SlackConfig};
 use apf_sim::{Scenario, ScenarioSource};
 use axum::routing::post;
 
@@ -52,8 +54,8 @@ async fn only_the_leader_sends_slack_while_alertmanager_hears_from_every_replica
         },
         ReceiverConfig {
             alertmanager: Some(AlertmanagerConfig {
-                urls: vec![config::parse_target_url(&am).unwrap()],
-                resend_interval: config::Interval(Duration::from_secs(1)),
+                urls: vec![values::parse_target_url(&am).unwrap()],
+                resend_interval: values::Interval(Duration::from_secs(1)),
             }),
             ..common::receiver("am")
         },

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use apf_monitor::alert::Notification;
 use apf_monitor::alert::{Alert, LabelSet};
-use apf_monitor::config::{
-    DeliveryConfig, DurationValue, EmailConfig, EmailTls, Interval, ReceiverConfig,
-};
 use apf_monitor::notify::{self, Delivery, NotifyError, NotifyMetrics, Outcome};
+use apf_monitor::notify::{DeliveryConfig, EmailConfig, EmailTls, ReceiverConfig};
+use apf_monitor::values::{DurationValue, Interval};
 use serde_json::Value;
 
 use crate::common;

@@ -5,11 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use apf_monitor::alert::Notification;
 use apf_monitor::alert::{fingerprint, Alert, LabelSet};
-use apf_monitor::config::{
-    parse_target_url, AlertmanagerConfig, DeliveryConfig, DurationValue, Interval, SlackConfig,
-    WebhookConfig,
-};
 use apf_monitor::notify::{self, Delivery, NotifyError, NotifyMetrics, Outcome, Receiver};
+use apf_monitor::notify::{AlertmanagerConfig, DeliveryConfig, SlackConfig, WebhookConfig};
+use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};

@@ -2,10 +2,11 @@
 //! simulated apiserver: the exposition is valid for Prometheus and the series are queryable.
 use crate::common;
 
+use apf_monitor::values;
 use std::time::Duration;
 
 use crate::common::external;
-use apf_monitor::config::{self, Config};
+use apf_monitor::config::Config;
 use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -16,9 +17,9 @@ async fn prometheus_scrapes_the_derived_metrics() {
     let sim_url = common::serve_sim(&sim).await;
 
     let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_secs(1));
-    config.scrape.timeout = config::Interval(Duration::from_secs(1));
-    config.analysis.window = config::Interval(Duration::from_secs(10));
+    config.scrape.interval = values::Interval(Duration::from_secs(1));
+    config.scrape.timeout = values::Interval(Duration::from_secs(1));
+    config.analysis.window = values::Interval(Duration::from_secs(10));
     config.targets.static_targets = vec![common::sim_target(&sim_url)];
     let monitor = common::start_monitor(&config).await;
     let monitor_addr = monitor.url.trim_start_matches("http://").to_string();

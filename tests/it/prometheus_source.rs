@@ -7,6 +7,7 @@
 //!   daemon goes on, and a replica Prometheus no longer holds leaves the export.
 use crate::common;
 
+use apf_monitor::values;
 use std::process::Command;
 use std::time::Duration;
 
@@ -291,9 +292,11 @@ async fn failing_prometheus() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_exports_a_fleet_read_through_prometheus() {
-    use apf_monitor::config::{
-        self, Interval, PrometheusTarget, ReceiverConfig, RuleConfig, RuleName, WebhookConfig,
-    };
+    use apf_monitor::alert::{RuleConfig, RuleName};
+    use apf_monitor::config;
+    use apf_monitor::notify::{ReceiverConfig, WebhookConfig};
+    use apf_monitor::targets::PrometheusTarget;
+    use apf_monitor::values::Interval;
     // Cluster a: a 1.34 replica under a storm (rejections). Cluster b: two 1.29 replicas, paused after 20 s of the
     // storm (their numbers hold still, so they can be compared exactly), one of which goes away later.
     let storm = sim(34, ScenarioSource::Storm);
@@ -313,32 +316,32 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
     config.analysis.window = Interval(Duration::from_secs(10));
     let dead = format!("http://127.0.0.1:{}", external::free_port());
     config.targets.prometheus = vec![
-        PrometheusTarget::from_url(config::parse_target_url(&prom.url).unwrap()),
+        PrometheusTarget::from_url(values::parse_target_url(&prom.url).unwrap()),
         PrometheusTarget {
             name: Some("dead".into()),
-            ..PrometheusTarget::from_url(config::parse_target_url(&dead).unwrap())
+            ..PrometheusTarget::from_url(values::parse_target_url(&dead).unwrap())
         },
         PrometheusTarget {
             name: Some("slow".into()),
             ..PrometheusTarget::from_url(
-                config::parse_target_url(&slow_prometheus().await).unwrap(),
+                values::parse_target_url(&slow_prometheus().await).unwrap(),
             )
         },
         PrometheusTarget {
             name: Some("failing".into()),
             ..PrometheusTarget::from_url(
-                config::parse_target_url(&failing_prometheus().await).unwrap(),
+                values::parse_target_url(&failing_prometheus().await).unwrap(),
             )
         },
     ];
     config.rules.insert(
         RuleName::APFRequestsRejected,
         RuleConfig {
-            for_: Some(config::DurationValue(Duration::ZERO)),
+            for_: Some(values::DurationValue(Duration::ZERO)),
             ..Default::default()
         },
     );
-    config.route.group_wait = config::DurationValue(Duration::from_millis(500));
+    config.route.group_wait = values::DurationValue(Duration::from_millis(500));
     config.receivers = vec![ReceiverConfig {
         webhook: Some(WebhookConfig {
             url: Some(hook_url),
@@ -556,7 +559,9 @@ async fn serve_exports_a_fleet_read_through_prometheus() {
 /// every query; a refused token is counted, and the daemon goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prometheus_source_sends_its_token_and_headers() {
-    use apf_monitor::config::{self, Interval, PrometheusTarget};
+    use apf_monitor::config;
+    use apf_monitor::targets::PrometheusTarget;
+    use apf_monitor::values::Interval;
     use std::sync::{Arc, Mutex};
     // The stand-in accepts only the current token, and records what each query carried.
     let accepted = Arc::new(Mutex::new(String::from("Bearer first")));
@@ -605,7 +610,7 @@ async fn a_prometheus_source_sends_its_token_and_headers() {
         bearer_token_file: Some(token.clone()),
         headers: [("X-Scope-OrgID".to_string(), "team-a".to_string())].into(),
         ..PrometheusTarget::from_url(
-            config::parse_target_url(&format!("http://{addr}/tenant")).unwrap(),
+            values::parse_target_url(&format!("http://{addr}/tenant")).unwrap(),
         )
     }];
     let monitor = common::start_monitor(&config).await;

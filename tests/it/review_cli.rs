@@ -1,6 +1,7 @@
 //! `apf-monitor check --review`: nothing on the default objects of any version (served by the simulator, and the
 //! real 1.33 objects), each planted misconfiguration found with its object and fix, and a cluster operator's service
 //! account seen in `dump_requests` landing in workload-low.
+use apf_monitor::values;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -257,9 +258,9 @@ async fn the_daemon_exports_findings_and_rechecks_when_the_objects_change() {
     .unwrap();
     let sim_url = crate::common::serve_sim(&sim).await;
     let mut config = apf_monitor::config::Config::default();
-    config.scrape.interval = apf_monitor::config::Interval(Duration::from_secs(1));
-    config.scrape.timeout = apf_monitor::config::Interval(Duration::from_secs(1));
-    config.scrape.objects_interval = apf_monitor::config::DurationValue(Duration::from_secs(1));
+    config.scrape.interval = values::Interval(Duration::from_secs(1));
+    config.scrape.timeout = values::Interval(Duration::from_secs(1));
+    config.scrape.objects_interval = values::DurationValue(Duration::from_secs(1));
     config.targets.static_targets = vec![crate::common::sim_target(&sim_url)];
     let monitor = crate::common::start_monitor(&config).await;
     let findings = |body: &str| {

@@ -2,11 +2,13 @@
 //! is counted under its reason and the daemon keeps serving.
 use crate::common;
 
+use apf_monitor::values;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::{get_text, sample_value};
-use apf_monitor::config::{self, Config, StaticTarget};
+use apf_monitor::config::Config;
+use apf_monitor::targets::StaticTarget;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -83,13 +85,13 @@ async fn start_fake(capture: Vec<u8>) -> (String, Fake) {
 
 async fn start_monitor(target: &str, tweak: impl FnOnce(&mut Config)) -> common::Monitor {
     let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_millis(300));
-    config.scrape.timeout = config::Interval(Duration::from_millis(300));
-    config.scrape.max_backoff = config::Interval(Duration::from_millis(600));
-    config.analysis.window = config::Interval(Duration::from_secs(10));
+    config.scrape.interval = values::Interval(Duration::from_millis(300));
+    config.scrape.timeout = values::Interval(Duration::from_millis(300));
+    config.scrape.max_backoff = values::Interval(Duration::from_millis(600));
+    config.analysis.window = values::Interval(Duration::from_secs(10));
     config.targets.static_targets = vec![StaticTarget {
         name: Some("fake".into()),
-        ..StaticTarget::from_url(config::parse_target_url(target).unwrap())
+        ..StaticTarget::from_url(values::parse_target_url(target).unwrap())
     }];
     tweak(&mut config);
     common::start_monitor(&config).await
@@ -211,8 +213,8 @@ async fn every_kind_of_bad_input_is_counted_and_the_daemon_keeps_serving() {
 async fn a_huge_line_is_counted_and_the_rest_still_counts() {
     let (target, fake) = start_fake(common::capture("1.35")).await;
     let monitor = start_monitor(&target, |c| {
-        c.scrape.interval = config::Interval(Duration::from_secs(5));
-        c.scrape.timeout = config::Interval(Duration::from_secs(5));
+        c.scrape.interval = values::Interval(Duration::from_secs(5));
+        c.scrape.timeout = values::Interval(Duration::from_secs(5));
     })
     .await;
     parse_errors_are_counted(&monitor, &fake, Mode::HugeLine).await;
@@ -253,7 +255,7 @@ async fn parse_errors_are_counted(monitor: &common::Monitor, fake: &Fake, mode: 
 async fn a_body_over_the_cap_is_cut_off_and_counted() {
     let (target, _fake) = start_fake(common::capture("1.35")).await;
     let monitor = start_monitor(&target, |c| {
-        c.scrape.max_body_bytes = config::ByteCount(64 * 1024)
+        c.scrape.max_body_bytes = values::ByteCount(64 * 1024)
     })
     .await;
     let body = wait_for(&monitor, "too_large", |b| {

@@ -2,10 +2,12 @@
 //! simulator served (the simulator is paused between steps, so both sides see the same instant).
 use crate::common;
 
+use apf_monitor::values;
 use std::time::Duration;
 
 use crate::common::{get_text, sample_value};
-use apf_monitor::config::{self, Config, StaticTarget};
+use apf_monitor::config::Config;
+use apf_monitor::targets::StaticTarget;
 use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 async fn start_sim(minor: u32) -> (Simulator, String) {
@@ -26,13 +28,13 @@ async fn start_sim(minor: u32) -> (Simulator, String) {
 
 async fn start_monitor(target: &str) -> (common::Monitor, String) {
     let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_millis(250));
-    config.scrape.timeout = config::Interval(Duration::from_millis(250));
-    config.scrape.objects_interval = config::DurationValue(Duration::from_secs(1));
-    config.analysis.window = config::Interval(Duration::from_secs(5));
+    config.scrape.interval = values::Interval(Duration::from_millis(250));
+    config.scrape.timeout = values::Interval(Duration::from_millis(250));
+    config.scrape.objects_interval = values::DurationValue(Duration::from_secs(1));
+    config.analysis.window = values::Interval(Duration::from_secs(5));
     config.targets.static_targets = vec![StaticTarget {
         name: Some("sim".into()),
-        ..StaticTarget::from_url(config::parse_target_url(target).unwrap())
+        ..StaticTarget::from_url(values::parse_target_url(target).unwrap())
     }];
     let monitor = common::start_monitor(&config).await;
     let metrics = format!("{monitor}/metrics");

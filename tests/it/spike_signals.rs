@@ -6,7 +6,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use apf_monitor::config::{DurationValue, RuleConfig, RuleName};
+use apf_monitor::alert::{RuleConfig, RuleName};
+use apf_monitor::values::DurationValue;
 use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
 
 /// A 5 s loop: nothing, then 200 ms of 10-seat LISTs at 300/s (600 seats wanted at once: more than the level gets),

@@ -2,10 +2,12 @@
 //! `tls_server_name` make it pass, `insecure_skip_verify` is an explicit opt-out.
 use crate::common;
 
+use apf_monitor::values;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apf_monitor::config::{self, Config, StaticTarget};
+use apf_monitor::config::Config;
+use apf_monitor::targets::StaticTarget;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Pki {
@@ -93,11 +95,11 @@ async fn https_server(
 
 async fn monitor_for(target: StaticTarget) -> (common::Monitor, String) {
     let mut config = Config::default();
-    config.scrape.interval = config::Interval(Duration::from_millis(300));
-    config.scrape.timeout = config::Interval(Duration::from_millis(300));
+    config.scrape.interval = values::Interval(Duration::from_millis(300));
+    config.scrape.timeout = values::Interval(Duration::from_millis(300));
     config.scrape.debug_dumps = false;
-    config.scrape.objects_interval = config::DurationValue(Duration::ZERO);
-    config.analysis.window = config::Interval(Duration::from_secs(10));
+    config.scrape.objects_interval = values::DurationValue(Duration::ZERO);
+    config.analysis.window = values::Interval(Duration::from_secs(10));
     config.targets.static_targets = vec![target];
     let monitor = common::start_monitor(&config).await;
     let metrics = format!("{monitor}/metrics");
@@ -137,7 +139,7 @@ fn connect_errors(body: &str) -> f64 {
 async fn tls_is_verified_by_default_and_ca_file_with_server_name_passes() {
     let pki = pki();
     let addr = https_apiserver(pki.server_config.clone()).await;
-    let url = config::parse_target_url(&format!("https://{addr}")).unwrap();
+    let url = values::parse_target_url(&format!("https://{addr}")).unwrap();
 
     // Unknown CA: refused, counted, nothing exported.
     let (_plain_monitor, plain) = monitor_for(StaticTarget {
@@ -218,7 +220,7 @@ async fn client_certificates_pass_a_server_that_demands_them() {
         )
         .unwrap();
     let addr = https_apiserver(Arc::new(server_config)).await;
-    let url = config::parse_target_url(&format!("https://{addr}")).unwrap();
+    let url = values::parse_target_url(&format!("https://{addr}")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| {
         let p = dir.path().join(name);

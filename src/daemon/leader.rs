@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::config::{KubernetesConfig, LeaderElectionConfig};
+use crate::alert::LeaderElectionConfig;
+use crate::targets::KubernetesConfig;
 
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 

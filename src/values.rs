@@ -1,0 +1,136 @@
+//! The value types the config file's keys are written in, shared by every stage's settings: durations, positive
+//! intervals, byte counts and target URLs. Each refuses a bad value while it is deserialized, with how to write it,
+//! so the config's error names the key and its line.
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// A duration such as `5s`, `1m`, `1m30s`; may be zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationValue(pub Duration);
+
+/// A duration that must be positive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(pub Duration);
+
+/// A byte count: `268435456`, or with a unit: `256MiB`, `64KiB`, `1GiB`, `10MB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteCount(pub u64);
+
+/// An `http` or `https` URL with a host, no query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetUrl(pub reqwest::Url);
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("invalid duration {text:?} ({e}); write it like 5s, 1m or 1m30s"))
+}
+
+pub fn parse_interval(text: &str) -> Result<Interval, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!("duration {text:?} must be greater than zero"));
+    }
+    Ok(Interval(d))
+}
+
+pub fn parse_target_url(text: &str) -> Result<TargetUrl, String> {
+    let url = reqwest::Url::parse(text.trim()).map_err(|e| format!("invalid URL {text:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("URL {text:?} must start with http:// or https://"));
+    }
+    if url.host_str().is_none() {
+        return Err(format!("URL {text:?} has no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("URL {text:?} must not have a query or fragment"));
+    }
+    Ok(TargetUrl(url))
+}
+
+pub fn parse_byte_count(text: &str) -> Result<ByteCount, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid byte count {text:?}; write it like 268435456 or 256MiB"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1000,
+        "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in byte count {text:?}; use B, KiB, MiB, GiB, KB, MB or GB"
+            ))
+        }
+    };
+    let bytes = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("byte count {text:?} is too large"))?;
+    if bytes == 0 {
+        return Err(format!("byte count {text:?} must be greater than zero"));
+    }
+    Ok(ByteCount(bytes))
+}
+
+/// Numbers or strings, so that `max_body_bytes: 268435456` and `max_body_bytes: 256MiB` both work.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StrOrNum {
+    Num(u64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s)
+            .map(DurationValue)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_interval(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match StrOrNum::deserialize(d)? {
+            StrOrNum::Num(0) => Err(serde::de::Error::custom(
+                "byte count must be greater than zero",
+            )),
+            StrOrNum::Num(n) => Ok(ByteCount(n)),
+            StrOrNum::Str(s) => parse_byte_count(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TargetUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_target_url(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_byte_count("256MiB").unwrap().0, 256 << 20);
+        assert_eq!(parse_byte_count("1000").unwrap().0, 1000);
+        assert!(parse_byte_count("0").is_err());
+        assert!(parse_byte_count("-1").is_err());
+        assert!(parse_byte_count("99999999999999999999GiB").is_err());
+    }
+}

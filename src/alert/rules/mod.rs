@@ -1,19 +1,21 @@
 //! The built-in rules (README, Alerts): which conditions hold on a report now. `for`, `keep_firing_for` and the life
 //! cycle are the engine's business; hysteresis is decided here, because only the rule knows its clear threshold.
 //!
-//! This file is the one owner of alert logic: which way each rule fires, its defaults, how its settings are
-//! validated (the config is checked by building [`Rules`]), and the status a level gets from the rules that hold.
+//! These files are the one owner of alert logic. Here: which way each rule fires, its defaults, how its settings are
+//! validated (the config is checked by building [`Rules`]), and the status a level gets from the rules that hold;
+//! `conditions.rs`: when each rule holds on a report and what its alert says; `describe.rs`: the level's numbers
+//! and flows in the annotations.
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::alert::{RuleConfig, RuleName, Severity};
-use crate::analyze::{
-    waiting_width, ApiserverReport, LevelReport, LevelStatus, Problem, StatusReport,
-};
-use apf::model::{ReplicaKey, EXEMPT};
+use crate::analyze::{ApiserverReport, LevelStatus, StatusReport};
+use apf::model::ReplicaKey;
 
-use super::remediation::remediate;
 use super::LabelSet;
+
+mod conditions;
+mod describe;
 
 /// A condition that holds now, with what the alert would say.
 #[derive(Debug, Clone, PartialEq)]
@@ -305,107 +307,6 @@ fn scale(t: f64, default: f64) -> f64 {
     }
 }
 
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or("unknown".to_string(), |v| {
-        if (v - v.round()).abs() < 0.005 {
-            format!("{v:.0}")
-        } else {
-            format!("{v:.2}")
-        }
-    })
-}
-
-/// The numbers of a level, one `name: value` per line, for `description`.
-fn describe(l: &LevelReport) -> String {
-    let rejected =
-        l.rejected_per_second
-            .as_ref()
-            .map_or("unknown (one scrape so far)".to_string(), |r| {
-                if r.is_empty() {
-                    "none".to_string()
-                } else {
-                    r.iter()
-                        .map(|(k, v)| format!("{k} {v:.2}/s"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            });
-    [
-        format!(
-            "limit: {} seats (nominal {})",
-            fmt_opt(l.limit_seats),
-            fmt_opt(l.nominal_limit_seats)
-        ),
-        format!("in use: {} seats", fmt_opt(l.executing_seats)),
-        format!(
-            "headroom: {} seats ({})",
-            fmt_opt(l.headroom_seats),
-            l.headroom_ratio
-                .map_or("unknown".into(), |r| format!("{:.0}%", r * 100.0))
-        ),
-        format!(
-            "queued: {} requests ({} seats)",
-            fmt_opt(l.inqueue_requests),
-            fmt_opt(l.inqueue_seats)
-        ),
-        format!(
-            "fullest queue: {} / queueLengthLimit {}",
-            fmt_opt(l.fullest_queue_requests),
-            fmt_opt(l.queue_length_limit)
-        ),
-        format!("rejected: {rejected}"),
-        format!(
-            "seconds to exhaustion: {}",
-            fmt_opt(l.seconds_to_exhaustion)
-        ),
-        format!(
-            "wait p99: {}",
-            l.wait_p99_seconds
-                .map_or("unknown".into(), |w| format!("{w:.3}s"))
-        ),
-        format!(
-            "seat utilization p99 (between scrapes too): {}",
-            l.seat_utilization_p99
-                .map_or("unknown".into(), |u| format!("{:.0}%", u * 100.0))
-        ),
-        format!("demand peak: {} seats", fmt_opt(l.demand_seats_max)),
-        format!(
-            "dispatches without a free seat: {}/s",
-            fmt_opt(l.no_accommodation_per_second)
-        ),
-    ]
-    .join("\n")
-}
-
-/// Who holds seats and who waits, one flow per line.
-fn top_flows(l: &LevelReport) -> String {
-    if l.top_flows.is_empty() {
-        return "unknown: no request dump in the window (enable debug_dumps and the RBAC rule for \
-                /debug/api_priority_and_fairness/*)"
-            .to_string();
-    }
-    l.top_flows
-        .iter()
-        .map(|f| {
-            let mut line = format!(
-                "{} / {}: {:.1} seats executing, {:.1} waiting",
-                f.flow_schema,
-                if f.flow.is_empty() { "-" } else { &f.flow },
-                f.executing_seats,
-                f.waiting_requests
-            );
-            if !f.users.is_empty() {
-                line.push_str(&format!(", users {}", f.users.join(", ")));
-            }
-            if let Some(e) = &f.example_request {
-                line.push_str(&format!(", e.g. `{e}`"));
-            }
-            line
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 impl Rule {
     fn build(
         name: RuleName,
@@ -497,259 +398,13 @@ impl Rule {
             self.threshold
         }
     }
-
-    /// The level condition: `Some(summary)` when it holds.
-    fn level_condition(&self, server: &str, l: &LevelReport, active: bool) -> Option<String> {
-        let t = self.threshold(active);
-        let pl = &l.priority_level;
-        let seats = || {
-            format!(
-                "{} of {} seats free",
-                fmt_opt(l.headroom_seats),
-                fmt_opt(l.limit_seats)
-            )
-        };
-        match self.name {
-            RuleName::APFHeadroomLow => {
-                // Firing below the fire threshold; once active, until back at or above the clear one.
-                if let Some(r) = l.headroom_ratio.filter(|r| self.spec.holds(*r, t)) {
-                    return Some(format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0));
-                }
-                // A scrape samples one instant; the apiserver's own utilization histogram covers the time between
-                // scrapes, so a level that saturates in bursts holds here while every scrape looks calm.
-                let p99 = l.seat_utilization_p99?;
-                self.spec.holds(1.0 - p99, t).then(|| {
-                    format!(
-                        "{pl} on {server}: seats in use reached {:.0}% of the limit for 1% of the last window \
-                         (the apiserver's seat-utilization histogram), though scrapes saw {}",
-                        p99 * 100.0,
-                        seats()
-                    )
-                })
-            }
-            // APF queues a request only when the level has no seat for it: requests waiting mean the level is out of
-            // seats for them, whatever the headroom gauge (sampled apart from the queue gauge) says.
-            RuleName::APFHeadroomExhausted => {
-                let waiting = l.inqueue_requests?;
-                self.spec.holds(waiting, t).then(|| {
-                    let width = waiting_width(l);
-                    format!(
-                        "{pl} on {server}: {} requests wait for {} seats{}; {}",
-                        fmt_opt(Some(waiting)),
-                        fmt_opt(l.inqueue_seats.or(Some(waiting))),
-                        if width > 1.0 {
-                            format!(" ({width:.0} seats each)")
-                        } else {
-                            String::new()
-                        },
-                        seats()
-                    )
-                })
-            }
-            RuleName::APFQueueNearFull => {
-                let (full, limit) = (l.fullest_queue_requests?, l.queue_length_limit?);
-                // At the threshold counts: a queue at queueLengthLimit refuses the very next request.
-                (limit > 0.0 && full >= t * limit).then(|| {
-                    format!(
-                        "{pl} on {server}: the fullest queue holds {full:.0} of queueLengthLimit {limit:.0} \
-                         ({:.0}%); the next requests get queue-full 429s",
-                        full / limit * 100.0
-                    )
-                })
-            }
-            RuleName::APFExhaustionPredicted => {
-                if let Some(s) = l.seconds_to_exhaustion.filter(|s| self.spec.holds(*s, t)) {
-                    return Some(format!(
-                        "{pl} on {server}: no headroom left in {s:.0}s at this trend ({})",
-                        seats()
-                    ));
-                }
-                // Bursts between scrapes already reach the limit: the level runs out in them before any trend of
-                // sampled gauges shows it.
-                let no_seat = l.no_accommodation_per_second.filter(|r| *r > 0.0);
-                let peak = match (l.demand_seats_max, l.limit_seats) {
-                    (Some(d), Some(limit)) if limit > 0.0 && d > limit => Some((d, limit)),
-                    _ => None,
-                };
-                if no_seat.is_none() && peak.is_none() {
-                    return None;
-                }
-                let mut why = Vec::new();
-                if let Some((d, limit)) = peak {
-                    why.push(format!(
-                        "demand peaked at {d:.0} seats of a {limit:.0}-seat limit (demand_seats_high_watermark)"
-                    ));
-                }
-                if let Some(r) = no_seat {
-                    why.push(format!("{r:.2} dispatches/s found no free seat"));
-                }
-                Some(format!(
-                    "{pl} on {server}: bursts between scrapes already exhaust it: {}; scrapes saw {}",
-                    why.join(", "),
-                    seats()
-                ))
-            }
-            RuleName::APFRequestsRejected | RuleName::APFScrapeFailing => None,
-        }
-    }
-
-    fn evaluate(
-        &self,
-        server: &ApiserverReport,
-        is_active: &impl Fn(&LabelSet) -> bool,
-        out: &mut Vec<Candidate>,
-    ) {
-        let name = &server.display_name();
-        if self.name == RuleName::APFScrapeFailing {
-            self.scrape_failing(server, out);
-            return;
-        }
-        for l in server.levels.iter().filter(|l| l.priority_level != EXEMPT) {
-            let base = || {
-                let remedy = remediate(
-                    l,
-                    &server.levels,
-                    &server.list_costs,
-                    server.objects.as_deref(),
-                );
-                let mut a = BTreeMap::new();
-                a.insert("description".to_string(), describe(l));
-                a.insert("top_flows".to_string(), top_flows(l));
-                a.insert("remediation".to_string(), remedy.sentence);
-                if let Some(m) = remedy.manifest {
-                    a.insert("remediation_manifest".to_string(), m);
-                }
-                a
-            };
-            if self.name == RuleName::APFRequestsRejected {
-                let Some(rates) = &l.rejected_per_second else {
-                    // No rate before two scrapes span a window (just after a restart): unknown is not "no
-                    // rejections", so an active alert holds instead of resolving and firing again a scrape later.
-                    for reason in apf::REJECTION_REASONS {
-                        let mut labels = self.labels(server, Some(&l.priority_level));
-                        labels.insert("reason".into(), reason.into());
-                        if is_active(&labels) {
-                            let mut a = base();
-                            a.insert(
-                                "summary".into(),
-                                format!(
-                                    "{} on {name}: requests were rejected with 429 ({reason}); the rate is not \
-                                     known yet (fewer than two scrapes in the window)",
-                                    l.priority_level
-                                ),
-                            );
-                            out.push(self.candidate(server, labels, a));
-                        }
-                    }
-                    continue;
-                };
-                for (reason, rate) in rates {
-                    let mut labels = self.labels(server, Some(&l.priority_level));
-                    labels.insert("reason".into(), reason.clone());
-                    if !self.spec.holds(*rate, self.threshold(is_active(&labels))) {
-                        continue;
-                    }
-                    let schemas: Vec<String> = server
-                        .flow_schema_rejected_per_second
-                        .iter()
-                        .filter(|(pl, _, r, v)| pl == &l.priority_level && r == reason && *v > 0.0)
-                        .map(|(_, fs, _, v)| format!("{fs} {v:.2}/s"))
-                        .collect();
-                    let mut a = base();
-                    a.insert(
-                        "summary".into(),
-                        format!(
-                            "{} on {name}: {rate:.2} requests/s rejected with 429 ({reason})",
-                            l.priority_level
-                        ),
-                    );
-                    a.insert(
-                        "flow_schema".into(),
-                        if schemas.is_empty() {
-                            "unknown".into()
-                        } else {
-                            schemas.join(", ")
-                        },
-                    );
-                    out.push(self.candidate(server, labels, a));
-                }
-                continue;
-            }
-            let labels = self.labels(server, Some(&l.priority_level));
-            if let Some(summary) = self.level_condition(name, l, is_active(&labels)) {
-                let mut a = base();
-                a.insert("summary".into(), summary);
-                out.push(self.candidate(server, labels, a));
-            }
-        }
-    }
-
-    /// `/metrics` failing (an error on it, stale, no APF, or no level at all), or a 403 on any endpoint.
-    fn scrape_failing(&self, server: &ApiserverReport, out: &mut Vec<Candidate>) {
-        let name = &server.display_name();
-        let blinding = server.errors.iter().find(|p| p.blinds_metrics());
-        let forbidden: Vec<&Problem> = server.errors.iter().filter(|p| p.is_forbidden()).collect();
-        let metrics_failing = blinding.is_some() || server.levels.is_empty();
-        if !metrics_failing && forbidden.is_empty() {
-            return;
-        }
-        let prometheus =
-            blinding.is_some_and(|p| p.endpoint() == crate::scrape::Endpoint::Prometheus);
-        let summary = if prometheus {
-            format!(
-                "{name}: the Prometheus source cannot be read ({})",
-                blinding.map(|p| p.detail()).unwrap_or_default()
-            )
-        } else if metrics_failing {
-            format!(
-                "{name}: /metrics cannot be scraped ({})",
-                blinding.map_or("no priority level in the last scrape".to_string(), |p| p
-                    .detail())
-            )
-        } else {
-            let endpoints: Vec<&str> = forbidden.iter().map(|p| p.endpoint().label()).collect();
-            format!("{name}: HTTP 403 on {}", endpoints.join(", "))
-        };
-        let remediation = if prometheus {
-            "Check the source's URL (the part before /api/v1), its credentials (bearer_token_file, headers, \
-             ca_file), that it is up, and that its selector and apiserver_label match the series it stores; the \
-             replicas read through it keep their last numbers for one analysis window."
-                .to_string()
-        } else if let Some(p) = forbidden.first() {
-            format!(
-                "Grant apf-monitor's ClusterRole the rule {} and bind it with a ClusterRoleBinding (non-resource URLs \
-                 cannot be granted by a namespaced Role).",
-                p.endpoint().rbac_hint()
-            )
-        } else {
-            "Check that apf-monitor reaches this replica directly (not through the load balancer), its CA and \
-             token, and that the replica is up."
-                .to_string()
-        };
-        let mut a = BTreeMap::new();
-        a.insert("summary".into(), summary);
-        a.insert(
-            "description".into(),
-            if server.errors.is_empty() {
-                "no error reported; no level seen".into()
-            } else {
-                server
-                    .errors
-                    .iter()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            },
-        );
-        a.insert("remediation".into(), remediation);
-        out.push(self.candidate(server, self.labels(server, None), a));
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analyze::FlowReport;
+    use crate::analyze::{LevelReport, Problem};
     use crate::scrape::{Endpoint, ScrapeError};
     use crate::values::DurationValue;
 

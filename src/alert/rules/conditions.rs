@@ -1,0 +1,261 @@
+//! When each rule holds on a replica's report, and the summary and annotations of the alert it gives: the level
+//! conditions (headroom, waiting requests, the fullest queue, exhaustion), rejections by reason, and a replica that
+//! cannot be read.
+use std::collections::BTreeMap;
+
+use apf::model::EXEMPT;
+
+use super::describe::{describe, fmt_opt, top_flows};
+use super::{Candidate, Rule};
+use crate::alert::remediation::remediate;
+use crate::alert::{LabelSet, RuleName};
+use crate::analyze::{waiting_width, ApiserverReport, LevelReport, Problem};
+
+impl Rule {
+    /// The level condition: `Some(summary)` when it holds.
+    fn level_condition(&self, server: &str, l: &LevelReport, active: bool) -> Option<String> {
+        let t = self.threshold(active);
+        let pl = &l.priority_level;
+        let seats = || {
+            format!(
+                "{} of {} seats free",
+                fmt_opt(l.headroom_seats),
+                fmt_opt(l.limit_seats)
+            )
+        };
+        match self.name {
+            RuleName::APFHeadroomLow => {
+                // Firing below the fire threshold; once active, until back at or above the clear one.
+                if let Some(r) = l.headroom_ratio.filter(|r| self.spec.holds(*r, t)) {
+                    return Some(format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0));
+                }
+                // A scrape samples one instant; the apiserver's own utilization histogram covers the time between
+                // scrapes, so a level that saturates in bursts holds here while every scrape looks calm.
+                let p99 = l.seat_utilization_p99?;
+                self.spec.holds(1.0 - p99, t).then(|| {
+                    format!(
+                        "{pl} on {server}: seats in use reached {:.0}% of the limit for 1% of the last window \
+                         (the apiserver's seat-utilization histogram), though scrapes saw {}",
+                        p99 * 100.0,
+                        seats()
+                    )
+                })
+            }
+            // APF queues a request only when the level has no seat for it: requests waiting mean the level is out of
+            // seats for them, whatever the headroom gauge (sampled apart from the queue gauge) says.
+            RuleName::APFHeadroomExhausted => {
+                let waiting = l.inqueue_requests?;
+                self.spec.holds(waiting, t).then(|| {
+                    let width = waiting_width(l);
+                    format!(
+                        "{pl} on {server}: {} requests wait for {} seats{}; {}",
+                        fmt_opt(Some(waiting)),
+                        fmt_opt(l.inqueue_seats.or(Some(waiting))),
+                        if width > 1.0 {
+                            format!(" ({width:.0} seats each)")
+                        } else {
+                            String::new()
+                        },
+                        seats()
+                    )
+                })
+            }
+            RuleName::APFQueueNearFull => {
+                let (full, limit) = (l.fullest_queue_requests?, l.queue_length_limit?);
+                // At the threshold counts: a queue at queueLengthLimit refuses the very next request.
+                (limit > 0.0 && full >= t * limit).then(|| {
+                    format!(
+                        "{pl} on {server}: the fullest queue holds {full:.0} of queueLengthLimit {limit:.0} \
+                         ({:.0}%); the next requests get queue-full 429s",
+                        full / limit * 100.0
+                    )
+                })
+            }
+            RuleName::APFExhaustionPredicted => {
+                if let Some(s) = l.seconds_to_exhaustion.filter(|s| self.spec.holds(*s, t)) {
+                    return Some(format!(
+                        "{pl} on {server}: no headroom left in {s:.0}s at this trend ({})",
+                        seats()
+                    ));
+                }
+                // Bursts between scrapes already reach the limit: the level runs out in them before any trend of
+                // sampled gauges shows it.
+                let no_seat = l.no_accommodation_per_second.filter(|r| *r > 0.0);
+                let peak = match (l.demand_seats_max, l.limit_seats) {
+                    (Some(d), Some(limit)) if limit > 0.0 && d > limit => Some((d, limit)),
+                    _ => None,
+                };
+                if no_seat.is_none() && peak.is_none() {
+                    return None;
+                }
+                let mut why = Vec::new();
+                if let Some((d, limit)) = peak {
+                    why.push(format!(
+                        "demand peaked at {d:.0} seats of a {limit:.0}-seat limit (demand_seats_high_watermark)"
+                    ));
+                }
+                if let Some(r) = no_seat {
+                    why.push(format!("{r:.2} dispatches/s found no free seat"));
+                }
+                Some(format!(
+                    "{pl} on {server}: bursts between scrapes already exhaust it: {}; scrapes saw {}",
+                    why.join(", "),
+                    seats()
+                ))
+            }
+            RuleName::APFRequestsRejected | RuleName::APFScrapeFailing => None,
+        }
+    }
+
+    pub(super) fn evaluate(
+        &self,
+        server: &ApiserverReport,
+        is_active: &impl Fn(&LabelSet) -> bool,
+        out: &mut Vec<Candidate>,
+    ) {
+        let name = &server.display_name();
+        if self.name == RuleName::APFScrapeFailing {
+            self.scrape_failing(server, out);
+            return;
+        }
+        for l in server.levels.iter().filter(|l| l.priority_level != EXEMPT) {
+            let base = || {
+                let remedy = remediate(
+                    l,
+                    &server.levels,
+                    &server.list_costs,
+                    server.objects.as_deref(),
+                );
+                let mut a = BTreeMap::new();
+                a.insert("description".to_string(), describe(l));
+                a.insert("top_flows".to_string(), top_flows(l));
+                a.insert("remediation".to_string(), remedy.sentence);
+                if let Some(m) = remedy.manifest {
+                    a.insert("remediation_manifest".to_string(), m);
+                }
+                a
+            };
+            if self.name == RuleName::APFRequestsRejected {
+                let Some(rates) = &l.rejected_per_second else {
+                    // No rate before two scrapes span a window (just after a restart): unknown is not "no
+                    // rejections", so an active alert holds instead of resolving and firing again a scrape later.
+                    for reason in apf::REJECTION_REASONS {
+                        let mut labels = self.labels(server, Some(&l.priority_level));
+                        labels.insert("reason".into(), reason.into());
+                        if is_active(&labels) {
+                            let mut a = base();
+                            a.insert(
+                                "summary".into(),
+                                format!(
+                                    "{} on {name}: requests were rejected with 429 ({reason}); the rate is not \
+                                     known yet (fewer than two scrapes in the window)",
+                                    l.priority_level
+                                ),
+                            );
+                            out.push(self.candidate(server, labels, a));
+                        }
+                    }
+                    continue;
+                };
+                for (reason, rate) in rates {
+                    let mut labels = self.labels(server, Some(&l.priority_level));
+                    labels.insert("reason".into(), reason.clone());
+                    if !self.spec.holds(*rate, self.threshold(is_active(&labels))) {
+                        continue;
+                    }
+                    let schemas: Vec<String> = server
+                        .flow_schema_rejected_per_second
+                        .iter()
+                        .filter(|(pl, _, r, v)| pl == &l.priority_level && r == reason && *v > 0.0)
+                        .map(|(_, fs, _, v)| format!("{fs} {v:.2}/s"))
+                        .collect();
+                    let mut a = base();
+                    a.insert(
+                        "summary".into(),
+                        format!(
+                            "{} on {name}: {rate:.2} requests/s rejected with 429 ({reason})",
+                            l.priority_level
+                        ),
+                    );
+                    a.insert(
+                        "flow_schema".into(),
+                        if schemas.is_empty() {
+                            "unknown".into()
+                        } else {
+                            schemas.join(", ")
+                        },
+                    );
+                    out.push(self.candidate(server, labels, a));
+                }
+                continue;
+            }
+            let labels = self.labels(server, Some(&l.priority_level));
+            if let Some(summary) = self.level_condition(name, l, is_active(&labels)) {
+                let mut a = base();
+                a.insert("summary".into(), summary);
+                out.push(self.candidate(server, labels, a));
+            }
+        }
+    }
+
+    /// `/metrics` failing (an error on it, stale, no APF, or no level at all), or a 403 on any endpoint.
+    fn scrape_failing(&self, server: &ApiserverReport, out: &mut Vec<Candidate>) {
+        let name = &server.display_name();
+        let blinding = server.errors.iter().find(|p| p.blinds_metrics());
+        let forbidden: Vec<&Problem> = server.errors.iter().filter(|p| p.is_forbidden()).collect();
+        let metrics_failing = blinding.is_some() || server.levels.is_empty();
+        if !metrics_failing && forbidden.is_empty() {
+            return;
+        }
+        let prometheus =
+            blinding.is_some_and(|p| p.endpoint() == crate::scrape::Endpoint::Prometheus);
+        let summary = if prometheus {
+            format!(
+                "{name}: the Prometheus source cannot be read ({})",
+                blinding.map(|p| p.detail()).unwrap_or_default()
+            )
+        } else if metrics_failing {
+            format!(
+                "{name}: /metrics cannot be scraped ({})",
+                blinding.map_or("no priority level in the last scrape".to_string(), |p| p
+                    .detail())
+            )
+        } else {
+            let endpoints: Vec<&str> = forbidden.iter().map(|p| p.endpoint().label()).collect();
+            format!("{name}: HTTP 403 on {}", endpoints.join(", "))
+        };
+        let remediation = if prometheus {
+            "Check the source's URL (the part before /api/v1), its credentials (bearer_token_file, headers, \
+             ca_file), that it is up, and that its selector and apiserver_label match the series it stores; the \
+             replicas read through it keep their last numbers for one analysis window."
+                .to_string()
+        } else if let Some(p) = forbidden.first() {
+            format!(
+                "Grant apf-monitor's ClusterRole the rule {} and bind it with a ClusterRoleBinding (non-resource URLs \
+                 cannot be granted by a namespaced Role).",
+                p.endpoint().rbac_hint()
+            )
+        } else {
+            "Check that apf-monitor reaches this replica directly (not through the load balancer), its CA and \
+             token, and that the replica is up."
+                .to_string()
+        };
+        let mut a = BTreeMap::new();
+        a.insert("summary".into(), summary);
+        a.insert(
+            "description".into(),
+            if server.errors.is_empty() {
+                "no error reported; no level seen".into()
+            } else {
+                server
+                    .errors
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            },
+        );
+        a.insert("remediation".into(), remediation);
+        out.push(self.candidate(server, self.labels(server, None), a));
+    }
+}

@@ -362,7 +362,7 @@ pub async fn build_targets(config: &Config) -> Result<TargetSource, SetupError> 
 pub fn build_replicas(config: &Config) -> Result<Vec<Replica>, SetupError> {
     let settings = LoopSettings::from_config(&config.scrape);
     Ok(
-        targets::build_static(&config.targets.static_targets, &config.scrape)?
+        targets::build_static(&config.targets.static_targets, config.scrape.timeout.0)?
             .into_iter()
             .zip(&config.targets.static_targets)
             .map(|(target, spec)| Replica {

@@ -14,8 +14,6 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::scrape::ScrapeConfig;
-
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     #[error("target {target}: cannot read {what} {path}: {source}")]
@@ -140,14 +138,15 @@ pub fn client_builder(
     Ok(builder)
 }
 
-/// Builds every static target; warns loudly about `insecure_skip_verify`.
+/// Builds every static target, each with its own timeout or `default_timeout` (`scrape.timeout`); warns loudly
+/// about `insecure_skip_verify`.
 pub fn build_static(
     targets: &[StaticTarget],
-    scrape: &ScrapeConfig,
+    default_timeout: Duration,
 ) -> Result<Vec<Target>, TargetError> {
     let mut built: Vec<Target> = Vec::with_capacity(targets.len());
     for t in targets {
-        let target = build_one(t, scrape)?;
+        let target = build_one(t, default_timeout)?;
         if built.iter().any(|b| b.name == target.name) {
             return Err(TargetError::DuplicateName(target.name));
         }
@@ -156,10 +155,10 @@ pub fn build_static(
     Ok(built)
 }
 
-fn build_one(t: &StaticTarget, scrape: &ScrapeConfig) -> Result<Target, TargetError> {
+fn build_one(t: &StaticTarget, default_timeout: Duration) -> Result<Target, TargetError> {
     let url = t.url.0.clone();
     let name = t.name.clone().unwrap_or_else(|| default_name(&url));
-    let timeout = t.timeout.map(|i| i.0).unwrap_or(scrape.timeout.0);
+    let timeout = t.timeout.map(|i| i.0).unwrap_or(default_timeout);
     let read = |what: &'static str, path: &std::path::Path| read_file(&name, what, path);
     let pem_err = |what: &'static str, path: &std::path::Path, source| TargetError::Pem {
         target: name.clone(),

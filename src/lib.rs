@@ -1,8 +1,13 @@
 //! apf-monitor: watches Kubernetes API Priority and Fairness on every kube-apiserver replica.
 //!
-//! Data flows one way: targets -> scrape -> parse -> model -> analyze -> (export | alert -> notify), one module per
-//! stage; `daemon` owns the tasks and the channels between them (its module doc draws them). `apf` holds what API
-//! Priority and Fairness itself is (its arithmetic, defaults and endpoints), which the others share.
+//! The daemon and its command line. What APF is, and reading what kube-apiserver exposes about it (the parsers,
+//! the metric-name generations, the seat arithmetic, matching, plan, the configuration review), is the `apf` crate;
+//! the simulated apiserver is the `apf-sim` crate.
+//!
+//! Data flows one way: targets -> scrape -> (`apf`: parse -> model) -> analyze -> (export | alert -> notify), one
+//! module per stage, each owning its section of the config file in its `settings.rs`; `config` holds the file's
+//! shape and `values` the types its keys are written in; `daemon` owns the tasks and the channels between them (its
+//! module doc draws them); `cli` is one file per subcommand.
 pub mod alert;
 pub mod analyze;
 pub mod cli;

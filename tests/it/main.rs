@@ -27,3 +27,4 @@ mod sim_versions;
 mod spike_signals;
 mod status_page;
 mod tls;
+mod workspace;

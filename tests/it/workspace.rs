@@ -1,0 +1,71 @@
+//! The workspace's layout as Cargo resolves it (README, Development): the arrows between the crates run one way,
+//! and the domain crate stays pure. Read with `cargo tree` over Cargo.lock, offline.
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// The packages (library names) in the normal dependency tree of `package`, itself included.
+fn normal_dependencies(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "tree",
+            "--locked",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .args(["-f", "{p}", "-p", package])
+        .output()
+        .unwrap_or_else(|e| panic!("cargo tree -p {package}: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_domain_crate_needs_no_runtime_no_http_and_no_kubernetes_client() {
+    let deps = normal_dependencies("apf");
+    assert!(deps.contains("apf") && deps.contains("serde"), "{deps:?}");
+    for forbidden in [
+        "tokio",
+        "axum",
+        "hyper",
+        "reqwest",
+        "kube",
+        "kube-client",
+        "apf-sim",
+        "apf-monitor",
+    ] {
+        assert!(
+            !deps.contains(forbidden),
+            "crates/apf depends on {forbidden}: {deps:?}"
+        );
+    }
+}
+
+#[test]
+fn the_simulator_uses_the_domain_and_never_the_daemon() {
+    let deps = normal_dependencies("apf-sim");
+    assert!(deps.contains("apf"), "{deps:?}");
+    assert!(!deps.contains("apf-monitor"), "{deps:?}");
+    // It speaks HTTP as a server only: a client in its tree would be a sign of daemon code moving in.
+    assert!(
+        !deps.contains("reqwest") && !deps.contains("kube"),
+        "{deps:?}"
+    );
+    let daemon = normal_dependencies("apf-monitor");
+    assert!(
+        daemon.contains("apf") && daemon.contains("apf-sim"),
+        "{daemon:?}"
+    );
+}

@@ -1,0 +1,191 @@
+//! The simulated replica's APF state: its priority levels with their seats and queues, the flows of the scenario,
+//! and the counters and histograms `/metrics` and the dumps are rendered from.
+use std::collections::{BTreeMap, VecDeque};
+use std::time::SystemTime;
+
+use apf::{FlowSchemaDef, PriorityLevelConfig};
+use rand::rngs::StdRng;
+
+use crate::{FlowSpec, KubeVersion};
+
+pub(crate) const TICK_NS: u64 = 10_000_000;
+/// borrowingAdjustmentPeriod: CurrentCL is recomputed this often (1.26+).
+pub(super) const ADJUST_NS: u64 = 10_000_000_000;
+/// requestWaitLimit = --request-timeout/4 with the default 60 s.
+pub(super) const QUEUE_WAIT_LIMIT_NS: u64 = 15_000_000_000;
+/// Buckets of request_queue_length_after_enqueue.
+pub(crate) const QUEUE_LENGTH_BUCKETS: [f64; 8] =
+    [0.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
+
+/// Buckets of priority_level_seat_utilization (seats in use / CurrentCL), as kube-apiserver serves them.
+pub(crate) const SEAT_UTILIZATION_BUCKETS: [f64; 13] = [
+    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0,
+];
+
+#[derive(Debug, Clone)]
+pub(crate) struct Req {
+    pub flow: usize,
+    pub seats: u32,
+    pub dur_ns: u64,
+    pub arrive_ns: u64,
+    pub start_ns: u64,
+    /// The queue the flow was shuffle-sharded to; None on levels without queues.
+    pub queue: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Queue {
+    pub waiting: VecDeque<Req>,
+    pub executing_requests: u32,
+    pub seats_in_use: u32,
+    /// Virtual time (seat-seconds) of the level when this queue last dispatched.
+    pub next_dispatch_r: f64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Histogram {
+    /// Per bucket (not cumulative), plus +Inf at the end.
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    pub(super) fn new(buckets: usize) -> Self {
+        Histogram {
+            counts: vec![0; buckets + 1],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+    /// A timing histogram's observation (component-base `timing_histogram.go`): `v` held for `ns` nanoseconds adds
+    /// `ns` to its bucket and to the count, `v × ns` to the sum.
+    pub(super) fn hold(&mut self, bounds: &[f64], v: f64, ns: u64) {
+        let i = bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len());
+        self.counts[i] += ns;
+        self.sum += v * ns as f64;
+        self.count += ns;
+    }
+    pub(super) fn observe(&mut self, bounds: &[f64], v: f64) {
+        let i = bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len());
+        self.counts[i] += 1;
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+/// Counters and gauges of one (priority level, flow schema) pair.
+#[derive(Debug, Clone)]
+pub(crate) struct FsStats {
+    pub dispatched: u64,
+    pub rejected: BTreeMap<&'static str, u64>,
+    pub executing_requests: u32,
+    pub executing_seats: u32,
+    pub inqueue_requests: u32,
+    pub inqueue_seats: u32,
+    pub wait_executed: Histogram,
+    pub wait_rejected: Histogram,
+    pub execution: Histogram,
+    pub queue_length: Histogram,
+    pub work_seats: Histogram,
+    /// Dispatch attempts that found no seat for the head of the queue next in turn.
+    pub no_accommodation: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Level {
+    pub def: PriorityLevelConfig,
+    pub nominal: u32,
+    pub lower: u32,
+    pub upper: u32,
+    pub current_cl: u32,
+    pub max_seats: u32,
+    pub queues: Vec<Queue>,
+    pub executing: Vec<Req>,
+    pub seats_in_use: u32,
+    pub waiting: u32,
+    pub waiting_seats: u32,
+    pub dispatched: u64,
+    pub rejected: u64,
+    pub timed_out: u64,
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    /// Admissions that left more seats in use than the limit (must stay 0; tests check it). Seats in use can still
+    /// exceed a limit that was lowered afterwards: APF never preempts.
+    pub admitted_over_limit: u64,
+    pub(super) rr: usize,
+    pub virtual_r: f64,
+    // Demand statistics of the current adjustment period and the last one's results.
+    pub(super) period_sum: f64,
+    pub(super) period_sum_sq: f64,
+    pub(super) period_n: u64,
+    pub(super) period_hwm: u32,
+    pub demand_hwm: f64,
+    pub demand_avg: f64,
+    pub demand_stdev: f64,
+    pub demand_smoothed: f64,
+    pub target: f64,
+    /// Seats in use / CurrentCL over time, integrated every tick.
+    pub seat_utilization: Histogram,
+}
+
+impl Level {
+    pub fn enforced_limit(&self) -> u32 {
+        self.current_cl
+    }
+    pub(super) fn fits(&self, seats: u32) -> bool {
+        // A request wider than the whole limit is still admitted when nothing executes (Q).
+        self.seats_in_use == 0 || self.seats_in_use + seats <= self.current_cl
+    }
+    pub(super) fn has_queues(&self) -> bool {
+        !self.queues.is_empty()
+    }
+    /// queueLengthLimit; 0 on levels without queues.
+    pub fn queue_length_limit(&self) -> u32 {
+        self.def.queue_length_limit.unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Flow {
+    /// The scenario's name for the flow (tests look flows up by it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub name: String,
+    pub fs: usize,
+    pub level: usize,
+    pub seats: u32,
+    pub dur_ns: u64,
+    pub user: String,
+    pub verb: String,
+    pub resource: String,
+    pub namespace: String,
+    pub distinguisher: String,
+    /// The queues this flow is dealt by shuffle sharding (handSize of them).
+    pub hand: Vec<usize>,
+    pub(super) rate: FlowSpec,
+    /// Before 1.23 every request takes one seat; a flow of width N is then sent N times as often so that a
+    /// scenario keeps the same seat demand (and pressure) on every version.
+    pub(super) rate_scale: f64,
+}
+
+pub(crate) struct State {
+    pub version: KubeVersion,
+    pub levels: Vec<Level>,
+    pub flow_schemas: Vec<FlowSchemaDef>,
+    pub flows: Vec<Flow>,
+    pub fs_stats: BTreeMap<(String, String), FsStats>,
+    /// Buckets of request_wait_duration_seconds and request_execution_seconds.
+    pub wait_buckets: Vec<f64>,
+    pub work_buckets: Vec<f64>,
+    pub seat_fair_frac: f64,
+    /// apiserver_request_total by (verb, resource, code).
+    pub request_total: BTreeMap<(String, String, String), u64>,
+    /// apiserver_request_terminations_total by (verb, resource, code): every APF 429.
+    pub terminations_total: BTreeMap<(String, String, String), u64>,
+    pub now_ns: u64,
+    pub(super) target_ns: u64,
+    pub(super) scenario_ns: u64,
+    pub(super) rng: StdRng,
+    pub wall_start: SystemTime,
+    /// The part of the scenario's rates this replica receives (a cluster splits its load between replicas).
+    pub(super) load_share: f64,
+}

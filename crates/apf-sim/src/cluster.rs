@@ -14,10 +14,13 @@
 
 use super::api::{self, ApiContext};
 use super::auth::require_token;
+use super::objects;
+use super::scenario::Scenario;
 use super::server::replica_routes;
+use super::simulator::{SimOptions, Simulator};
 use super::store::Store;
 use super::tls::{Pki, TlsError, TlsListener};
-use super::{objects, KubeVersion, Scenario, SimOptions, Simulator};
+use apf::KubeVersion;
 use base64::Engine as _;
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -460,7 +463,7 @@ pub fn write_private(path: &Path, text: &str) -> Result<(), ClusterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ScenarioSource;
+    use crate::scenario::ScenarioSource;
 
     fn opts(replicas: usize, first: [u8; 4]) -> ClusterOptions {
         let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();

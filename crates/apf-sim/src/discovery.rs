@@ -7,10 +7,10 @@
 //! falls back to them, as client-go does against servers older than 1.26.
 
 use super::store::Gvr;
-use super::KubeVersion;
 use apf::endpoints::{
     served_api_versions, FLOWCONTROL_GROUP, FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS,
 };
+use apf::KubeVersion;
 use serde_json::{json, Value};
 
 /// One served resource in one API version.

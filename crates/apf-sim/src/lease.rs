@@ -338,7 +338,7 @@ pub(super) fn patch(
 mod tests {
     use super::*;
     use crate::discovery::{self, LEASES};
-    use crate::KubeVersion;
+    use apf::KubeVersion;
 
     /// A patch the old way round: content type, body, field manager; never forced.
     fn patch_as(

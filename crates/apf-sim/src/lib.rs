@@ -72,26 +72,8 @@ pub use apf::KubeVersion;
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
-pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource};
+pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
 pub use server::{router, serve};
 pub use simulator::{LevelTruth, SimOptions, Simulator};
 pub use tabwriter::tabwrite;
 pub use tls::TlsError;
-
-/// Everything that can go wrong when setting up a simulation.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    #[error(transparent)]
-    Version(#[from] apf::VersionError),
-    #[error("cannot read scenario file {path}: {source}")]
-    Io {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// serde_yaml's message carries the line and column.
-    #[error("invalid scenario YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
-    #[error("invalid scenario: {0}")]
-    Scenario(String),
-}

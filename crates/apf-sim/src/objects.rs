@@ -5,9 +5,9 @@
 
 use super::discovery::{ENDPOINTS, ENDPOINT_SLICES, NAMESPACES};
 use super::store::{Gvr, ObjectKey, Store};
-use super::KubeVersion;
 use apf::defaults::{default_flow_schemas, default_priority_levels};
 use apf::endpoints::{self, FLOWCONTROL_GROUP};
+use apf::KubeVersion;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 

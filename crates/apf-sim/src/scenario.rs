@@ -19,11 +19,28 @@
 //! Arrivals are Poisson with the seeded RNG. Before the first point the first rate holds, after the last the last.
 //! Unknown keys are errors.
 
-use super::SimError;
 use serde::{Deserialize, Deserializer};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
+
+/// Everything that can go wrong when setting up a simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Version(#[from] apf::VersionError),
+    #[error("cannot read scenario file {path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// serde_yaml's message carries the line and column.
+    #[error("invalid scenario YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("invalid scenario: {0}")]
+    Scenario(String),
+}
 
 /// Where a scenario comes from: a built-in name or a YAML file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +186,7 @@ impl Scenario {
     }
 
     /// Checks that every flow's flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
-    pub fn validate_for(&self, version: super::KubeVersion) -> Result<(), SimError> {
+    pub fn validate_for(&self, version: apf::KubeVersion) -> Result<(), SimError> {
         let known = apf::defaults::default_flow_schemas(version);
         for f in &self.flows {
             if !known.iter().any(|k| k.name == f.flow_schema) {

@@ -2,10 +2,11 @@
 //! `/healthz`) and, through [`super::api`], the cluster's API.
 
 use super::api::{self, ApiContext};
+use super::objects;
 use super::render::{git_commit, go_version};
+use super::simulator::Simulator;
 use super::status::ApiError;
 use super::store::Store;
-use super::{objects, Simulator};
 use apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Query, State};
 use axum::http::header;
@@ -110,8 +111,8 @@ async fn version(State(sim): State<Simulator>) -> Json<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::ScenarioSource;
     use crate::simulator::tests::sim;
-    use crate::ScenarioSource;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -4,7 +4,7 @@
 //! priority level and precedence, not only NAME and AGE.
 
 use super::discovery::Resource;
-use super::KubeVersion;
+use apf::KubeVersion;
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime};
 

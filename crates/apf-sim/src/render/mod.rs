@@ -11,7 +11,7 @@ mod go;
 
 pub(crate) use go::{git_commit, go_version};
 
-use crate::Simulator;
+use crate::simulator::Simulator;
 
 impl Simulator {
     /// The `/metrics` text of the simulated version.
@@ -36,9 +36,9 @@ impl Simulator {
 mod tests {
     use std::time::Duration;
 
+    use crate::scenario::ScenarioSource;
     use crate::simulator::tests::sim;
     use crate::tabwriter::{row, tabwrite};
-    use crate::ScenarioSource;
 
     fn metrics(minor: u32, src: ScenarioSource, secs: u64) -> String {
         let s = sim(minor, src, 1);

@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 
 use super::state::{Flow, Histogram, Level, Queue, State, SEAT_UTILIZATION_BUCKETS, TICK_NS};
 use super::{SimOptions, Simulator};
-use crate::SimError;
+use crate::scenario::SimError;
 
 impl Simulator {
     pub(super) fn build(opts: SimOptions, strict: bool) -> Result<Self, SimError> {

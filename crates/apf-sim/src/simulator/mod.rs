@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use crate::{KubeVersion, Scenario, SimError};
+use crate::scenario::{Scenario, SimError};
+use apf::KubeVersion;
 
 use state::TICK_NS;
 pub(crate) use state::{
@@ -167,7 +168,7 @@ impl Simulator {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::ScenarioSource;
+    use crate::scenario::ScenarioSource;
 
     pub fn sim(minor: u32, src: ScenarioSource, seed: u64) -> Simulator {
         let scenario = Scenario::load(&src).unwrap();
@@ -430,7 +431,7 @@ pub(super) mod tests {
 #[cfg(test)]
 mod debug_timeline {
     use super::tests::sim;
-    use crate::ScenarioSource;
+    use crate::scenario::ScenarioSource;
     use std::time::Duration;
 
     /// For tuning the built-in scenarios: `cargo test print_ramp -- --ignored --nocapture`.
@@ -463,7 +464,7 @@ mod debug_timeline {
 #[cfg(test)]
 mod capture_compare {
     use super::tests::sim;
-    use crate::ScenarioSource;
+    use crate::scenario::ScenarioSource;
     use std::time::Duration;
 
     /// Lists APF families the capture has and the simulator lacks (and the reverse): `--ignored --nocapture`.
@@ -515,7 +516,7 @@ mod capture_compare {
 #[cfg(test)]
 mod idle_check {
     use super::tests::sim;
-    use crate::ScenarioSource;
+    use crate::scenario::ScenarioSource;
     use std::time::Duration;
 
     /// `idle` must never look like pressure: no queueing, no rejections, headroom ratio above 0.2 (the warning).

@@ -6,7 +6,8 @@ use std::time::SystemTime;
 use apf::{FlowSchemaDef, PriorityLevelConfig};
 use rand::rngs::StdRng;
 
-use crate::{FlowSpec, KubeVersion};
+use crate::scenario::FlowSpec;
+use apf::KubeVersion;
 
 pub(crate) const TICK_NS: u64 = 10_000_000;
 /// borrowingAdjustmentPeriod: CurrentCL is recomputed this often (1.26+).

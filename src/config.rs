@@ -247,7 +247,7 @@ mod tests {
         assert_eq!(c.scrape.interval.0, Duration::from_secs(5));
         assert_eq!(c.scrape.max_body_bytes.0, 256 * 1024 * 1024);
         assert_eq!(c.targets.static_targets.len(), 2);
-        assert_eq!(c.receivers.len(), 5);
+        assert_eq!(c.receivers.len(), 4);
         assert_eq!(
             c.rules[&RuleName::APFHeadroomLow].clear_threshold,
             Some(0.25)
@@ -255,6 +255,42 @@ mod tests {
         assert_eq!(c.route.group_wait.0, Duration::from_secs(30));
         assert_eq!(c.alerting.leader_election.enabled, None);
         assert_eq!(c.shutdown_timeout.0, Duration::from_secs(20));
+    }
+
+    /// What the example comments out for a pod (files a pod mounts), uncommented, is valid config too.
+    #[test]
+    fn the_examples_pod_only_lines_are_valid_when_uncommented() {
+        let text = include_str!("../config/apf-monitor.example.yaml");
+        let pod_keys = [
+            "bearer_token_file: /var/run/secrets/kubernetes.io/",
+            "ca_file: /var/run/secrets/kubernetes.io/",
+            "- name: oncall-slack",
+            "slack:",
+            "webhook_url_file: /etc/apf-monitor-secrets/",
+            "username: apf-monitor",
+            "password_file: /etc/apf-monitor-secrets/",
+            "state_file: /var/lib/apf-monitor/",
+        ];
+        let mut uncommented = 0;
+        let text: String = text
+            .lines()
+            .map(|l| {
+                let body = l.trim_start();
+                match body.strip_prefix("# ") {
+                    Some(rest) if pod_keys.iter().any(|k| rest.trim_start().starts_with(k)) => {
+                        uncommented += 1;
+                        let indent = &l[..l.len() - body.len()];
+                        format!("{indent}{rest}\n")
+                    }
+                    _ => format!("{l}\n"),
+                }
+            })
+            .collect();
+        assert_eq!(uncommented, pod_keys.len(), "{text}");
+        let c = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.receivers.iter().any(|r| r.slack.is_some()));
+        assert!(c.alerting.state_file.is_some());
+        assert!(c.targets.static_targets[1].ca_file.is_some());
     }
 
     #[test]

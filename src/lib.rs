@@ -13,6 +13,7 @@ pub mod analyze;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod errors;
 pub mod export;
 pub mod notify;
 pub mod scrape;

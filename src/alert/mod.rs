@@ -15,7 +15,7 @@ pub mod state;
 pub use engine::Engine;
 pub use remediation::Remediation;
 pub use route::Router;
-pub use rules::{Candidate, Fires, RuleError, RuleSpec, Rules};
+pub use rules::{what_cleared, Candidate, Fires, RuleError, RuleSpec, Rules};
 pub use settings::{
     AlertingConfig, LeaderElectionConfig, RouteConfig, RuleConfig, RuleName, Severity,
 };

@@ -12,10 +12,10 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     if args.review {
         return super::review::review(args).await;
     }
-    if args.file.is_some() && !args.common.prometheus.is_empty() {
+    if args.file.is_some() && !args.source.prometheus.is_empty() {
         bail!("--file and --prometheus are two sources: give one");
     }
-    let config = load_config(&args.common, None)?;
+    let config = load_config(&args.common, Some(&args.source), None)?;
     init_logging(
         config.log.format,
         if args.common.log_level.is_some() {

@@ -202,15 +202,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
     // The built-in rules with their defaults, to the console; groups are sent sooner than Alertmanager's defaults so
     // a newcomer sees an alert fire and resolve within a few minutes.
-    config.receivers = vec![crate::notify::ReceiverConfig {
-        name: "console".into(),
-        slack: None,
-        email: None,
-        webhook: None,
-        alertmanager: None,
-        console: Some(crate::notify::ConsoleConfig {}),
-        delivery: Default::default(),
-    }];
+    config.receivers = vec![crate::notify::ReceiverConfig::console("console")];
     config.route.group_wait = values::DurationValue(Duration::from_secs(5));
     config.route.group_interval = values::Interval(Duration::from_secs(30));
     config.alerting.leader_election.enabled = Some(false);

@@ -7,7 +7,9 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::{init_logging, load_config, TargetArgs};
-use apf::matching::{implied_groups, match_request, Match, Request, Target};
+use apf::matching::{
+    implied_groups, match_request, Match, Request, Target, NON_RESOURCE_VERBS, RESOURCE_VERBS,
+};
 use apf::{FlowSchema, PriorityLevelConfig};
 
 #[derive(Debug, Args)]
@@ -73,7 +75,7 @@ struct MatchReport<'a> {
 pub async fn run(args: MatchArgs) -> Result<()> {
     let request = request(&args)?;
     let (schemas, levels, source) = if args.files.is_empty() {
-        let config = load_config(&args.common, None)?;
+        let config = load_config(&args.common, None, None)?;
         init_logging(config.log.format, "warn")?;
         from_cluster(&config).await?
     } else {
@@ -113,9 +115,29 @@ fn request(args: &MatchArgs) -> Result<Request> {
         (Some(v), _) => v.to_ascii_lowercase(),
         (None, Target::NonResource { .. }) => "get".into(),
         (None, Target::Resource { .. }) => {
-            bail!("--verb is needed with --resource: get, list, watch, create, update, patch, delete, ...")
+            bail!(
+                "--verb is needed with --resource: one of {}",
+                RESOURCE_VERBS.join(", ")
+            )
         }
     };
+    // kube-apiserver gives a request one of a few verbs: another one would match only a rule that names it, which
+    // no real request does.
+    let (known, what) = match &target {
+        Target::Resource { .. } => (&RESOURCE_VERBS[..], "a resource request's verb"),
+        Target::NonResource { .. } => (
+            &NON_RESOURCE_VERBS[..],
+            "a non-resource request's verb (its HTTP method)",
+        ),
+    };
+    if !known.contains(&verb.as_str()) {
+        bail!("--verb {verb}: not {what}; one of {}", known.join(", "));
+    }
+    if let Target::Resource { resource, .. } = &target {
+        if let Some(hint) = resource_hint(resource) {
+            eprintln!("warning: --resource {resource}: {hint}");
+        }
+    }
     let mut groups = args.groups.clone();
     if !args.no_implied_groups {
         for g in implied_groups(&args.user) {
@@ -130,6 +152,23 @@ fn request(args: &MatchArgs) -> Result<Request> {
         verb,
         target,
     })
+}
+
+/// What looks wrong in a resource name: kube-apiserver names resources in the plural and lower case (`pods`,
+/// `deployments`), and a FlowSchema's rule names them so; any name can be a custom resource, so this warns only.
+fn resource_hint(resource: &str) -> Option<String> {
+    if resource.chars().any(|c| c.is_ascii_uppercase()) {
+        return Some(format!(
+            "resources are named in lower case ({}); a rule's resources are matched as written",
+            resource.to_ascii_lowercase()
+        ));
+    }
+    if !resource.ends_with('s') && resource != "*" {
+        return Some(format!(
+            "resources are named in the plural: did you mean {resource}s? A rule's resources are matched as written"
+        ));
+    }
+    None
 }
 
 fn describe(r: &Request) -> String {

@@ -14,6 +14,7 @@ mod table;
 pub use check::exit_status;
 pub use demo::demo_lines;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,7 +57,8 @@ pub enum Command {
     Match(matching::MatchArgs),
 }
 
-/// Flags shared by `serve` and `check`; they override the config file.
+/// Flags of every command that reads a cluster: the config file, the replicas or the apiserver access, the logs.
+/// They override the config file.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
     /// The config file (YAML); every key is documented in config/apf-monitor.example.yaml.
@@ -66,6 +68,29 @@ pub struct TargetArgs {
     /// replaces the config's targets.
     #[arg(long = "target", value_name = "URL", value_parser = values::parse_target_url)]
     pub targets: Vec<values::TargetUrl>,
+    /// With no target: the kubeconfig whose apiserver access discovers every replica (default: $KUBECONFIG, then
+    /// ~/.kube/config, then the pod's service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// A PEM bundle of the CA that signed the certificates of the --target (and --prometheus) URLs (kubectl's
+    /// flag); default: the public web roots. A kubeconfig carries its own CA.
+    #[arg(long, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log level or tracing filter, e.g. info, debug, apf_monitor=debug.
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// Flags of the commands that watch the replicas round after round (`serve`, `check`): where their numbers come
+/// from and how often.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
     /// Read the replicas' metrics from this Prometheus (or Thanos, Mimir, a provider's managed Prometheus)
     /// instead of scraping them: every replica of every cluster it holds. Repeatable; replaces the config's
     /// targets.
@@ -100,28 +125,22 @@ pub struct TargetArgs {
         requires = "prometheus"
     )]
     pub apiserver_label: String,
-    /// With no target: the kubeconfig whose apiserver access discovers every replica (default: $KUBECONFIG, then
-    /// ~/.kube/config, then the pod's service account).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current context).
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Scrape interval, e.g. 5s.
-    #[arg(long, value_name = "DURATION", value_parser = values::parse_interval)]
+    /// Scrape interval, e.g. 5s. (`--interval -5s` is read as a value, and refused as one.)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = values::parse_interval,
+        allow_hyphen_values = true
+    )]
     pub interval: Option<values::Interval>,
-    /// Log format.
-    #[arg(long, value_enum)]
-    pub log_format: Option<LogFormat>,
-    /// Log level or tracing filter, e.g. info, debug, apf_monitor=debug.
-    #[arg(long, value_name = "LEVEL")]
-    pub log_level: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
     pub common: TargetArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Where to serve /metrics, /healthz, /readyz, /api/v1/status and / (default 0.0.0.0:9864).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
@@ -141,6 +160,8 @@ pub enum OutputFormat {
 pub struct CheckArgs {
     #[command(flatten)]
     pub common: TargetArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Read a saved /metrics (or a `kubectl get --raw /metrics | grep flowcontrol` paste) instead of scraping;
     /// `-` reads standard input.
     #[arg(long, value_name = "PATH")]
@@ -255,7 +276,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::errors::chain(&e));
             ExitCode::from(failure)
         }
     }
@@ -272,8 +293,10 @@ fn init_logging(format: LogFormat, level: &str) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&filter).with_context(|| {
         format!("invalid log level {level:?}: use error, warn, info, debug or a filter")
     })?;
+    // Colour codes belong on a terminal only: in a file, a pipe or a log collector they are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(table::colour_on(std::io::stderr().is_terminal()))
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),
@@ -281,12 +304,34 @@ fn init_logging(format: LogFormat, level: &str) -> Result<()> {
     };
     // Already set (tests, demo): keep the first one.
     let _ = result;
+    for warning in std::mem::take(&mut *pending_warnings()) {
+        tracing::warn!("{warning}");
+    }
     Ok(())
+}
+
+/// Warnings of reading the config and the flags, said before the log is set up (the config says how to log).
+fn pending_warnings() -> std::sync::MutexGuard<'static, Vec<String>> {
+    static PENDING: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A warning now when the log is set up (a reload), else as soon as it is.
+fn warn_when_logging(warning: String) {
+    if tracing::dispatcher::has_been_set() {
+        tracing::warn!("{warning}");
+    } else {
+        pending_warnings().push(warning);
+    }
 }
 
 /// The config file with the command line's overrides applied, checked again as a whole: a flag can make a valid
 /// file invalid, and is refused the same way.
-fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config> {
+fn load_config(
+    common: &TargetArgs,
+    source: Option<&SourceArgs>,
+    listen: Option<SocketAddr>,
+) -> Result<Config> {
     let mut config = match &common.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
@@ -300,19 +345,36 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
             .map(StaticTarget::from_url)
             .collect();
     }
-    if !common.prometheus.is_empty() {
+    if let Some(source) = source.filter(|s| !s.prometheus.is_empty()) {
         config.targets.static_targets.clear();
-        config.targets.prometheus = common
+        config.targets.prometheus = source
             .prometheus
             .iter()
             .cloned()
             .map(|url| crate::targets::PrometheusTarget {
-                selector: common.selector.clone(),
-                cluster_label: common.cluster_label.clone(),
-                apiserver_label: common.apiserver_label.clone(),
+                selector: source.selector.clone(),
+                cluster_label: source.cluster_label.clone(),
+                apiserver_label: source.apiserver_label.clone(),
                 ..crate::targets::PrometheusTarget::from_url(url)
             })
             .collect();
+    }
+    if let Some(ca) = &common.certificate_authority {
+        let by_flag =
+            !common.targets.is_empty() || source.is_some_and(|s| !s.prometheus.is_empty());
+        if !by_flag {
+            anyhow::bail!(
+                "--certificate-authority {}: it is the CA of the --target (or --prometheus) URLs; give them too \
+                 (a kubeconfig carries its own CA, and the config's targets their ca_file)",
+                ca.display()
+            );
+        }
+        for t in &mut config.targets.static_targets {
+            t.ca_file = Some(ca.clone());
+        }
+        for p in &mut config.targets.prometheus {
+            p.ca_file = Some(ca.clone());
+        }
     }
     if let Some(path) = &common.kubeconfig {
         config.targets.kubernetes.kubeconfig = Some(path.clone());
@@ -320,10 +382,16 @@ fn load_config(common: &TargetArgs, listen: Option<SocketAddr>) -> Result<Config
     if let Some(context) = &common.context {
         config.targets.kubernetes.context = Some(context.clone());
     }
-    if let Some(i) = common.interval {
+    if let Some(i) = source.and_then(|s| s.interval) {
         config.scrape.interval = i;
         // A flag-set interval shorter than the configured timeout would let rounds overlap.
         if config.scrape.timeout.0 > i.0 {
+            warn_when_logging(format!(
+                "--interval {} is shorter than scrape.timeout {}: the timeout is {} too",
+                humantime::format_duration(i.0),
+                humantime::format_duration(config.scrape.timeout.0),
+                humantime::format_duration(i.0)
+            ));
             config.scrape.timeout = i;
         }
         if config.analysis.window.0 < i.0 * 2 {

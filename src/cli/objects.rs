@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use crate::scrape::{Endpoint, ScrapePlan};
+use crate::scrape::{Endpoint, ScrapeError, ScrapePlan};
 use apf::model::FlowcontrolObjects;
 use apf::{endpoints, FlowSchema, PriorityLevelConfig};
 
@@ -67,6 +67,7 @@ pub async fn read_cluster(
         bail!("no replica to read: give --file FILE, --target URL or --kubeconfig FILE");
     }
     let mut problems = Vec::new();
+    let mut forbidden = false;
     for replica in &replicas {
         let settings = &replica.spec.settings;
         let max = settings.max_body_bytes;
@@ -80,6 +81,7 @@ pub async fn read_cluster(
         let ((fs_path, fs), (pl_path, pl)) = match (schemas, levels) {
             (Ok(fs), Ok(pl)) => (fs, pl),
             (Err(e), _) | (_, Err(e)) => {
+                forbidden |= matches!(e, ScrapeError::Http { status: 403, .. });
                 problems.push(format!("{}: {e}", replica.target.name));
                 continue;
             }
@@ -110,10 +112,15 @@ pub async fn read_cluster(
             traffic: snapshot.flow_users().collect(),
         });
     }
+    // RBAC is the fix only for a refusal: a certificate, a connection or a timeout says its own.
+    let rbac = if forbidden {
+        format!("; the reader needs {}", endpoints::FLOWCONTROL_RBAC_RULE)
+    } else {
+        String::new()
+    };
     bail!(
-        "could not list the FlowSchemas and PriorityLevelConfigurations of any replica ({}); the reader needs {}; \
-         or read them from files",
+        "could not list the FlowSchemas and PriorityLevelConfigurations of any replica ({}){rbac}; or read them \
+         from files (--file)",
         problems.join("; "),
-        endpoints::FLOWCONTROL_RBAC_RULE
     )
 }

@@ -64,7 +64,7 @@ struct Input {
 
 pub async fn plan(args: PlanArgs) -> Result<()> {
     let input = if args.files.is_empty() {
-        let config = load_config(&args.common, None)?;
+        let config = load_config(&args.common, None, None)?;
         init_logging(config.log.format, "warn")?;
         from_cluster(&config).await?
     } else {

@@ -19,7 +19,7 @@ struct ReviewReport {
 }
 
 pub async fn review(args: CheckArgs) -> Result<ExitCode> {
-    let config = load_config(&args.common, None)?;
+    let config = load_config(&args.common, Some(&args.source), None)?;
     init_logging(config.log.format, "warn")?;
     let (objects, served, traffic, source, minor) = if args.objects.is_empty() {
         let c = super::objects::read_cluster(&config, true).await?;

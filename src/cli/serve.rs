@@ -11,13 +11,13 @@ use crate::daemon::{self, Loader, Setup};
 
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     // Everything a stage would refuse is refused here, before anything starts.
-    let setup = Setup::build(load_config(&args.common, args.listen)?).await?;
+    let setup = Setup::build(load_config(&args.common, Some(&args.source), args.listen)?).await?;
     let config = &setup.config;
     if args.check_config {
         println!(
-            "config OK: {}, {} receiver(s), listen {}",
+            "config OK: {}, alerts to {}, listen {}",
             setup.targets.describe(),
-            setup.alerting.receivers.len(),
+            setup.alerting.describe_receivers(),
             config.listen
         );
         return Ok(ExitCode::SUCCESS);
@@ -32,9 +32,9 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             )
         })?;
     // A reload reads the file again and applies the same flags: `--target` keeps replacing the file's targets.
-    let common = Arc::new(args.common);
+    let (common, source) = (Arc::new(args.common), Arc::new(args.source));
     let listen = args.listen;
-    let loader: Loader = Arc::new(move || load_config(&common, listen));
+    let loader: Loader = Arc::new(move || load_config(&common, Some(&source), listen));
     let (reload_tx, reloads) = mpsc::channel(1);
     spawn_sighup(reload_tx)?;
     daemon::run(setup, loader, listener, shutdown_signal(), reloads).await?;

@@ -15,14 +15,19 @@ pub struct Style {
     pub colour: bool,
 }
 
+/// Whether output to a stream may be coloured: only a terminal, and never when `NO_COLOR` is set to anything but the
+/// empty string (no-color.org). The table and the logs both ask this.
+pub fn colour_on(terminal: bool) -> bool {
+    terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 impl Style {
-    /// Bars on a terminal; colours too unless `NO_COLOR` is set to anything but the empty string.
+    /// Bars on a terminal; colours too unless `NO_COLOR` says otherwise ([`colour_on`]).
     pub fn for_stdout() -> Self {
         let tty = std::io::stdout().is_terminal();
-        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Self {
             bars: tty,
-            colour: tty && !no_colour,
+            colour: colour_on(tty),
         }
     }
 

@@ -36,7 +36,7 @@ pub use reload::ReloadMetrics;
 pub use setup::{
     analysis_of, build_replicas, build_rules, build_targets, enabled_endpoints, AlertSetup,
     DiscoverySetup, LoopSettings, Origin, PrometheusSetup, ReceiverSetup, Replica, ReplicaSpec,
-    Setup, SetupError, TargetSource, Targets,
+    Setup, SetupError, TargetSource, Targets, DEFAULT_RECEIVER, NO_RECEIVER_HINT,
 };
 pub use targets::DiscoveryMetrics;
 
@@ -227,9 +227,12 @@ impl Daemon {
         tracing::info!(
             listen = %local_addr,
             targets = %setup.targets.describe(),
-            receivers = setup.alerting.receivers.len(),
+            receivers = %setup.alerting.describe_receivers(),
             "apf-monitor serving"
         );
+        if setup.alerting.console_by_default {
+            tracing::warn!("{NO_RECEIVER_HINT}");
+        }
         Ok(Daemon {
             tasks,
             reloader,

@@ -9,7 +9,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 
 use super::alerting::Command;
-use super::setup::{Setup, TargetSource};
+use super::setup::{Setup, TargetSource, NO_RECEIVER_HINT};
 use super::Loader;
 use crate::analyze::Analysis;
 use crate::config::Config;
@@ -82,7 +82,7 @@ impl Reloader {
                 .await
                 .map_err(|e| e.to_string())
                 .and_then(|s| s.prepare().map(|()| s).map_err(|e| e.to_string())),
-            Err(e) => Err(format!("{e:#}")),
+            Err(e) => Err(crate::errors::chain(&e)),
         };
         let setup = match setup {
             Ok(setup) => setup,
@@ -119,6 +119,9 @@ impl Reloader {
         {
             self.metrics.failed();
             return Err("the alerting stage is stopping".into());
+        }
+        if setup.alerting.console_by_default {
+            tracing::warn!("{NO_RECEIVER_HINT}");
         }
         self.running = setup.config;
         self.metrics.succeeded();

@@ -256,8 +256,33 @@ pub struct AlertSetup {
     /// How people reach this apf-monitor: links in notifications.
     pub external_url: String,
     pub receivers: Vec<ReceiverSetup>,
+    /// No receiver was configured: the alerts go to a console receiver rather than nowhere.
+    pub console_by_default: bool,
     pub state_file: Option<PathBuf>,
 }
+
+/// The receiver alerts go to when the config names none.
+pub const DEFAULT_RECEIVER: &str = "console";
+
+impl AlertSetup {
+    /// Where the alerts go, for the start-up log and `--check-config`: `console (no receiver configured)`, or each
+    /// receiver with its kind.
+    pub fn describe_receivers(&self) -> String {
+        if self.console_by_default {
+            return format!("{DEFAULT_RECEIVER} (no receiver configured)");
+        }
+        self.receivers
+            .iter()
+            .map(|r| format!("{} ({})", r.config.name, r.config.kind()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Said at start-up and at each reload while no receiver is configured.
+pub const NO_RECEIVER_HINT: &str = "no receiver is configured: alerts are logged here, by the console receiver; \
+     to send them to Slack, email, a webhook or Alertmanager, add one under `receivers:` in the config \
+     (config/apf-monitor.example.yaml shows each kind)";
 
 /// Everything the daemon's stages run, built from one config.
 #[derive(Clone)]
@@ -273,8 +298,15 @@ impl Setup {
     pub async fn build(config: Config) -> Result<Setup, SetupError> {
         let rules = build_rules(&config)?;
         let targets = build_targets(&config).await?;
+        // With no receiver configured, alerts are logged rather than sent nowhere.
+        let console_by_default = config.receivers.is_empty();
+        let configured = if console_by_default {
+            vec![ReceiverConfig::console(DEFAULT_RECEIVER)]
+        } else {
+            config.receivers.clone()
+        };
         let mut receivers = Vec::new();
-        for (index, r) in config.receivers.iter().enumerate() {
+        for (index, r) in configured.iter().enumerate() {
             let receiver = notify::build(r).map_err(|message| SetupError::Receiver {
                 index,
                 name: r.name.clone(),
@@ -291,6 +323,7 @@ impl Setup {
             route: config.route.clone(),
             external_url: external_url(&config),
             receivers,
+            console_by_default,
             state_file: config.alerting.state_file.clone(),
         };
         Ok(Setup {

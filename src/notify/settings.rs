@@ -23,6 +23,36 @@ pub struct ReceiverConfig {
     pub delivery: DeliveryConfig,
 }
 
+impl ReceiverConfig {
+    /// A console receiver: a log line per notification.
+    pub fn console(name: &str) -> Self {
+        Self {
+            name: name.into(),
+            slack: None,
+            email: None,
+            webhook: None,
+            alertmanager: None,
+            console: Some(ConsoleConfig {}),
+            delivery: DeliveryConfig::default(),
+        }
+    }
+
+    /// The kind of receiver, as the config names it.
+    pub fn kind(&self) -> &'static str {
+        if self.slack.is_some() {
+            "slack"
+        } else if self.email.is_some() {
+            "email"
+        } else if self.webhook.is_some() {
+            "webhook"
+        } else if self.alertmanager.is_some() {
+            "alertmanager"
+        } else {
+            "console"
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeliveryConfig {

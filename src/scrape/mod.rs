@@ -13,6 +13,7 @@ pub use round::{
 };
 pub use settings::ScrapeConfig;
 
+use crate::errors::chain_of;
 use std::time::Duration;
 
 use crate::targets::{Target, Transport};
@@ -284,7 +285,7 @@ where
     }
     let mut total: u64 = 0;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ScrapeError::Body(error_chain(&e)))?;
+        let frame = frame.map_err(|e| ScrapeError::Body(chain_of(&e)))?;
         let Some(chunk) = frame.data_ref() else {
             continue;
         };
@@ -300,8 +301,26 @@ where
 /// A kube client's error: authentication (a credential plugin, a token file) or the connection (TLS included).
 fn classify_kube(e: kube::Error) -> ScrapeError {
     match e {
-        kube::Error::Auth(e) => ScrapeError::Token(error_chain(&e)),
-        other => ScrapeError::Connect(error_chain(&other)),
+        kube::Error::Auth(e) => ScrapeError::Token(chain_of(&e)),
+        other => ScrapeError::Connect(with_tls_hint(chain_of(&other))),
+    }
+}
+
+/// A certificate the client does not trust is a matter of the CA, not of the network or of RBAC: say how to give it.
+fn with_tls_hint(chain: String) -> String {
+    const UNTRUSTED: [&str; 4] = [
+        "UnknownIssuer",
+        "invalid peer certificate",
+        "certificate verify failed",
+        "NotValidForName",
+    ];
+    if UNTRUSTED.iter().any(|s| chain.contains(s)) {
+        format!(
+            "{chain}: the server's certificate is not trusted; give the CA that signed it \
+             (--certificate-authority FILE, ca_file in the config, or a kubeconfig that holds it)"
+        )
+    } else {
+        chain
     }
 }
 
@@ -330,27 +349,16 @@ fn httpdate_parse(value: &str) -> Option<std::time::SystemTime> {
     humantime::parse_rfc3339(&format!("{year}-{m:02}-{day:0>2}T{time}Z")).ok()
 }
 
-/// `timeout` is the target's: reqwest times out only the connect, which is bounded by the same value.
+/// `timeout` is the target's: reqwest times out only the connect, which is bounded by the same value. reqwest's own
+/// message is terse ("error sending request"): the chain of causes says what went wrong (TLS, refused...).
 pub(crate) fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
     if e.is_timeout() {
         return ScrapeError::Timeout(timeout);
     }
     if e.is_connect() {
-        return ScrapeError::Connect(error_chain(&e));
+        return ScrapeError::Connect(with_tls_hint(chain_of(&e)));
     }
-    ScrapeError::Body(error_chain(&e))
-}
-
-/// reqwest's own message is terse ("error sending request"); the causes say what went wrong (TLS, refused...).
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    ScrapeError::Body(chain_of(&e))
 }
 
 #[cfg(test)]

@@ -95,6 +95,7 @@ fn setup(state: &std::path::Path, receiver: Arc<dyn Receiver>) -> AlertSetup {
             config: common::receiver("capture"),
             receiver,
         }],
+        console_by_default: false,
         state_file: Some(state.to_path_buf()),
     }
 }

@@ -46,7 +46,12 @@ fn a_healthy_capture_is_ok() {
 
 /// `check` under a pseudo-terminal (util-linux `script`, in every Debian), with `NO_COLOR` set or not.
 fn check_on_a_terminal(file: &str, no_colour: bool) -> String {
-    let command = format!("{} check --file {file}", env!("CARGO_BIN_EXE_apf-monitor"));
+    check_args_on_a_terminal(&format!("--file {file}"), no_colour)
+}
+
+/// `check ARGS` under a pseudo-terminal: what it writes to standard output and standard error, both the terminal.
+fn check_args_on_a_terminal(args: &str, no_colour: bool) -> String {
+    let command = format!("{} check {args}", env!("CARGO_BIN_EXE_apf-monitor"));
     let mut script = Command::new("script");
     script
         .args(["-qec", &command, "/dev/null"])
@@ -70,6 +75,46 @@ fn the_table_has_bars_and_colour_on_a_terminal_only() {
     let no_colour = check_on_a_terminal(&file, true);
     assert!(no_colour.contains("SEATS IN USE"), "{no_colour}");
     assert!(!no_colour.contains('\x1b'), "{no_colour}");
+}
+
+/// The log is coloured on a terminal only, and never with `NO_COLOR`: `serve` for two seconds under a
+/// pseudo-terminal, then with its standard error a pipe.
+#[test]
+fn the_log_has_colour_on_a_terminal_only() {
+    let serve = format!(
+        "timeout 2 {} serve --target http://127.0.0.1:1 --listen 127.0.0.1:0",
+        env!("CARGO_BIN_EXE_apf-monitor")
+    );
+    let on_a_terminal = |no_colour: bool| {
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &serve, "/dev/null"])
+            .env_remove("NO_COLOR");
+        if no_colour {
+            script.env("NO_COLOR", "1");
+        }
+        let out = script.stdin(Stdio::null()).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let tty = on_a_terminal(false);
+    assert!(
+        tty.contains("apf-monitor serving") && tty.contains('\x1b'),
+        "{tty}"
+    );
+    let no_colour = on_a_terminal(true);
+    assert!(no_colour.contains("apf-monitor serving"), "{no_colour}");
+    assert!(!no_colour.contains('\x1b'), "{no_colour}");
+    let piped = Command::new("timeout")
+        .args(["2", env!("CARGO_BIN_EXE_apf-monitor"), "serve"])
+        .args(["--target", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"])
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&piped.stderr);
+    assert!(
+        log.contains("apf-monitor serving") && !log.contains('\x1b'),
+        "{log}"
+    );
 }
 
 #[test]

@@ -397,7 +397,45 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("config OK: 1 static target(s), 1 receiver(s)"),
+        text.contains("config OK: 1 static target(s), alerts to c (console)"),
+        "{text}"
+    );
+    // The shipped example runs as it is, on any machine: what needs a pod's files is commented out.
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/apf-monitor.example.yaml"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["serve", "--check-config", "--config", example])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("2 static target(s)") && text.contains("oncall-mail (email)"),
+        "{text}"
+    );
+    // No receiver: the alerts are logged, and the check says so.
+    let bare = dir.path().join("bare.yaml");
+    std::fs::write(
+        &bare,
+        "targets:\n  static:\n    - {url: \"http://127.0.0.1:8001\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["serve", "--check-config", "--config"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("alerts to console (no receiver configured)"),
         "{text}"
     );
 
@@ -548,4 +586,57 @@ async fn the_stop_releases_the_lease() {
         "the Lease is released at the stop:\n{log}"
     );
     cluster.stop().await;
+}
+
+/// `serve` with no receiver configured: the alerts are logged by a console receiver rather than sent nowhere, and the
+/// start-up log says so and how to add a receiver.
+#[tokio::test]
+async fn with_no_receiver_the_alerts_are_logged_and_the_log_says_how_to_add_one() {
+    let (_sim, url) = storm().await;
+    let dir = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", external::free_port());
+    let config = dir.path().join("apf-monitor.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"listen: {listen}
+scrape: {{interval: 500ms, timeout: 500ms, objects_interval: 0s}}
+analysis: {{window: 10s}}
+targets:
+  static:
+    - {{url: "{url}", name: storm}}
+rules:
+  APFHeadroomExhausted: {{for: 0s}}
+route: {{group_wait: 1s}}
+alerting:
+  leader_election: {{enabled: false}}
+"#
+        ),
+    )
+    .unwrap();
+    let mut serve = Serve::start(&config, &listen, &[]);
+    let fired = common::eventually(Duration::from_secs(60), || {
+        let log = serve.log();
+        async move {
+            log.lines()
+                .any(|l| l.contains("FIRING APFHeadroomExhausted") && l.contains("storm"))
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(serve.running());
+    let log = serve.log();
+    assert!(fired.is_some(), "no alert was logged:\n{log}");
+    assert!(
+        log.contains("receivers=console (no receiver configured)")
+            && log.contains("no receiver is configured: alerts are logged here")
+            && log.contains("add one under `receivers:`"),
+        "{log}"
+    );
+    assert!(log.contains("remediation:"), "{log}");
+    // The log is a file, not a terminal: no colour codes in it.
+    assert!(!log.contains('\x1b'), "{log}");
+    serve.signal("TERM");
+    let (code, log) = serve.exit(Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{log}");
 }

@@ -379,3 +379,59 @@ fn the_objects_a_cluster_serves_in_other_versions() {
         )
     );
 }
+
+/// A verb kube-apiserver never gives a request is refused, naming it and the verbs there are; a resource that is
+/// not a plural, lower-case name is matched as written, with a warning that says so.
+#[test]
+fn an_unknown_verb_is_refused_and_a_singular_resource_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let source = ["-f", fs.as_str(), "-f", pl.as_str()];
+    let out = run(&[
+        &source[..],
+        AGENT,
+        &["--verb", "frobnicate", "--resource", "pods"],
+    ]
+    .concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--verb frobnicate") && err.contains("deletecollection"),
+        "{err}"
+    );
+    let out = run(&[
+        &source[..],
+        AGENT,
+        &["--verb", "post", "--non-resource-url", "/healthz"],
+    ]
+    .concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&[
+        &source[..],
+        AGENT,
+        &["--verb", "list", "--non-resource-url", "/healthz"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP method"));
+
+    let out = run(&[&source[..], AGENT, &["--verb", "list", "--resource", "pod"]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: --resource pod") && err.contains("did you mean pods?"),
+        "{err}"
+    );
+    let out = run(&[
+        &source[..],
+        AGENT,
+        &["--verb", "list", "--resource", "pods"],
+    ]
+    .concat());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+}

@@ -323,3 +323,68 @@ async fn a_prometheus_source_is_verified_against_its_ca_file() {
         "{trusted}"
     );
 }
+
+/// `--certificate-authority FILE` (kubectl's name) trusts a private CA for `--target` (and `--prometheus`); without
+/// it, the error says the certificate is not trusted and how to give the CA, and never blames RBAC.
+// Two threads: the stand-in apiserver answers while the test waits for the binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_authority_flag_trusts_a_private_ca_and_an_untrusted_certificate_says_so() {
+    let pki = pki_for(&["127.0.0.1"]);
+    let addr = https_apiserver(pki.server_config.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let url = format!("https://{addr}");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let ca_arg = ca.to_str().unwrap();
+
+    let untrusted = run(&["check", "--target", &url, "--output", "json"]);
+    let text = String::from_utf8_lossy(&untrusted.stdout);
+    assert!(
+        text.contains("not trusted") && text.contains("--certificate-authority"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("RBAC") && !text.contains("ClusterRole"),
+        "{text}"
+    );
+
+    let trusted = run(&[
+        "check",
+        "--target",
+        &url,
+        "--certificate-authority",
+        ca_arg,
+        "--output",
+        "json",
+    ]);
+    let text = String::from_utf8_lossy(&trusted.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    assert!(
+        v["apiservers"][0]["levels"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty()),
+        "{text}{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+
+    // plan reads the objects over the same connection: the same words, and no RBAC rule to grant.
+    let plan = run(&["plan", "--target", &url, "--set", "workload-low.shares=150"]);
+    let err = String::from_utf8_lossy(&plan.stderr);
+    assert!(err.contains("not trusted"), "{err}");
+    assert!(!err.contains("needs"), "{err}");
+
+    // The flag is the CA of the URLs given by flag: alone, it is refused with why.
+    let alone = run(&["check", "--certificate-authority", ca_arg]);
+    let err = String::from_utf8_lossy(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("--certificate-authority") && err.contains("--target"),
+        "{err}"
+    );
+}

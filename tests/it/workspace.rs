@@ -69,3 +69,30 @@ fn the_simulator_uses_the_domain_and_never_the_daemon() {
         "{daemon:?}"
     );
 }
+
+/// README's test set-up is what CI runs: every command of its "Run the tests" block is a line of `.ci/run`.
+#[test]
+fn readme_and_ci_run_the_same_test_commands() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let section = readme
+        .split("## Run the tests")
+        .nth(1)
+        .and_then(|s| s.split("```sh").nth(1))
+        .and_then(|s| s.split("```").next())
+        .unwrap_or_else(|| panic!("README has no sh block under \"Run the tests\""));
+    let commands: Vec<&str> = section
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        commands,
+        ["bash tests/install-deps.sh", "cargo test --locked"]
+    );
+    let ci_lines: Vec<&str> = ci.lines().map(str::trim).collect();
+    for c in commands {
+        assert!(ci_lines.contains(&c), ".ci/run does not run `{c}`");
+    }
+}

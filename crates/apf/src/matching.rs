@@ -42,6 +42,25 @@ impl Default for Target {
     }
 }
 
+/// The verbs kube-apiserver gives a resource request (k8s.io/apiserver `pkg/endpoints/request/requestinfo.go`): from
+/// the HTTP method (`get`, `create`, `update`, `patch`, `delete`), `list` and `deletecollection` on a collection,
+/// `watch` and `proxy` from the path.
+pub const RESOURCE_VERBS: [&str; 9] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "proxy",
+];
+
+/// A non-resource request's verb is its HTTP method in lower case.
+pub const NON_RESOURCE_VERBS: [&str; 7] =
+    ["get", "head", "post", "put", "patch", "delete", "options"];
+
 /// The groups kube-apiserver's authenticators add to a user (k8s.io/apiserver pkg/authentication: `group.
 /// AuthenticatedGroupAdder`, the service-account authenticator): `system:authenticated` for everyone but
 /// `system:anonymous` (who is `system:unauthenticated`), and `system:serviceaccounts` plus

@@ -1,6 +1,22 @@
-//! What an alert says of a level, beyond its summary: every number of the level (`description`) and the flows
-//! that hold its seats or wait (`top_flows`).
+//! What an alert says of a level, beyond its summary: every number of the level (`description`), the flows that
+//! hold its seats or wait (`top_flows`), and what its resolution means.
+use crate::alert::RuleName;
 use crate::analyze::LevelReport;
+
+/// What is over when a rule's alert resolves: its condition no longer holds past the clear threshold.
+pub fn what_cleared(alertname: &str) -> Option<&'static str> {
+    let name = RuleName::ALL
+        .into_iter()
+        .find(|n| n.as_str() == alertname)?;
+    Some(match name {
+        RuleName::APFHeadroomLow => "headroom is back above the clear threshold",
+        RuleName::APFHeadroomExhausted => "no request waits for a seat any more",
+        RuleName::APFQueueNearFull => "the fullest queue is back below the clear threshold",
+        RuleName::APFExhaustionPredicted => "no exhaustion is in sight any more",
+        RuleName::APFRequestsRejected => "no more requests are rejected",
+        RuleName::APFScrapeFailing => "the replica is read again",
+    })
+}
 
 pub(super) fn fmt_opt(v: Option<f64>) -> String {
     v.map_or("unknown".to_string(), |v| {

@@ -17,6 +17,8 @@ use super::LabelSet;
 mod conditions;
 mod describe;
 
+pub use describe::what_cleared;
+
 /// A condition that holds now, with what the alert would say.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {

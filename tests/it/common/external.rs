@@ -1,7 +1,7 @@
 //! Real Prometheus and Alertmanager (Debian packages `prometheus`, `prometheus-alertmanager`) started on loopback
 //! ports with temporary storage, and killed when the guard drops.
 #![allow(dead_code)]
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -35,13 +35,17 @@ pub fn free_port() -> u16 {
 
 /// The binary, or a failure that says which package to install (never a silent skip).
 pub fn binary(name: &str, package: &str) -> PathBuf {
-    for dir in ["/usr/bin", "/usr/local/bin", "/bin"] {
-        let p = Path::new(dir).join(name);
-        if p.exists() {
+    // PATH first: a kubectl from Kubernetes' own packages or a download is as good as Debian's.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path)
+        .chain(["/usr/bin", "/usr/local/bin", "/bin"].map(PathBuf::from));
+    for dir in dirs {
+        let p = dir.join(name);
+        if p.is_file() {
             return p;
         }
     }
-    panic!("{name} not found: this end-to-end test needs the Debian package {package} (apt-get install -y {package}); .ci/run installs it");
+    panic!("{name} not found: this end-to-end test needs it (Debian package {package}); tests/install-deps.sh installs what is missing");
 }
 
 fn spawn(bin: PathBuf, args: Vec<String>, dir: tempfile::TempDir, url: String) -> Process {

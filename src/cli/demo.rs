@@ -12,6 +12,13 @@ use crate::config::{Config, LogFormat};
 use crate::daemon::Daemon;
 use crate::values;
 
+/// What a cluster of `replicas` receives: `--scenario` is the load of one replica, in `simulate` as in `demo`, so the
+/// cluster receives it once per replica, split unevenly among them (the first gets more than its share: the hot
+/// one; the last less).
+fn cluster_load(scenario: &apf_sim::Scenario, replicas: usize) -> apf_sim::Scenario {
+    scenario.clone().scaled(replicas as f64)
+}
+
 pub async fn simulate(args: SimulateArgs) -> Result<()> {
     init_logging(LogFormat::Text, "info")?;
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
@@ -40,7 +47,7 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         listen_port: args.listen.port(),
         tls: args.tls,
         token: token.clone(),
-        ..apf_sim::ClusterOptions::new(version, scenario)
+        ..apf_sim::ClusterOptions::new(version, cluster_load(&scenario, replicas))
     })
     .await
     .map_err(|e| match e {
@@ -87,8 +94,9 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         .zip(cluster.replica_urls().iter().zip(&shares))
     {
         println!(
-            "  replica {index}  {url}   {:.0}% of the load",
-            share * 100.0
+            "  replica {index}  {url}   {:.0}% of the cluster's load ({:.2} times the scenario)",
+            share * 100.0,
+            share * replicas as f64
         );
     }
     let k = kubeconfig.display();
@@ -153,16 +161,14 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     // Alerts go to the console receiver, whose lines are the point of the demo.
     init_logging(LogFormat::Text, "warn,apf_monitor::alerts=info")?;
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
-    // A small cluster over TLS with a bearer token, found the way a real one is: from its EndpointSlices. The
-    // scenario is what one apiserver gets: the cluster receives it once per replica, split so that the first
-    // replica gets more than its share (the hot one) and the last less.
+    // A small cluster over TLS with a bearer token, found the way a real one is: from its EndpointSlices.
     let replicas = usize::from(args.replicas);
     let options = apf_sim::ClusterOptions {
         seed: args.seed,
         replicas,
         tls: true,
         token: Some(apf_sim::generate_token()),
-        ..apf_sim::ClusterOptions::new(version, scenario.clone().scaled(replicas as f64))
+        ..apf_sim::ClusterOptions::new(version, cluster_load(&scenario, replicas))
     };
     let cluster = match apf_sim::Cluster::start(options.clone()).await {
         Ok(c) => c,

@@ -188,8 +188,8 @@ pub struct SimulateArgs {
     /// The Kubernetes version whose metrics, dumps and default objects are served (1.20 to 1.36).
     #[arg(long, default_value = "1.34")]
     pub kubernetes_version: String,
-    /// Load scenario: idle, ramp, storm, or a YAML file (see config/scenarios/example.yaml). It is the load of the
-    /// whole cluster: with several replicas each receives its share.
+    /// Load scenario: idle, ramp, storm, or a YAML file (see config/scenarios/example.yaml). It is the load of one
+    /// replica, as in `demo`: the cluster receives it once per replica, split unevenly (the first is the hot one).
     #[arg(long, default_value = "ramp")]
     pub scenario: String,
     /// Where the simulated apiserver listens. With --replicas above 1, replica i listens on the i-th address from
@@ -229,7 +229,8 @@ pub struct SimulateArgs {
 pub struct DemoArgs {
     #[arg(long, default_value = "1.34")]
     pub kubernetes_version: String,
-    /// idle, ramp, storm, or a YAML file.
+    /// Load scenario: idle, ramp, storm, or a YAML file. It is the load of one replica, as in `simulate`: the
+    /// cluster receives it once per replica, split unevenly (the first is the hot one).
     #[arg(long, default_value = "ramp")]
     pub scenario: String,
     /// Where apf-monitor serves /metrics and its status page (a free port is taken if this one is busy).

@@ -372,3 +372,70 @@ async fn kube_lease_manager_hands_the_lease_over_across_replicas() {
     let _ = tokio::time::timeout(Duration::from_secs(10), b_task).await;
     cluster.stop().await;
 }
+
+/// `simulate --scenario` means what `demo --scenario` means: the load of one replica, which the cluster receives
+/// once per replica. Three replicas under a steady 100 requests/s: the hot one receives 1.5 times it (150/s; as the
+/// whole cluster's load split, it received 50/s), read from its own `apiserver_request_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_gives_each_replica_the_scenario_as_demo_does() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("steady.yaml");
+    std::fs::write(
+        &scenario,
+        "duration: 600s\nflows:\n  - {name: kubelet, flow_schema: system-nodes, user: 'system:node:n1', verb: get, \
+         resource: nodes, seats: 1, duration: 5ms, rate: [{at: 0s, rps: 100}]}\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["simulate", "--replicas", "3", "--scenario"])
+        .arg(&scenario)
+        .args(["--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(dir.path().join("kubeconfig"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut replicas = Vec::new();
+    while replicas.len() < 3 {
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        if let Some(rest) = line.trim().strip_prefix("replica ") {
+            replicas.push(rest.to_string());
+        }
+    }
+    assert!(
+        replicas[0].contains("1.50 times the scenario"),
+        "{replicas:?}"
+    );
+    assert!(
+        replicas[2].contains("0.50 times the scenario"),
+        "{replicas:?}"
+    );
+    let metrics = format!("{}/metrics", replicas[0].split_whitespace().nth(1).unwrap());
+    let requests = || async {
+        let body = common::get_text(&metrics).await.unwrap_or_default();
+        body.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let (before, start) = (requests().await, std::time::Instant::now());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let rate = (requests().await - before) / start.elapsed().as_secs_f64();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        (120.0..=180.0).contains(&rate),
+        "the hot replica received {rate:.0}/s: {replicas:?}"
+    );
+}

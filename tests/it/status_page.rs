@@ -76,3 +76,107 @@ async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser
         );
     }
 }
+
+/// What the browser lays out, measured in the browser: the page's own HTML with a script appended that writes the
+/// measures into the DOM, served from loopback and read back with `--dump-dom`.
+async fn layout(page_html: &str, window: &str) -> serde_json::Value {
+    const MEASURE: &str = r#"<script>
+(function () {
+  var out = {pageOverflow: document.documentElement.scrollWidth - window.innerWidth, rows: [], tables: []};
+  document.querySelectorAll('.replicas').forEach(function (grid) {
+    var right = grid.getBoundingClientRect().right, rows = {};
+    grid.querySelectorAll(':scope > .replica').forEach(function (r) {
+      var b = r.getBoundingClientRect(), top = Math.round(b.top);
+      rows[top] = Math.max(rows[top] || 0, b.right);
+    });
+    Object.keys(rows).forEach(function (t) { out.rows.push(right - rows[t]); });
+  });
+  document.querySelectorAll('.replica .scroll').forEach(function (s) {
+    out.tables.push(s.scrollWidth - s.clientWidth);
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'layout';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"#;
+    let html = page_html.replace("</body>", &format!("{MEASURE}</body>"));
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let html = html.clone();
+            async move { axum::response::Html(html) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let out = external::chromium(
+        &format!("http://{addr}/"),
+        &["--dump-dom", &format!("--window-size={window}")],
+    )
+    .await;
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json = dom
+        .split("<pre id=\"layout\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| panic!("no measures in the DOM: {dom}"));
+    serde_json::from_str(&json.replace("&quot;", "\"")).unwrap()
+}
+
+/// Three replicas: at 1,400 px no row of replicas ends in a blank half (the last one fills its row); on a phone
+/// (390 px) nothing is wider than the screen, and no replica's table needs a sideways scroll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_fills_its_rows_on_a_desktop_and_fits_a_phone() {
+    let mut config = None;
+    let mut sims = Vec::new();
+    for seed in 1..=3 {
+        let scenario = Scenario::load(&ScenarioSource::Ramp).unwrap();
+        let sim = Simulator::try_new(SimOptions {
+            seed,
+            ..SimOptions::new(KubeVersion::new(34, 0), scenario)
+        })
+        .unwrap();
+        let url = common::serve_sim(&sim).await;
+        let c = config.get_or_insert_with(|| common::fast_config(&url));
+        let target = apf_monitor::targets::StaticTarget {
+            name: Some(format!("replica-{seed}")),
+            ..common::sim_target(&url)
+        };
+        if seed == 1 {
+            c.targets.static_targets = vec![target];
+        } else {
+            c.targets.static_targets.push(target);
+        }
+        sims.push(sim);
+    }
+    let monitor = common::start_monitor(&config.unwrap()).await;
+    let page = common::eventually(Duration::from_secs(30), || async {
+        let page = common::get_text(&format!("{monitor}/")).await?;
+        (page.matches("class=\"replica\"").count() == 3 && page.contains("workload-low"))
+            .then_some(page)
+    })
+    .await
+    .expect("three replicas on the page");
+
+    let desktop = layout(&page, "1400,1300").await;
+    let rows = desktop["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{desktop}");
+    for gap in rows {
+        assert!(
+            gap.as_f64().unwrap().abs() < 2.0,
+            "a row ends short: {desktop}"
+        );
+    }
+    let phone = layout(&page, "390,1400").await;
+    assert!(phone["pageOverflow"].as_f64().unwrap() <= 0.0, "{phone}");
+    let tables = phone["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 3, "{phone}");
+    for overflow in tables {
+        assert!(
+            overflow.as_f64().unwrap() <= 0.0,
+            "a table scrolls sideways: {phone}"
+        );
+    }
+}

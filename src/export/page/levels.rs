@@ -55,7 +55,8 @@ fn render_level(h: &mut String, l: &LevelReport) {
     let class = status_class(l);
     let _ = write!(
         h,
-        "<tr class=\"{class}\"><td class=\"level\">{}<br><span class=\"badge {class}\">{class}</span></td><td>{}</td>",
+        "<tr class=\"{class}\"><td class=\"level\">{}<br><span class=\"badge {class}\">{class}</span></td>\
+         <td data-label=\"seats in use / limit\">{}</td>",
         text(&l.priority_level),
         seats_bar(l, class)
     );
@@ -79,7 +80,9 @@ fn render_level(h: &mut String, l: &LevelReport) {
         .join(", ");
     let _ = write!(
         h,
-        "<td>{}</td><td class=\"num\">{}</td><td class=\"num\" title=\"{}\">{}</td><td class=\"num\">{}</td></tr>",
+        "<td data-label=\"headroom trend\">{}</td><td class=\"num\" data-label=\"queued\">{}</td>\
+         <td class=\"num\" data-label=\"rejected/s\" title=\"{}\">{}</td>\
+         <td class=\"num\" data-label=\"exhausted in\">{}</td></tr>",
         trend_svg(l),
         queue_cell(l),
         attr(&rejected_title),

@@ -1,7 +1,7 @@
 //! The status page at `/`: the alerts with their fix, then per replica and level a headroom bar, the trend of the
 //! window, queues, rejections and the flows behind them. Server-rendered, no script and no external asset (it works
-//! offline and behind any proxy), reloading itself; replicas side by side where the screen is wide, one under the
-//! other on a phone.
+//! offline and behind any proxy), reloading itself; replicas side by side where the screen is wide, a lone last one
+//! filling its row, and one under the other on a phone, where each level is a card with its numbers labelled.
 //!
 //! Here: the page's frame, its style and the configuration review's findings; `alerts.rs`: the alerts, grouped;
 //! `levels.rs`: a replica's table of priority levels.
@@ -32,8 +32,8 @@ a{color:#1565c0}\
 .alert p{margin:.2rem 0}.alert ul.members{list-style:none;margin:0;padding:0}.alert ul.members li{margin:.15rem 0}.alert details{font-size:12px;color:#444}.alert pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
 .badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:12px;color:#fff;background:var(--muted);text-transform:uppercase}\
 .badge.critical{background:var(--critical)}.badge.warning{background:var(--warning);color:#222}.badge.ok{background:var(--ok)}\
-h2.cluster{margin:1.4rem 0 .6rem}.replicas{display:grid;gap:1rem;grid-template-columns:repeat(auto-fit,minmax(min(100%,36rem),1fr))}\
-.replica{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.75rem;min-width:0}\
+h2.cluster{margin:1.4rem 0 .6rem}.replicas{display:flex;flex-wrap:wrap;gap:1rem}\
+.replica{flex:1 1 36rem;background:#fff;border:1px solid var(--line);border-radius:4px;padding:.75rem;min-width:0}\
 .err{color:var(--critical);margin:.25rem 0}\
 .scroll{overflow-x:auto}\
 table{border-collapse:collapse;width:100%}\
@@ -54,6 +54,14 @@ svg.trend{display:block;width:5.5rem;height:1.6rem}\
 ul.flows{font-size:12px;margin:0;padding-left:1rem}\
 details.findings{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
 details.findings li{margin:.4rem 0}details.findings pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
+@media (max-width:40rem){\
+.replica thead{display:none}.replica table,.replica tbody{display:block}\
+.replica tr{display:grid;grid-template-columns:6.5rem 1fr 1fr;gap:.3rem .6rem;padding:.4rem 0;border-bottom:1px solid var(--line)}\
+.replica td{display:block;border:0;padding:0;min-width:0}.replica td.level{grid-row:span 3}\
+.replica td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted)}\
+.replica td.num{text-align:left}.replica tr.flows{display:block;padding-top:0}.replica tr.flows td:first-child{display:none}\
+.replica tr:has(+tr.flows){border-bottom:0}\
+}\
 ";
 
 pub fn render(report: &StatusReport) -> String {

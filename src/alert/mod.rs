@@ -15,7 +15,9 @@ pub mod state;
 pub use engine::Engine;
 pub use remediation::Remediation;
 pub use route::Router;
-pub use rules::{what_cleared, Candidate, Fires, RuleError, RuleSpec, Rules};
+pub use rules::{
+    default_busy_utilizations, what_cleared, Candidate, Fires, RuleError, RuleSpec, Rules,
+};
 pub use settings::{
     AlertingConfig, LeaderElectionConfig, RouteConfig, RuleConfig, RuleName, Severity,
 };

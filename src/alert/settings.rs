@@ -72,6 +72,10 @@ pub struct RuleConfig {
     pub threshold: Option<f64>,
     /// The condition ends only past this value (hysteresis): a value hovering at the threshold does not flap.
     pub clear_threshold: Option<f64>,
+    /// APFHeadroomLow and APFExhaustionPredicted: the share of the analysis window a level must spend past the
+    /// threshold, by the apiserver's seat-utilization histogram (1.25+), to fire between scrapes (default 0.1): a
+    /// sub-second saturation is a blip, not pressure.
+    pub window_share: Option<f64>,
     /// How long the condition must hold before the alert fires.
     #[serde(rename = "for")]
     pub for_: Option<DurationValue>,

@@ -49,8 +49,12 @@ pub fn histogram_delta_quantile(
     last: Option<&Histogram>,
     q: f64,
 ) -> Option<f64> {
-    let last = last?;
-    let delta: Vec<(f64, f64)> = match first {
+    histogram_quantile(q, &histogram_delta(first, last?))
+}
+
+/// What was observed between two scrapes, as cumulative buckets (after a reset: the later scrape's alone).
+pub fn histogram_delta(first: Option<&Histogram>, last: &Histogram) -> Vec<(f64, f64)> {
+    match first {
         Some(first) if first.buckets.len() == last.buckets.len() && first.count <= last.count => {
             last.buckets
                 .iter()
@@ -59,8 +63,32 @@ pub fn histogram_delta_quantile(
                 .collect()
         }
         _ => last.buckets.clone(),
-    };
-    histogram_quantile(q, &delta)
+    }
+}
+
+/// The share of a cumulative histogram's observations above `x`, interpolated linearly inside the bucket holding
+/// `x` (as `histogram_quantile` does). For a timing histogram, whose counts are time, it is the share of the time.
+/// `None` when it holds no observation.
+pub fn share_above(x: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let mut lower = 0.0;
+    let mut below = 0.0;
+    for &(le, count) in buckets {
+        if x < le {
+            let at_or_below = if le.is_infinite() || x <= lower {
+                below
+            } else {
+                below + (count - below) * (x - lower) / (le - lower)
+            };
+            return Some((1.0 - at_or_below / total).clamp(0.0, 1.0));
+        }
+        lower = le;
+        below = count;
+    }
+    Some((1.0 - below / total).clamp(0.0, 1.0))
 }
 
 /// The Theil-Sen slope: the median of the slopes between every pair of points. One outlier cannot move it much,
@@ -90,6 +118,27 @@ pub fn theil_sen_slope(points: &[(f64, f64)]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn share_above_a_threshold_of_a_timing_histogram() {
+        // A minute of seat utilization, in seconds: 59.3 s at 10 %, 0.7 s full.
+        let b = [
+            (0.1, 59.3),
+            (0.5, 59.3),
+            (0.8, 59.3),
+            (1.0, 60.0),
+            (f64::INFINITY, 60.0),
+        ];
+        let share = share_above(0.8, &b).unwrap();
+        assert!((share - 0.7 / 60.0).abs() < 1e-9, "{share}");
+        // Inside a bucket, linearly: half of (0.8, 1.0] is above 0.9.
+        assert!((share_above(0.9, &b).unwrap() - 0.35 / 60.0).abs() < 1e-9);
+        // Observations of a bucket are spread over it: all of (0, 0.1] is above 0.
+        assert_eq!(share_above(0.0, &b), Some(1.0));
+        assert_eq!(share_above(1.0, &b), Some(0.0));
+        assert_eq!(share_above(0.5, &[(1.0, 0.0), (f64::INFINITY, 0.0)]), None);
+        assert_eq!(share_above(0.5, &[]), None);
+    }
 
     #[test]
     fn counter_increase_handles_resets_and_gaps() {

@@ -8,7 +8,7 @@ mod settings;
 mod status;
 
 pub use history::{Point, ReplicaHistory};
-pub use math::{counter_increase, histogram_quantile, theil_sen_slope};
+pub use math::{counter_increase, histogram_quantile, share_above, theil_sen_slope};
 pub use problem::Problem;
 pub use settings::AnalysisConfig;
 pub use status::{waiting_width, LevelStatus};
@@ -158,6 +158,11 @@ pub struct LevelReport {
     /// time-integrated histogram (1.25+): a saturation between two scrapes shows here and in no gauge.
     #[serde(serialize_with = "round::ratio")]
     pub seat_utilization_p99: Option<f64>,
+    /// The window's seat utilization as the apiserver integrated it: cumulative buckets of seats in use / enforced
+    /// limit, counting nanoseconds (1.25+; empty before two scrapes). The rules read from it how long the level
+    /// spent past a threshold ([`LevelReport::time_above`]). Not in the JSON.
+    #[serde(skip)]
+    pub seat_utilization_window: Vec<(f64, f64)>,
     /// The most seats demanded (executing + waiting) in the window, from `demand_seats_high_watermark` (1.26+).
     #[serde(serialize_with = "round::seats")]
     pub demand_seats_max: Option<f64>,
@@ -173,6 +178,15 @@ pub struct LevelReport {
     /// trend line. Not in the JSON: the metrics' history is Prometheus' job.
     #[serde(skip)]
     pub headroom_trend: Vec<(f64, f64)>,
+}
+
+impl LevelReport {
+    /// The share of the window's time the level spent with more than `utilization` of its limit in use, by the
+    /// apiserver's own integration (1.25+): sustained pressure, where one scrape sees an instant and the 99th
+    /// percentile a blip.
+    pub fn time_above(&self, utilization: f64) -> Option<f64> {
+        share_above(utilization, &self.seat_utilization_window)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -315,15 +329,16 @@ impl Analysis {
             ),
             _ => None,
         };
-        let seat_utilization_p99 = match (levels().next().flatten(), levels().next_back().flatten())
-        {
-            (Some(first), Some(last)) if points.len() >= 2 => math::histogram_delta_quantile(
-                first.seat_utilization.as_ref(),
-                last.seat_utilization.as_ref(),
-                0.99,
-            ),
-            _ => None,
-        };
+        let seat_utilization_window =
+            match (levels().next().flatten(), levels().next_back().flatten()) {
+                (Some(first), Some(last)) if points.len() >= 2 => last
+                    .seat_utilization
+                    .as_ref()
+                    .map(|l| math::histogram_delta(first.seat_utilization.as_ref(), l))
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+        let seat_utilization_p99 = histogram_quantile(0.99, &seat_utilization_window);
         let demand_seats_max = inside
             .iter()
             .filter_map(|p| p.snapshot.levels.get(name)?.demand_seats_high_watermark)
@@ -377,6 +392,7 @@ impl Analysis {
             rejected_total: level.rejected_total.clone(),
             wait_p99_seconds,
             seat_utilization_p99,
+            seat_utilization_window,
             demand_seats_max,
             no_accommodation_per_second,
             seconds_to_exhaustion,

@@ -252,7 +252,8 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     );
     println!(
         "Every {}s, one line per priority level of the hot replica and the tightest level of each other one: limit, \
-         seats in use, headroom, queued, rejected/s. Ctrl-C stops.\n",
+         seats in use, headroom and queued at the last scrape, rejected/s over the window, and the status the alert \
+         rules give (each alert says which measure it read). Ctrl-C stops.\n",
         args.interval.0.as_secs()
     );
 

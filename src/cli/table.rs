@@ -206,6 +206,18 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
             }
         }
     }
+    if report.apiservers.iter().any(|a| !a.levels.is_empty()) {
+        // The columns are one instant; a status may come from pressure between scrapes, which its alert names.
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.paint(
+                "2",
+                "seats as the last scrape saw them; STATUS as the alert rules give it (each alert below says which \
+                 measure it read)"
+            )
+        );
+    }
     for alert in &report.alerts {
         let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
         let severity = crate::alert::rules::severity_status(Some(get("severity")));

@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::MetricType;
 use tokio::sync::watch;
 
-use crate::alert::AlertView;
+use crate::alert::{default_busy_utilizations, AlertView};
 use crate::analyze::{ApiserverReport, LevelReport, StatusReport};
 use apf::model::EXEMPT;
 
@@ -216,6 +216,37 @@ impl Collector for DerivedMetrics {
             "apf_priority_level_rejected_per_second",
             "APF rejections (HTTP 429) per second over the analysis window, by reason.",
             rejections,
+        )?;
+        // 0.75, 0.8, 0.99: as a person writes them in a query.
+        let utilizations: Vec<(String, f64)> = default_busy_utilizations()
+            .into_iter()
+            .map(|u| (format!("{}", (u * 100.0).round() / 100.0), u))
+            .collect();
+        let busy = r.apiservers.iter().flat_map(|a| {
+            a.levels
+                .iter()
+                .filter(|l| l.priority_level != EXEMPT)
+                .flat_map(|l| {
+                    utilizations.iter().filter_map(|(label, utilization)| {
+                        let labels = replica_labels(
+                            a,
+                            &[
+                                ("priority_level", l.priority_level.as_str()),
+                                ("utilization", label.as_str()),
+                            ],
+                        );
+                        Some((labels, l.time_above(*utilization)?))
+                    })
+                })
+                .collect::<Vec<_>>()
+        });
+        gauge(
+            &mut e,
+            "apf_priority_level_time_above_ratio",
+            "The share of the analysis window the level spent with more than `utilization` of its enforced limit in \
+             use, from the apiserver's time-integrated seat-utilization histogram (1.25+): pressure that lasts, \
+             where the 99th percentile also shows a blip.",
+            busy,
         )?;
         let by_schema = r.apiservers.iter().flat_map(|a| {
             a.flow_schema_rejected_per_second

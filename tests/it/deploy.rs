@@ -20,8 +20,7 @@ use apf::endpoints::{
     Dump, DUMPS_RBAC_RULE, FLOWCONTROL_GROUP, FLOW_SCHEMAS, METRICS_PATH,
     PRIORITY_LEVEL_CONFIGURATIONS,
 };
-use apf_monitor::alert::{AlertingConfig, RuleName};
-use apf_monitor::alert::{Fires, RuleSpec};
+use apf_monitor::alert::{default_busy_utilizations, AlertingConfig, Fires, RuleName, RuleSpec};
 use apf_monitor::config::Config;
 use apf_monitor::values::parse_duration;
 
@@ -758,30 +757,44 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
                 labels: level.into(),
             }
         },
-        // Saturation between scrapes (the apiserver's own histogram), the headroom gauge calm: 1 - p99 is the
-        // share of seats free.
+        // Pressure between scrapes (the apiserver's own histogram), the headroom gauge calm: the share of the window
+        // past 80 % of the limit (75 % to clear) against window_share.
         {
-            let s = RuleSpec::of(RuleName::APFHeadroomLow);
-            let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
+            let share = RuleSpec::of(RuleName::APFHeadroomLow).window_share.unwrap();
+            let [clear, fire, _] = default_busy_utilizations();
+            let above = |u: f64| format!(r#",utilization="{u}""#);
             Life {
                 rule: RuleName::APFHeadroomLow,
-                series: level_series(
-                    "apf_priority_level_seat_utilization_p99",
-                    "",
-                    [0.1, 1.0 - (t - 0.05), 1.0 - between(&s, 1.0), 1.0 - (c + 0.05)],
-                ),
+                series: [
+                    level_series("apf_priority_level_headroom_ratio", "", [0.9; 4]),
+                    level_series(
+                        "apf_priority_level_time_above_ratio",
+                        &above(fire),
+                        [0.0, share + 0.2, share / 2.0, 0.0],
+                    ),
+                    level_series(
+                        "apf_priority_level_time_above_ratio",
+                        &above(clear),
+                        [0.0, share + 0.3, share + 0.1, share / 2.0],
+                    ),
+                ]
+                .concat(),
                 labels: level.into(),
             }
         },
-        // Bursts between scrapes: demand peaked over the limit (no hysteresis: it holds while the peak does).
-        Life {
-            rule: RuleName::APFExhaustionPredicted,
-            series: [
-                level_series("apf_priority_level_demand_seats_max", "", [10.0, 150.0, 150.0, 10.0]),
-                level_series("apf_priority_level_limit_seats", "", [100.0; 4]),
-            ]
-            .concat(),
-            labels: level.into(),
+        // Bursts between scrapes fill the level for a share of the window (no hysteresis: it holds while they do).
+        {
+            let share = RuleSpec::of(RuleName::APFExhaustionPredicted).window_share.unwrap();
+            let [_, _, full] = default_busy_utilizations();
+            Life {
+                rule: RuleName::APFExhaustionPredicted,
+                series: level_series(
+                    "apf_priority_level_time_above_ratio",
+                    &format!(r#",utilization="{full}""#),
+                    [0.0, share + 0.2, share + 0.2, 0.0],
+                ),
+                labels: level.into(),
+            }
         },
         Life {
             rule: RuleName::APFRequestsRejected,

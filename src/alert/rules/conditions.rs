@@ -11,33 +11,44 @@ use crate::alert::remediation::remediate;
 use crate::alert::{LabelSet, RuleName};
 use crate::analyze::{waiting_width, ApiserverReport, LevelReport, Problem};
 
+use super::FULL;
+
 impl Rule {
     /// The level condition: `Some(summary)` when it holds.
     fn level_condition(&self, server: &str, l: &LevelReport, active: bool) -> Option<String> {
         let t = self.threshold(active);
         let pl = &l.priority_level;
-        let seats = || {
+        let free = || {
             format!(
                 "{} of {} seats free",
                 fmt_opt(l.headroom_seats),
                 fmt_opt(l.limit_seats)
             )
         };
+        // Every summary says which measure it read: the last scrape's gauges, or the window's histogram.
+        let seats = || format!("{} at the last scrape", free());
         match self.name {
             RuleName::APFHeadroomLow => {
                 // Firing below the fire threshold; once active, until back at or above the clear one.
                 if let Some(r) = l.headroom_ratio.filter(|r| self.spec.holds(*r, t)) {
-                    return Some(format!("{pl} on {server}: {} ({:.0}%)", seats(), r * 100.0));
+                    return Some(format!(
+                        "{pl} on {server}: {} ({:.0}%) at the last scrape",
+                        free(),
+                        r * 100.0
+                    ));
                 }
                 // A scrape samples one instant; the apiserver's own utilization histogram covers the time between
-                // scrapes, so a level that saturates in bursts holds here while every scrape looks calm.
-                let p99 = l.seat_utilization_p99?;
-                self.spec.holds(1.0 - p99, t).then(|| {
+                // scrapes. It holds when the level spent a share of the window past the threshold: pressure that
+                // lasts, where one sub-second saturation would hold a 99th percentile high for a whole window.
+                let busy = 1.0 - t;
+                let share = l.time_above(busy)?;
+                (share >= self.window_share).then(|| {
                     format!(
-                        "{pl} on {server}: seats in use reached {:.0}% of the limit for 1% of the last window \
-                         (the apiserver's seat-utilization histogram), though scrapes saw {}",
-                        p99 * 100.0,
-                        seats()
+                        "{pl} on {server}: more than {:.0}% of the limit was in use for {:.0}% of the last window \
+                         (the apiserver's seat-utilization histogram), though the last scrape saw {}",
+                        busy * 100.0,
+                        share * 100.0,
+                        free()
                     )
                 })
             }
@@ -78,17 +89,22 @@ impl Rule {
                         seats()
                     ));
                 }
-                // Bursts between scrapes already reach the limit: the level runs out in them before any trend of
-                // sampled gauges shows it.
+                // Bursts between scrapes already fill the level, for a share of the window that is pressure, not a
+                // blip: it runs out in them before any trend of sampled gauges shows it.
+                let full = l.time_above(FULL)?;
+                if full < self.window_share {
+                    return None;
+                }
                 let no_seat = l.no_accommodation_per_second.filter(|r| *r > 0.0);
                 let peak = match (l.demand_seats_max, l.limit_seats) {
                     (Some(d), Some(limit)) if limit > 0.0 && d > limit => Some((d, limit)),
                     _ => None,
                 };
-                if no_seat.is_none() && peak.is_none() {
-                    return None;
-                }
-                let mut why = Vec::new();
+                let mut why = vec![format!(
+                    "it was full ({:.0}% of its limit in use or more) for {:.0}% of the last window",
+                    FULL * 100.0,
+                    full * 100.0
+                )];
                 if let Some((d, limit)) = peak {
                     why.push(format!(
                         "demand peaked at {d:.0} seats of a {limit:.0}-seat limit (demand_seats_high_watermark)"
@@ -98,9 +114,9 @@ impl Rule {
                     why.push(format!("{r:.2} dispatches/s found no free seat"));
                 }
                 Some(format!(
-                    "{pl} on {server}: bursts between scrapes already exhaust it: {}; scrapes saw {}",
+                    "{pl} on {server}: bursts between scrapes already exhaust it: {}; the last scrape saw {}",
                     why.join(", "),
-                    seats()
+                    free()
                 ))
             }
             RuleName::APFRequestsRejected | RuleName::APFScrapeFailing => None,

@@ -69,6 +69,27 @@ pub struct RuleSpec {
     pub severity: Severity,
     /// A ratio: the threshold must be above 0 and at most 1 (above 1 it would fire on every level all the time).
     pub ratio: bool,
+    /// For a rule that also reads the apiserver's seat-utilization histogram: the share of the window a level must
+    /// spend past the threshold to fire on it (`window_share`).
+    pub window_share: Option<f64>,
+}
+
+/// The default `window_share`: six seconds of a minute's window. One sub-second saturation is about 1 %.
+pub const DEFAULT_WINDOW_SHARE: f64 = 0.1;
+
+/// Seats in use above this share of the limit: the level is full (the histogram's top bucket below 1).
+pub const FULL: f64 = 0.99;
+
+/// The utilizations the built-in rules read the window's histogram at, by default: past APFHeadroomLow's fire and
+/// clear thresholds, and full (APFExhaustionPredicted). `/metrics` exports the share of the window above each, so
+/// dashboards and the PrometheusRule read what the rules read.
+pub fn default_busy_utilizations() -> [f64; 3] {
+    let low = RuleSpec::of(RuleName::APFHeadroomLow);
+    let (fire, clear) = (
+        low.threshold.unwrap_or(0.2),
+        low.clear_threshold.unwrap_or(0.25),
+    );
+    [1.0 - clear, 1.0 - fire, FULL]
 }
 
 impl RuleSpec {
@@ -82,9 +103,10 @@ impl RuleSpec {
             for_,
             severity,
             ratio,
+            window_share: None,
         };
         use Fires::{Above, Below};
-        match name {
+        let spec = match name {
             RuleName::APFHeadroomLow => spec(
                 Below,
                 "headroom ratio",
@@ -132,6 +154,37 @@ impl RuleSpec {
             ),
             RuleName::APFScrapeFailing => {
                 spec(Above, "", None, None, s(120), Severity::Warning, false)
+            }
+        };
+        // The rules that see, in the apiserver's own histogram, what happens between scrapes.
+        let window_share = matches!(
+            name,
+            RuleName::APFHeadroomLow | RuleName::APFExhaustionPredicted
+        )
+        .then_some(DEFAULT_WINDOW_SHARE);
+        RuleSpec {
+            window_share,
+            ..spec
+        }
+    }
+
+    /// The `window_share` `c` gives, checked; 0 for a rule that reads no histogram.
+    fn window_share(&self, c: &RuleConfig) -> Result<f64, String> {
+        match (self.window_share, c.window_share) {
+            (None, None) => Ok(0.0),
+            (None, Some(_)) => Err(
+                "this rule reads no histogram: only APFHeadroomLow and APFExhaustionPredicted take a window_share"
+                    .into(),
+            ),
+            (Some(default), given) => {
+                let share = given.unwrap_or(default);
+                if share.is_finite() && share > 0.0 && share <= 1.0 {
+                    Ok(share)
+                } else {
+                    Err(format!(
+                        "{share} is a share of the window: above 0 and at most 1 (0.1: six seconds of a minute)"
+                    ))
+                }
             }
         }
     }
@@ -208,6 +261,9 @@ struct Rule {
     severity: Severity,
     labels: BTreeMap<String, String>,
     runbook_url: String,
+    /// The share of the window past the threshold that fires the rule between scrapes; 0 for a rule that reads no
+    /// histogram.
+    window_share: f64,
 }
 
 /// The enabled rules with their settings.
@@ -243,18 +299,15 @@ impl Rules {
             let (threshold, clear) = spec
                 .thresholds(c)
                 .map_err(|(key, message)| err(key, message))?;
+            let window_share = spec
+                .window_share(c)
+                .map_err(|message| err("window_share", message))?;
             if c.disabled {
                 continue;
             }
-            rules.push(Rule::build(
-                name,
-                spec,
-                threshold,
-                clear,
-                c,
-                runbook_base_url,
-                &err,
-            )?);
+            let mut rule = Rule::build(name, spec, threshold, clear, c, runbook_base_url, &err)?;
+            rule.window_share = window_share;
+            rules.push(rule);
         }
         Ok(Rules { rules })
     }
@@ -355,6 +408,7 @@ impl Rule {
             severity: c.severity.unwrap_or(spec.severity),
             labels: c.labels.clone(),
             runbook_url,
+            window_share: 0.0,
         })
     }
 
@@ -485,34 +539,98 @@ mod tests {
             .collect()
     }
 
+    /// A minute's window of seat utilization as the apiserver integrates it: `busy` seconds full, the rest at 10 %.
+    fn window_with(busy_seconds: f64) -> Vec<(f64, f64)> {
+        let calm = 60.0 - busy_seconds;
+        [0.0, 0.1, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0, f64::INFINITY]
+            .into_iter()
+            .map(|le| {
+                (
+                    le,
+                    if le < 0.1 {
+                        0.0
+                    } else if le < 1.0 {
+                        calm
+                    } else {
+                        60.0
+                    },
+                )
+            })
+            .collect()
+    }
+
     #[test]
-    fn saturation_between_scrapes_warns_though_every_scrape_looks_calm() {
+    fn sustained_saturation_between_scrapes_warns_and_a_blip_does_not() {
         let r = rules();
-        // Scrapes saw 10 of 100 seats in use; the apiserver's histogram saw the level full for 1% of the window.
+        // Scrapes saw 10 of 100 seats in use. One 0.7 s saturation in the minute: the 99th percentile of the
+        // window is the full level, but that is a blip: nothing.
         let mut l = level("workload-low", 100.0, 10.0, 0.0);
+        l.seat_utilization_window = window_with(0.7);
         l.seat_utilization_p99 = Some(1.0);
-        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
-        assert_eq!(names(&c), ["APFHeadroomLow/workload-low"]);
-        assert!(
-            c[0].annotations["summary"]
-                .contains("reached 100% of the limit for 1% of the last window"),
-            "{}",
-            c[0].annotations["summary"]
-        );
-        // Below the threshold by the histogram too: nothing.
-        l.seat_utilization_p99 = Some(0.5);
-        assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
-        // Demand peaked over the limit, or a dispatch found no seat: exhaustion in bursts.
         l.demand_seats_max = Some(140.0);
-        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
-        assert_eq!(names(&c), ["APFExhaustionPredicted/workload-low"]);
-        assert!(
-            c[0].annotations["summary"].contains("demand peaked at 140 seats of a 100-seat limit")
-        );
-        l.demand_seats_max = Some(100.0);
         l.no_accommodation_per_second = Some(0.5);
-        let c = r.evaluate(&report(vec![l]), |_| false);
-        assert!(c[0].annotations["summary"].contains("0.50 dispatches/s found no free seat"));
+        assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
+        // 15 s of the minute full: sustained pressure, both rules say so and which measure they read.
+        l.seat_utilization_window = window_with(15.0);
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(
+            names(&c),
+            [
+                "APFHeadroomLow/workload-low",
+                "APFExhaustionPredicted/workload-low"
+            ]
+        );
+        let summary = &c[0].annotations["summary"];
+        assert!(
+            summary.contains("more than 80% of the limit was in use for 25% of the last window")
+                && summary.contains("seat-utilization histogram")
+                && summary.contains("though the last scrape saw 90 of 100 seats free"),
+            "{summary}"
+        );
+        let summary = &c[1].annotations["summary"];
+        assert!(
+            summary.contains(
+                "it was full (99% of its limit in use or more) for 25% of the last window"
+            ) && summary.contains("demand peaked at 140 seats of a 100-seat limit")
+                && summary.contains("0.50 dispatches/s found no free seat"),
+            "{summary}"
+        );
+        // window_share moves the line: 30 % of the window is needed, 25 % is not enough.
+        let mut cfg = BTreeMap::new();
+        for name in [RuleName::APFHeadroomLow, RuleName::APFExhaustionPredicted] {
+            cfg.insert(
+                name,
+                RuleConfig {
+                    window_share: Some(0.3),
+                    ..Default::default()
+                },
+            );
+        }
+        let strict = Rules::new(&cfg, "").unwrap();
+        assert!(strict.evaluate(&report(vec![l]), |_| false).is_empty());
+    }
+
+    #[test]
+    fn window_share_is_a_share_and_only_for_the_histogram_rules() {
+        let with = |name, share| {
+            let cfg = BTreeMap::from([(
+                name,
+                RuleConfig {
+                    window_share: Some(share),
+                    ..Default::default()
+                },
+            )]);
+            Rules::new(&cfg, "").map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert!(with(RuleName::APFHeadroomLow, 1.0).is_ok());
+        let err = with(RuleName::APFHeadroomLow, 0.0).unwrap_err();
+        assert!(
+            err.starts_with("rules.APFHeadroomLow.window_share: "),
+            "{err}"
+        );
+        assert!(with(RuleName::APFExhaustionPredicted, 1.5).is_err());
+        let err = with(RuleName::APFQueueNearFull, 0.1).unwrap_err();
+        assert!(err.contains("reads no histogram"), "{err}");
     }
 
     #[test]
@@ -553,7 +671,7 @@ mod tests {
         assert_eq!(c.labels["apiserver"], "10.0.0.5:6443");
         assert_eq!(
             c.annotations["summary"],
-            "workload-low on 10.0.0.5:6443: 8 of 368 seats free (2%)"
+            "workload-low on 10.0.0.5:6443: 8 of 368 seats free (2%) at the last scrape"
         );
         assert_eq!(
             c.annotations["runbook_url"],

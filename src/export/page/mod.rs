@@ -156,7 +156,7 @@ fn worst_level(report: &StatusReport) -> String {
         .min_by(|x, y| x.2.total_cmp(&y.2))
         .map(|(a, l, ratio)| {
             format!(
-                "least headroom: {} on {} ({} of {} seats free, {:.0} %)",
+                "least headroom at the last scrape: {} on {} ({} of {} seats free, {:.0} %)",
                 l.priority_level,
                 a.display_name(),
                 num(l.headroom_seats),
@@ -347,7 +347,9 @@ mod tests {
         };
         let h = render(&report);
         assert!(
-            h.contains("least headroom: workload-low on a (10 of 100 seats free, 10 %)"),
+            h.contains(
+                "least headroom at the last scrape: workload-low on a (10 of 100 seats free, 10 %)"
+            ),
             "{h}"
         );
         assert!(h.contains("<svg class=\"trend\""));

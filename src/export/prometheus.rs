@@ -217,7 +217,7 @@ impl Collector for DerivedMetrics {
             "APF rejections (HTTP 429) per second over the analysis window, by reason.",
             rejections,
         )?;
-        // 0.75, 0.8, 0.99: as a person writes them in a query.
+        // 0.75, 0.8, 0.95: as a person writes them in a query.
         let utilizations: Vec<(String, f64)> = default_busy_utilizations()
             .into_iter()
             .map(|u| (format!("{}", (u * 100.0).round() / 100.0), u))

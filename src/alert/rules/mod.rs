@@ -77,8 +77,10 @@ pub struct RuleSpec {
 /// The default `window_share`: six seconds of a minute's window. One sub-second saturation is about 1 %.
 pub const DEFAULT_WINDOW_SHARE: f64 = 0.1;
 
-/// Seats in use above this share of the limit: the level is full (the histogram's top bucket below 1).
-pub const FULL: f64 = 0.99;
+/// Seats in use above this share of the limit: the level is full. Not 1: a wide request (a LIST takes up to 10 seats)
+/// does not fit the last few seats, so a level saturated by them stays a little under its limit (240 of 245); 0.95 is
+/// a bound of kube-apiserver's histogram, so no interpolation is read.
+pub const FULL: f64 = 0.95;
 
 /// The utilizations the built-in rules read the window's histogram at, by default: past APFHeadroomLow's fire and
 /// clear thresholds, and full (APFExhaustionPredicted). `/metrics` exports the share of the window above each, so
@@ -590,7 +592,7 @@ mod tests {
         let summary = &c[1].annotations["summary"];
         assert!(
             summary.contains(
-                "it was full (99% of its limit in use or more) for 25% of the last window"
+                "it was full (95% of its limit in use or more) for 25% of the last window"
             ) && summary.contains("demand peaked at 140 seats of a 100-seat limit")
                 && summary.contains("0.50 dispatches/s found no free seat"),
             "{summary}"

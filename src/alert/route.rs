@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::humantime_serde_compat as rfc3339;
 use super::silence::Silences;
 use super::{Alert, LabelSet};
-use crate::alert::Notification;
-use crate::alert::RouteConfig;
+use crate::alert::{Notification, RouteConfig};
 
 /// What one receiver was told about one group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -15,8 +15,7 @@ use super::Leadership;
 use crate::alert::{AlertState, AlertView, Alerting, Engine, Notification, Router, TokioClock};
 use crate::analyze::StatusReport;
 use crate::export::SilenceRequest;
-use crate::notify::ReceiverConfig;
-use crate::notify::{Delivery, NotifyMetrics};
+use crate::notify::{Delivery, NotifyMetrics, ReceiverConfig};
 
 /// What the daemon asks of the alerting stage.
 pub enum Command {

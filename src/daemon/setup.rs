@@ -5,19 +5,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::alert::RouteConfig;
-use crate::alert::{RuleError, Rules};
+use crate::alert::{RouteConfig, RuleError, Rules};
 use crate::analyze::Analysis;
 use crate::config::Config;
-use crate::notify::ReceiverConfig;
-use crate::notify::{self, Receiver};
+use crate::notify::{self, Receiver, ReceiverConfig};
 use crate::scrape::prometheus::PrometheusSource;
-use crate::scrape::Endpoint;
-use crate::scrape::ScrapeConfig;
+use crate::scrape::{Endpoint, ScrapeConfig};
 use crate::targets::access::{self, AccessError};
 use crate::targets::discovery::Replicas;
-use crate::targets::{self, Target, TargetError};
-use crate::targets::{KubernetesConfig, PrometheusTarget, StaticTarget};
+use crate::targets::{self, KubernetesConfig, PrometheusTarget, StaticTarget, Target, TargetError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {

@@ -16,8 +16,7 @@ use reqwest::Url;
 use serde::Serialize;
 
 use super::format::rfc3339;
-use super::http;
-use super::{Notification, NotifyError, Receiver, SendFuture};
+use super::{http, Notification, NotifyError, Receiver, SendFuture};
 use crate::alert::Alert;
 use crate::notify::AlertmanagerConfig;
 

@@ -8,8 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{classify, ScrapeError};
-use crate::targets::PrometheusTarget;
-use crate::targets::{TargetError, TokenFile};
+use crate::targets::{PrometheusTarget, TargetError, TokenFile};
 use apf::model::{ReplicaKey, ReplicaSnapshot};
 
 /// Where and what to read, with the client that reads it.

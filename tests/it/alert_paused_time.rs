@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use apf_monitor::alert::{AlertView, Notification, Rules, TokioClock};
-use apf_monitor::alert::{RouteConfig, RuleConfig, RuleName};
+use apf_monitor::alert::{
+    AlertView, Notification, RouteConfig, RuleConfig, RuleName, Rules, TokioClock,
+};
 use apf_monitor::analyze::{ApiserverReport, LevelReport, StatusReport};
-use apf_monitor::daemon::Leadership;
-use apf_monitor::daemon::{AlertSetup, AlertStage, Command, ReceiverSetup};
+use apf_monitor::daemon::{AlertSetup, AlertStage, Command, Leadership, ReceiverSetup};
 use apf_monitor::notify::{NotifyError, NotifyMetrics, Receiver, SendFuture};
 use apf_monitor::values::{DurationValue, Interval};
 use tokio::sync::{mpsc, oneshot, watch};

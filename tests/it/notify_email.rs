@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use apf_monitor::alert::Notification;
-use apf_monitor::alert::{Alert, LabelSet};
-use apf_monitor::notify::{self, Delivery, NotifyError, NotifyMetrics, Outcome};
-use apf_monitor::notify::{DeliveryConfig, EmailConfig, EmailTls, ReceiverConfig};
+use apf_monitor::alert::{Alert, LabelSet, Notification};
+use apf_monitor::notify::{
+    self, Delivery, DeliveryConfig, EmailConfig, EmailTls, NotifyError, NotifyMetrics, Outcome,
+    ReceiverConfig,
+};
 use apf_monitor::values::{DurationValue, Interval};
 use serde_json::Value;
 

@@ -3,10 +3,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use apf_monitor::alert::Notification;
-use apf_monitor::alert::{fingerprint, Alert, LabelSet};
-use apf_monitor::notify::{self, Delivery, NotifyError, NotifyMetrics, Outcome, Receiver};
-use apf_monitor::notify::{AlertmanagerConfig, DeliveryConfig, SlackConfig, WebhookConfig};
+use apf_monitor::alert::{fingerprint, Alert, LabelSet, Notification};
+use apf_monitor::notify::{
+    self, AlertmanagerConfig, Delivery, DeliveryConfig, NotifyError, NotifyMetrics, Outcome,
+    Receiver, SlackConfig, WebhookConfig,
+};
 use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 use axum::body::Bytes;
 use axum::extract::State;

@@ -8,11 +8,10 @@
 //! `fieldSelector`; `?watch=1` streams one JSON watch event per line. `limit` is ignored: every list comes whole.
 
 use super::discovery::{self, Resource};
-use super::lease;
 use super::selector::Selector;
 use super::status::ApiError;
 use super::store::{Change, EventType, Gvr, ObjectKey, Store};
-use super::table;
+use super::{lease, table};
 use apf::endpoints::PRIORITY_LEVEL_CONFIGURATIONS;
 use apf::KubeVersion;
 use axum::body::{Body, Bytes};

@@ -6,12 +6,10 @@ use std::collections::BTreeMap;
 use apf::model::EXEMPT;
 
 use super::describe::{describe, fmt_opt, top_flows};
-use super::{Candidate, Rule};
+use super::{Candidate, Rule, FULL};
 use crate::alert::remediation::remediate;
 use crate::alert::{LabelSet, RuleName};
 use crate::analyze::{waiting_width, ApiserverReport, LevelReport, Problem};
-
-use super::FULL;
 
 impl Rule {
     /// The level condition: `Some(summary)` when it holds.

@@ -3,11 +3,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
-use apf::{FlowSchemaDef, PriorityLevelConfig};
+use apf::{FlowSchemaDef, KubeVersion, PriorityLevelConfig};
 use rand::rngs::StdRng;
 
 use crate::scenario::FlowSpec;
-use apf::KubeVersion;
 
 pub(crate) const TICK_NS: u64 = 10_000_000;
 /// borrowingAdjustmentPeriod: CurrentCL is recomputed this often (1.26+).

@@ -13,9 +13,9 @@ pub use round::{
 };
 pub use settings::ScrapeConfig;
 
-use crate::errors::chain_of;
 use std::time::Duration;
 
+use crate::errors::chain_of;
 use crate::targets::{Target, Transport};
 use apf::endpoints::{self, Dump};
 
@@ -306,13 +306,18 @@ fn classify_kube(e: kube::Error) -> ScrapeError {
     }
 }
 
-/// A certificate the client does not trust is a matter of the CA, not of the network or of RBAC: say how to give it.
+/// A certificate the client does not accept is a matter of TLS, not of the network or of RBAC: say what to give.
 fn with_tls_hint(chain: String) -> String {
-    const UNTRUSTED: [&str; 4] = [
+    if chain.contains("NotValidForName") {
+        return format!(
+            "{chain}: the server's certificate does not name the host dialled; give the name it was issued for \
+             (tls_server_name in the config; a kubeconfig's tls-server-name)"
+        );
+    }
+    const UNTRUSTED: [&str; 3] = [
         "UnknownIssuer",
         "invalid peer certificate",
         "certificate verify failed",
-        "NotValidForName",
     ];
     if UNTRUSTED.iter().any(|s| chain.contains(s)) {
         format!(
@@ -364,6 +369,26 @@ pub(crate) fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_certificate_refused_says_what_to_give() {
+        let unknown = "error sending request: client error (Connect): invalid peer certificate: UnknownIssuer";
+        let hint = with_tls_hint(unknown.into());
+        assert!(
+            hint.contains("not trusted") && hint.contains("--certificate-authority"),
+            "{hint}"
+        );
+        let name = "error sending request: invalid peer certificate: NotValidForName";
+        let hint = with_tls_hint(name.into());
+        assert!(
+            hint.contains("tls_server_name") && !hint.contains("--certificate-authority"),
+            "{hint}"
+        );
+        assert_eq!(
+            with_tls_hint("tcp connect error: Connection refused".into()),
+            "tcp connect error: Connection refused"
+        );
+    }
 
     #[test]
     fn retry_after_seconds_and_dates() {

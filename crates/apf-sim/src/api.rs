@@ -1,17 +1,19 @@
-//! The Kubernetes API of the simulated cluster: discovery, and list, get and watch of every served resource (create
-//! and patch of Leases in [`super::lease`]), at the paths and in the JSON of kube-apiserver (Kubernetes API
-//! Concepts: "Resource URIs", "Efficient detection of changes", and the Status kind of errors).
+//! The Kubernetes API of the simulated cluster: discovery, and list, get and watch of every served resource (create,
+//! update, patch and delete of Leases and flowcontrol objects in [`super::writes`]), at the paths and in the JSON of
+//! kube-apiserver (Kubernetes API Concepts: "Resource URIs", "Efficient detection of changes", and the Status kind
+//! of errors).
 //!
 //! Paths: `/api`, `/api/v1`, `/apis`, `/apis/GROUP`, `/apis/GROUP/VERSION`, and below `/api/v1` or
 //! `/apis/GROUP/VERSION`: `RESOURCE` (every namespace, or a cluster-scoped collection), `RESOURCE/NAME`,
 //! `namespaces/NS/RESOURCE` and `namespaces/NS/RESOURCE/NAME`. A list or watch honours `labelSelector` and
 //! `fieldSelector`; `?watch=1` streams one JSON watch event per line. `limit` is ignored: every list comes whole.
 
+use super::admission::{self, FieldValidation};
 use super::discovery::{self, Resource};
 use super::selector::Selector;
 use super::status::ApiError;
 use super::store::{Change, EventType, Gvr, ObjectKey, Store};
-use super::{lease, table};
+use super::{table, writes};
 use apf::endpoints::PRIORITY_LEVEL_CONFIGURATIONS;
 use apf::KubeVersion;
 use axum::body::{Body, Bytes};
@@ -214,7 +216,9 @@ async fn dispatch(
         (&Method::GET, None) => "list",
         (&Method::GET, Some(_)) => "get",
         (&Method::POST, None) => "create",
+        (&Method::PUT, Some(_)) => "update",
         (&Method::PATCH, Some(_)) => "patch",
+        (&Method::DELETE, Some(_)) => "delete",
         _ => return Err(ApiError::MethodNotAllowed),
     };
     if !r.allows(verb) {
@@ -234,29 +238,72 @@ async fn dispatch(
             }
             Ok(Json(object).into_response())
         }
-        ("create", _) => {
-            let manager = lease::manager_name(
+        ("create" | "update" | "patch", _) => {
+            let validation =
+                FieldValidation::parse(call.query.get("fieldValidation").map(String::as_str))?;
+            let version = ctx.version;
+            let flowcontrol = admission::applies(&r);
+            let admit = |old: Option<&Value>, object: &mut Value| {
+                if flowcontrol {
+                    admission::admit(version, &r, validation, old, object)
+                } else {
+                    writes::admit_any(old, object)
+                }
+            };
+            let manager = writes::manager_name(
                 call.query.get("fieldManager").map(String::as_str),
                 header_str(&call.headers, header::USER_AGENT),
             );
-            let object = lease::create(&ctx.store, &r, namespace, &call.body, &manager)?;
-            Ok((StatusCode::CREATED, Json(object)).into_response())
+            let (object, code, warnings) = match (verb, t.name) {
+                ("update", Some(name)) => {
+                    let (o, w) = writes::update(
+                        &ctx.store, &r, namespace, name, &call.body, &manager, &admit,
+                    )?;
+                    (o, StatusCode::OK, w)
+                }
+                ("patch", Some(name)) => {
+                    let request = writes::PatchRequest {
+                        content_type: header_str(&call.headers, header::CONTENT_TYPE)
+                            .unwrap_or_default(),
+                        field_manager: call.query.get("fieldManager").map(String::as_str),
+                        user_agent: header_str(&call.headers, header::USER_AGENT),
+                        force: is_true(call.query.get("force")),
+                    };
+                    let (o, created, w) = writes::patch(
+                        &ctx.store, &r, namespace, name, &request, &call.body, &admit,
+                    )?;
+                    let code = if created {
+                        StatusCode::CREATED
+                    } else {
+                        StatusCode::OK
+                    };
+                    (o, code, w)
+                }
+                _ => {
+                    let (o, w) =
+                        writes::create(&ctx.store, &r, namespace, &call.body, &manager, &admit)?;
+                    (o, StatusCode::CREATED, w)
+                }
+            };
+            if flowcontrol {
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                admission::propagate(&ctx.store, version, &r, name);
+            }
+            let mut response = (code, Json(object)).into_response();
+            for w in warnings {
+                // RFC 7234 warn-code 299 ("miscellaneous persistent warning"), as kube-apiserver sends them.
+                if let Ok(value) = header::HeaderValue::from_str(&format!("299 - {w:?}")) {
+                    response.headers_mut().append(header::WARNING, value);
+                }
+            }
+            Ok(response)
         }
-        ("patch", Some(name)) => {
-            let request = lease::PatchRequest {
-                content_type: header_str(&call.headers, header::CONTENT_TYPE).unwrap_or_default(),
-                field_manager: call.query.get("fieldManager").map(String::as_str),
-                user_agent: header_str(&call.headers, header::USER_AGENT),
-                force: is_true(call.query.get("force")),
-            };
-            let (object, created) =
-                lease::patch(&ctx.store, &r, namespace, name, &request, &call.body)?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok((code, Json(object)).into_response())
+        ("delete", Some(name)) => {
+            let status = writes::delete(&ctx.store, &r, namespace, name)?;
+            if admission::applies(&r) {
+                admission::propagate(&ctx.store, ctx.version, &r, name);
+            }
+            Ok(Json(status).into_response())
         }
         _ => Err(ApiError::MethodNotAllowed),
     }

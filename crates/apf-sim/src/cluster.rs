@@ -14,6 +14,7 @@
 
 use super::api::{self, ApiContext};
 use super::auth::require_token;
+use super::controller;
 use super::objects;
 use super::scenario::Scenario;
 use super::server::replica_routes;
@@ -269,6 +270,12 @@ impl Cluster {
             .map_err(|source| ClusterError::Bind { addr: bind, source })?;
         let addr = advertised(local);
         let stop = CancellationToken::new();
+        controller::spawn(
+            self.store.clone(),
+            self.opts.version,
+            sim.clone(),
+            stop.clone(),
+        );
         let ctx = ApiContext::new(
             self.store.clone(),
             self.opts.version,

@@ -40,6 +40,16 @@ impl Resource {
         }
     }
 
+    /// `FlowSchema.flowcontrol.apiserver.k8s.io`, or `Endpoints` for the core group: how validation errors name
+    /// the kind.
+    pub fn qualified_kind(&self) -> String {
+        if self.gvr.group.is_empty() {
+            self.kind.to_string()
+        } else {
+            format!("{}.{}", self.kind, self.gvr.group)
+        }
+    }
+
     pub fn allows(&self, verb: &str) -> bool {
         self.verbs.contains(&verb)
     }
@@ -54,6 +64,10 @@ fn group_version(group: &str, version: &str) -> String {
 }
 
 const READ: &[&str] = &["get", "list", "watch"];
+/// As discovery lists them: sorted.
+const FLOWCONTROL_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 pub(super) const DISCOVERY_GROUP: &str = "discovery.k8s.io";
 pub(super) const COORDINATION_GROUP: &str = "coordination.k8s.io";
 
@@ -124,8 +138,8 @@ pub(super) fn resources(v: KubeVersion) -> Vec<Resource> {
             kind: "FlowSchema",
             singular: "flowschema",
             namespaced: false,
-            // Created like a user would (a test plants a misconfiguration for the review to find).
-            verbs: &["create", "get", "list", "patch", "watch"],
+            // Written as users write them: kubectl apply, replace, edit, delete.
+            verbs: FLOWCONTROL_VERBS,
             short_names: &[],
         });
         out.push(Resource {
@@ -137,7 +151,7 @@ pub(super) fn resources(v: KubeVersion) -> Vec<Resource> {
             kind: "PriorityLevelConfiguration",
             singular: "prioritylevelconfiguration",
             namespaced: false,
-            verbs: &["create", "get", "list", "patch", "watch"],
+            verbs: FLOWCONTROL_VERBS,
             short_names: &[],
         });
     }

@@ -20,7 +20,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Endpoints ([`router`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
+//! Endpoints ([`serve`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
 //! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`, and the Kubernetes API: discovery
 //! (`/api`, `/apis`, ...) and list, get and watch of
 //! `/apis/flowcontrol.apiserver.k8s.io/{v1|v1beta3|...}/{flowschemas|prioritylevelconfigurations}` (only the API
@@ -50,11 +50,12 @@
 //! fair queuing, and the virtual-clock values are approximate; queued requests time out after 15 s (no client
 //! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
 
+mod admission;
 mod api;
 mod auth;
 mod cluster;
+mod controller;
 mod discovery;
-mod lease;
 mod objects;
 mod ownership;
 mod render;
@@ -67,13 +68,14 @@ mod store;
 mod table;
 mod tabwriter;
 mod tls;
+mod writes;
 
 pub use apf::KubeVersion;
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
-pub use server::{router, serve};
+pub use server::serve;
 pub use simulator::{LevelTruth, SimOptions, Simulator};
 pub use tabwriter::tabwrite;
 pub use tls::TlsError;

@@ -35,7 +35,6 @@ pub(super) fn key(gvr: Gvr, namespace: &str, name: &str) -> ObjectKey {
 
 /// Writes the objects every cluster of `v` has from the start: namespaces and the default flowcontrol objects.
 pub(super) fn seed(store: &Store, v: KubeVersion) {
-    let resources = super::discovery::resources(v);
     let created = now();
     for ns in ["default", "kube-node-lease", "kube-public", "kube-system"] {
         let object = json!({
@@ -52,16 +51,34 @@ pub(super) fn seed(store: &Store, v: KubeVersion) {
         });
         store.put(key(NAMESPACES, "", ns), object);
     }
-    for r in resources
+    write_defaults(store, v, &created, |_, _| true);
+}
+
+/// Writes the default object `name` of `resource` (flowschemas or prioritylevelconfigurations) again, in every API
+/// version `v` serves: what kube-apiserver does when a mandatory one is deleted.
+pub(super) fn restore_default(store: &Store, v: KubeVersion, resource: &str, name: &str) {
+    write_defaults(store, v, &now(), |r, n| r == resource && n == name);
+}
+
+/// Writes the default flowcontrol objects of `v` that `wanted(resource, name)` accepts, in each served API version.
+fn write_defaults(
+    store: &Store,
+    v: KubeVersion,
+    created: &str,
+    wanted: impl Fn(&str, &str) -> bool,
+) {
+    for r in super::discovery::resources(v)
         .iter()
         .filter(|r| r.gvr.group == FLOWCONTROL_GROUP)
     {
-        for object in flowcontrol_objects(v, r.gvr.version, r.gvr.resource, &created) {
+        for mut object in flowcontrol_objects(v, r.gvr.version, r.gvr.resource, created) {
             let name = object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let mut object = object;
+            if !wanted(r.gvr.resource, &name) {
+                continue;
+            }
             if let Some(obj) = object.as_object_mut() {
                 obj.insert("kind".into(), json!(r.kind));
                 obj.insert("apiVersion".into(), json!(r.api_version()));
@@ -69,6 +86,85 @@ pub(super) fn seed(store: &Store, v: KubeVersion) {
             store.put(key(r.gvr, "", &name), object);
         }
     }
+}
+
+/// The flowcontrol resources of `v` in its preferred (newest) API version: where APF reads its configuration.
+pub(super) fn preferred_flowcontrol(v: KubeVersion) -> Option<(Gvr, Gvr)> {
+    let api = *endpoints::served_api_versions(v).last()?;
+    let gvr = |resource| {
+        super::discovery::resources(v)
+            .into_iter()
+            .find(|r| {
+                r.gvr.group == FLOWCONTROL_GROUP
+                    && r.gvr.version == api
+                    && r.gvr.resource == resource
+            })
+            .map(|r| r.gvr)
+    };
+    Some((
+        gvr(endpoints::FLOW_SCHEMAS)?,
+        gvr(endpoints::PRIORITY_LEVEL_CONFIGURATIONS)?,
+    ))
+}
+
+/// The FlowSchemas and PriorityLevelConfigurations in `store`, as APF reads them: the default levels in their
+/// definition order (the order metrics and old dumps list them in), then the others by name. An object that does
+/// not read as its kind (writes are validated, so none should) is left out with a warning.
+pub(super) fn configuration(
+    store: &Store,
+    v: KubeVersion,
+) -> (Vec<apf::FlowSchema>, Vec<apf::PriorityLevelConfig>) {
+    let Some((fs_gvr, plc_gvr)) = preferred_flowcontrol(v) else {
+        return (Vec::new(), Vec::new());
+    };
+    let read = |gvr: Gvr| -> Vec<Vec<u8>> {
+        store
+            .list(gvr, None)
+            .0
+            .into_iter()
+            .map(|o| serde_json::to_vec(&json!({"items": [o]})).unwrap_or_default())
+            .collect()
+    };
+    let mut schemas = Vec::new();
+    for item in read(fs_gvr) {
+        match apf::model::parse_flow_schemas(&item) {
+            Ok(mut list) => schemas.append(&mut list),
+            Err(e) => {
+                tracing::warn!(error = %e, "a stored FlowSchema does not read as one; left out")
+            }
+        }
+    }
+    let mut levels = Vec::new();
+    for item in read(plc_gvr) {
+        match apf::model::parse_priority_level_configurations(&item) {
+            Ok(mut list) => levels.append(&mut list),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "a stored PriorityLevelConfiguration does not read as one; left out"
+            ),
+        }
+    }
+    let defaults: Vec<String> = default_priority_levels(v)
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    let rank = |name: &str| {
+        defaults
+            .iter()
+            .position(|d| d == name)
+            .unwrap_or(usize::MAX)
+    };
+    levels.sort_by(|a, b| (rank(&a.name), &a.name).cmp(&(rank(&b.name), &b.name)));
+    (schemas, levels)
+}
+
+/// The configuration a cluster of `v` starts with: its default objects, read as [`configuration`] reads them.
+pub(crate) fn default_configuration(
+    v: KubeVersion,
+) -> (Vec<apf::FlowSchema>, Vec<apf::PriorityLevelConfig>) {
+    let store = Store::new();
+    seed(&store, v);
+    configuration(&store, v)
 }
 
 /// Writes the `kubernetes` Endpoints and EndpointSlices for the replicas at `addrs`, in order. An EndpointSlice

@@ -5,8 +5,10 @@
 //! duration: 300s          # the scenario loops after this (humantime: 300s, 5m, 1m30s)
 //! flows:
 //!   - name: agents        # free text, unique
-//!     flow_schema: service-accounts   # a default FlowSchema of the simulated version; it picks the priority level
 //!     user: system:serviceaccount:monitoring:agent
+//!     groups: []          # groups beyond those authenticators add to every user (system:authenticated, and
+//!                         # system:serviceaccounts[:NS] for a service account): system:nodes, system:masters, ...
+//!     flow_schema: service-accounts   # optional: the FlowSchema its requests must match on the default objects
 //!     verb: list          # default get
 //!     resource: pods      # default configmaps
 //!     namespace: ""       # default "" (cluster scope); the flow distinguisher of ByNamespace schemas
@@ -18,6 +20,10 @@
 //! ```
 //! Arrivals are Poisson with the seeded RNG. Before the first point the first rate holds, after the last the last.
 //! Unknown keys are errors.
+//!
+//! A flow's requests land where kube-apiserver would put them: the simulated replica matches each flow (user,
+//! groups, verb, resource, namespace) against the cluster's FlowSchemas, and again whenever they change through the
+//! API. `flow_schema` states where they must land on the version's default objects; the simulation checks it.
 
 use serde::{Deserialize, Deserializer};
 use std::path::PathBuf;
@@ -89,13 +95,18 @@ pub struct RatePoint {
     pub rps: f64,
 }
 
-/// One flow of requests (a flow schema and a distinguisher value).
+/// One flow of requests: one client sending one kind of request.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowSpec {
     pub name: String,
-    pub flow_schema: String,
+    /// The default FlowSchema the flow's requests match (checked when the simulation starts).
+    #[serde(default)]
+    pub flow_schema: Option<String>,
     pub user: String,
+    /// Groups of the user beyond those every authenticator adds ([`apf::matching::implied_groups`]).
+    #[serde(default)]
+    pub groups: Vec<String>,
     #[serde(default = "default_verb")]
     pub verb: String,
     #[serde(default = "default_resource")]
@@ -120,13 +131,13 @@ pub struct Scenario {
 
 /// Normal background traffic on several priority levels, shared by the built-ins.
 const BACKGROUND: &str = r#"
-  - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", verb: get, resource: nodes, seats: 1, duration: 20ms, rate: [{at: 0s, rps: 8}]}
+  - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", groups: ["system:nodes"], verb: get, resource: pods, seats: 1, duration: 20ms, rate: [{at: 0s, rps: 8}]}
   - {name: kube-controller-manager, flow_schema: kube-controller-manager, user: "system:kube-controller-manager", verb: list, resource: endpoints, namespace: kube-system, seats: 1, duration: 40ms, rate: [{at: 0s, rps: 10}]}
   - {name: kube-scheduler, flow_schema: kube-scheduler, user: "system:kube-scheduler", verb: get, resource: pods, namespace: kube-system, seats: 1, duration: 20ms, rate: [{at: 0s, rps: 4}]}
   - {name: leases, flow_schema: system-leader-election, user: "system:kube-scheduler", verb: update, resource: leases, namespace: kube-system, seats: 1, duration: 10ms, rate: [{at: 0s, rps: 1}]}
   - {name: operator, flow_schema: global-default, user: alice, verb: get, resource: configmaps, namespace: default, seats: 1, duration: 30ms, rate: [{at: 0s, rps: 3}]}
-  - {name: admin, flow_schema: exempt, user: "system:admin", verb: list, resource: configmaps, namespace: kube-stress, seats: 1, duration: 50ms, rate: [{at: 0s, rps: 1}]}
-  - {name: anonymous, flow_schema: catch-all, user: "system:anonymous", verb: get, resource: namespaces, seats: 1, duration: 10ms, rate: [{at: 0s, rps: 0.2}]}
+  - {name: admin, flow_schema: exempt, user: "system:admin", groups: ["system:masters"], verb: list, resource: configmaps, namespace: kube-stress, seats: 1, duration: 50ms, rate: [{at: 0s, rps: 1}]}
+  - {name: anonymous, flow_schema: global-default, user: "system:anonymous", verb: get, resource: namespaces, seats: 1, duration: 10ms, rate: [{at: 0s, rps: 0.2}]}
 "#;
 
 impl Scenario {
@@ -185,14 +196,17 @@ impl Scenario {
         Ok(s)
     }
 
-    /// Checks that every flow's flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
+    /// Checks that every flow's stated flow schema exists in `version` (e.g. `system-node-high` only from 1.22).
     pub fn validate_for(&self, version: apf::KubeVersion) -> Result<(), SimError> {
         let known = apf::defaults::default_flow_schemas(version);
         for f in &self.flows {
-            if !known.iter().any(|k| k.name == f.flow_schema) {
+            let Some(schema) = &f.flow_schema else {
+                continue;
+            };
+            if !known.iter().any(|k| k.name == schema) {
                 return Err(SimError::Scenario(format!(
                     "flow {:?}: flow schema {:?} does not exist in Kubernetes {}",
-                    f.name, f.flow_schema, version
+                    f.name, schema, version
                 )));
             }
         }
@@ -215,10 +229,9 @@ impl Scenario {
             if !names.insert(f.name.as_str()) {
                 return bad(format!("{who}: duplicate flow name"));
             }
-            if !known.contains(&f.flow_schema.as_str()) {
+            if let Some(schema) = f.flow_schema.as_deref().filter(|s| !known.contains(s)) {
                 return bad(format!(
-                    "{who}: unknown flow_schema {:?}; expected one of {}",
-                    f.flow_schema,
+                    "{who}: unknown flow_schema {schema:?}; expected one of {}",
                     known.join(", ")
                 ));
             }
@@ -249,7 +262,39 @@ impl Scenario {
     }
 }
 
+/// The API group of a resource the scenarios use (the core group for any other).
+pub(crate) fn api_group(resource: &str) -> &'static str {
+    match resource {
+        "leases" => "coordination.k8s.io",
+        "deployments" | "replicasets" | "daemonsets" | "statefulsets" => "apps",
+        "jobs" | "cronjobs" => "batch",
+        _ => "",
+    }
+}
+
 impl FlowSpec {
+    /// The API group of the flow's resource.
+    pub(crate) fn api_group(&self) -> &'static str {
+        api_group(&self.resource)
+    }
+
+    /// The request APF sees from this flow.
+    pub(crate) fn request(&self) -> apf::matching::Request {
+        let mut groups = apf::matching::implied_groups(&self.user);
+        groups.extend(self.groups.iter().cloned());
+        apf::matching::Request {
+            user: self.user.clone(),
+            groups,
+            verb: self.verb.clone(),
+            target: apf::matching::Target::Resource {
+                api_group: self.api_group().to_string(),
+                resource: self.resource.clone(),
+                subresource: None,
+                namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
+            },
+        }
+    }
+
     /// Requests per second at `t` into the (looping) scenario, linear between the points.
     pub fn rps_at(&self, t: Duration) -> f64 {
         let Some(first) = self.rate.first() else {
@@ -310,7 +355,7 @@ mod tests {
     #[test]
     fn interpolates() {
         let sc = Scenario::from_yaml(
-            "duration: 300s\nflows:\n- {name: a, flow_schema: service-accounts, user: u, duration: 1s, rate: [{at: 0s, rps: 5}, {at: 60s, rps: 35}]}\n",
+            "duration: 300s\nflows:\n- {name: a, user: u, duration: 1s, rate: [{at: 0s, rps: 5}, {at: 60s, rps: 35}]}\n",
         )
         .unwrap();
         let f = &sc.flows[0];

@@ -2,6 +2,7 @@
 //! `/healthz`) and, through [`super::api`], the cluster's API.
 
 use super::api::{self, ApiContext};
+use super::controller;
 use super::objects;
 use super::render::{git_commit, go_version};
 use super::simulator::Simulator;
@@ -15,26 +16,27 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use tokio_util::sync::CancellationToken;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// One apiserver on its own: its routes and the API of a cluster of one, whose store holds the namespaces and the
-/// default flowcontrol objects (no `kubernetes` endpoints: the address it is served on is not known here).
-pub fn router(sim: Simulator) -> Router {
+/// default flowcontrol objects (no `kubernetes` endpoints: the address it is served on is not known here), and the
+/// controller that puts the flowcontrol objects written through that API in force. Needs a tokio runtime.
+pub(super) fn router(sim: Simulator, stop: CancellationToken) -> Router {
     let version = sim.lock().version;
     let store = Store::new();
     objects::seed(&store, version);
-    replica_routes(sim).merge(api::routes(ApiContext::new(
-        store,
-        version,
-        None,
-        tokio_util::sync::CancellationToken::new(),
-    )))
+    controller::spawn(store.clone(), version, sim.clone(), stop.clone());
+    replica_routes(sim).merge(api::routes(ApiContext::new(store, version, None, stop)))
 }
 
-/// Serves `router(sim)` on `listener` until the future is dropped.
+/// Serves one simulated apiserver on `listener` until the future is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, sim: Simulator) -> std::io::Result<()> {
-    axum::serve(listener, router(sim)).await
+    let stop = CancellationToken::new();
+    // Dropping the future stops the controller too.
+    let _stop = stop.clone().drop_guard();
+    axum::serve(listener, router(sim, stop)).await
 }
 
 /// What is each replica's own: `/metrics`, the three APF dumps, `/version`, `/healthz`, `/livez`, `/readyz`; any

@@ -209,6 +209,12 @@ impl Store {
         Ok(inner.commit(EventType::Deleted, key.clone(), old.clone(), Some(old)))
     }
 
+    /// Every change from now on, without a replay (for a reader that reads the current state itself, after
+    /// subscribing, so that no change falls between the two).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.lock().events.subscribe()
+    }
+
     /// Starts a watch on the objects `filter` accepts. Without a revision (or "0") it replays the current state as
     /// ADDED, as kube-apiserver does; from revision R it replays the recorded changes after R. The replay and the
     /// subscription are taken under one lock, so no change falls between them.

@@ -1,7 +1,8 @@
 //! The families of `/metrics` beside APF's that a scraper must skip by name or that apf-monitor reads: requests and
 //! their 429s, inflight gauges, stored objects and their size, and the build info.
-use super::exposition::{api_group, Metrics};
+use super::exposition::Metrics;
 use super::go::{git_commit, go_float, go_version};
+use crate::scenario::api_group;
 use crate::simulator::{Req, State};
 
 impl State {

@@ -3,8 +3,8 @@
 //! `pkg/util/flowcontrol/apf_controller_debug.go`), tab-aligned as Go's tabwriter does.
 use std::time::Duration;
 
-use super::exposition::api_group;
 use super::go::{rfc3339_nano, seat_seconds};
+use crate::scenario::api_group;
 use crate::simulator::{Level, Req, State};
 use crate::tabwriter::{row, tabwrite};
 
@@ -47,7 +47,7 @@ impl State {
                 cells.extend([
                     active.to_string(),
                     idle.to_string(),
-                    "false".into(),
+                    l.retired.to_string(),
                     l.waiting.to_string(),
                     l.executing.len().to_string(),
                 ]);
@@ -170,7 +170,7 @@ impl State {
             let f = &self.flows[r.flow];
             let mut cells = vec![
                 l.def.name.to_string(),
-                self.flow_schemas[f.fs].name.to_string(),
+                self.fs_names[r.fs].clone(),
                 queue.to_string(),
                 index.to_string(),
                 if l.queues.len() > 1 {

@@ -79,11 +79,3 @@ impl Metrics {
 pub(super) fn fs_labels(pl: &str, fs: &str) -> String {
     format!("flow_schema=\"{fs}\",priority_level=\"{pl}\"")
 }
-
-pub(super) fn api_group(resource: &str) -> &'static str {
-    match resource {
-        "leases" => "coordination.k8s.io",
-        "deployments" | "replicasets" | "daemonsets" | "statefulsets" => "apps",
-        _ => "",
-    }
-}

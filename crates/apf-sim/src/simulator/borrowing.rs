@@ -25,7 +25,8 @@ impl State {
             .levels
             .iter()
             .enumerate()
-            .filter(|(_, l)| !l.def.exempt)
+            // A retired level drains at the limit it had; the others share what the configured levels have.
+            .filter(|(_, l)| !l.def.exempt && !l.retired)
             .map(|(i, l)| {
                 let lb = (l.lower as f64).max((l.nominal as f64).min(l.demand_hwm));
                 let target = lb.max(l.demand_smoothed);
@@ -35,7 +36,7 @@ impl State {
         let total: f64 = self
             .levels
             .iter()
-            .filter(|l| !l.def.exempt)
+            .filter(|l| !l.def.exempt && !l.retired)
             .map(|l| l.nominal as f64)
             .sum();
         let alloc = |ff: f64| -> f64 {
@@ -69,7 +70,11 @@ impl State {
             l.target = t;
             l.current_cl = (ff * t).clamp(lb, ub).round() as u32;
         }
-        for l in self.levels.iter_mut().filter(|l| l.def.exempt) {
+        for l in self
+            .levels
+            .iter_mut()
+            .filter(|l| l.def.exempt && !l.retired)
+        {
             l.target = l.demand_hwm;
             l.current_cl = (l.lower as f64).max(l.demand_hwm).round() as u32;
         }

@@ -5,10 +5,11 @@
 //! tick's arrivals are admitted in arrival order, then queued requests are dispatched while seats are free.
 //!
 //! Here: the options, the public handle ([`Simulator`]) and what it tells of each level; `state.rs` the state,
-//! `build.rs` how it is built from a version and a scenario, `tick.rs` one tick, `borrowing.rs` the borrowing
-//! adjustment.
+//! `build.rs` how it is built from a version and a scenario, `configure.rs` how it follows the FlowSchemas and
+//! PriorityLevelConfigurations in force, `tick.rs` one tick, `borrowing.rs` the borrowing adjustment.
 mod borrowing;
 mod build;
+mod configure;
 mod state;
 mod tick;
 
@@ -115,6 +116,13 @@ impl Simulator {
         }
     }
 
+    /// Puts a configuration in force, as kube-apiserver's APF controller does when the flowcontrol objects change:
+    /// seats divided again among `levels`, every flow matched again against `schemas`, a level no longer configured
+    /// kept until the requests it holds are done.
+    pub fn configure(&self, schemas: Vec<apf::FlowSchema>, levels: Vec<apf::PriorityLevelConfig>) {
+        self.lock().configure(schemas, levels);
+    }
+
     /// Simulated time since start.
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.lock().target_ns)
@@ -190,7 +198,7 @@ pub(super) mod tests {
         for i in 0..secs * 10 {
             s.step(Duration::from_millis(100));
             let st = s.lock();
-            for l in st.levels.iter().filter(|l| !l.def.exempt) {
+            for l in st.levels.iter().filter(|l| !l.def.exempt && !l.retired) {
                 // Admission never takes seats beyond the enforced limit (a request wider than it may run alone).
                 assert_eq!(
                     l.admitted_over_limit, 0,
@@ -371,11 +379,16 @@ pub(super) mod tests {
 
     #[test]
     fn reject_level_answers_concurrency_limit() {
+        // global-default takes every user; without it, anonymous requests fall through to catch-all (Reject).
         let sc = Scenario::from_yaml(
-            "duration: 60s\nflows:\n- {name: anon, flow_schema: catch-all, user: \"system:anonymous\", duration: 2s, rate: [{at: 0s, rps: 50}]}\n",
+            "duration: 60s\nflows:\n- {name: anon, user: \"system:anonymous\", duration: 2s, rate: [{at: 0s, rps: 50}]}\n",
         )
         .unwrap();
-        let s = Simulator::try_new(SimOptions::new(KubeVersion::new(25, 0), sc)).unwrap();
+        let v = KubeVersion::new(25, 0);
+        let s = Simulator::try_new(SimOptions::new(v, sc)).unwrap();
+        let (mut schemas, levels) = crate::objects::default_configuration(v);
+        schemas.retain(|fs| fs.name != "global-default");
+        s.configure(schemas, levels);
         for _ in 0..100 {
             s.step(Duration::from_millis(100));
             let t = s.truth();
@@ -399,7 +412,7 @@ pub(super) mod tests {
     #[test]
     fn strict_build_rejects_missing_flow_schema() {
         let sc = Scenario::from_yaml(
-            "duration: 60s\nflows:\n- {name: a, flow_schema: system-node-high, user: u, duration: 1s, rate: [{at: 0s, rps: 1}]}\n",
+            "duration: 60s\nflows:\n- {name: a, flow_schema: system-node-high, user: \"system:node:n1\", groups: [system:nodes], resource: nodes, duration: 1s, rate: [{at: 0s, rps: 1}]}\n",
         )
         .unwrap();
         let e = Simulator::try_new(SimOptions::new(KubeVersion::new(21, 0), sc.clone()))

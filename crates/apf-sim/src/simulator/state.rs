@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
-use apf::{FlowSchemaDef, KubeVersion, PriorityLevelConfig};
+use apf::{FlowSchema, KubeVersion, PriorityLevelConfig};
 use rand::rngs::StdRng;
 
 use crate::scenario::FlowSpec;
@@ -25,6 +25,9 @@ pub(crate) const SEAT_UTILIZATION_BUCKETS: [f64; 13] = [
 #[derive(Debug, Clone)]
 pub(crate) struct Req {
     pub flow: usize,
+    /// The flow schema it matched when it arrived ([`State::fs_names`]): a change of the FlowSchemas re-matches
+    /// the flow, not the requests already admitted.
+    pub fs: usize,
     pub seats: u32,
     pub dur_ns: u64,
     pub arrive_ns: u64,
@@ -126,6 +129,9 @@ pub(crate) struct Level {
     pub target: f64,
     /// Seats in use / CurrentCL over time, integrated every tick.
     pub seat_utilization: Histogram,
+    /// Its PriorityLevelConfiguration is gone: it takes no new requests, and goes once those it holds are done
+    /// (kube-apiserver's quiescing level).
+    pub retired: bool,
 }
 
 impl Level {
@@ -134,10 +140,23 @@ impl Level {
     }
     pub(super) fn fits(&self, seats: u32) -> bool {
         // A request wider than the whole limit is still admitted when nothing executes (Q).
-        self.seats_in_use == 0 || self.seats_in_use + seats <= self.current_cl
+        self.def.exempt || self.seats_in_use == 0 || self.seats_in_use + seats <= self.current_cl
+    }
+    /// The queues its configuration asks for: 0 for exempt and Reject levels. A level that had more keeps the
+    /// surplus until they are empty, as kube-apiserver's queueset does.
+    pub(super) fn desired_queues(&self) -> usize {
+        if self.def.queuing && !self.def.exempt {
+            self.def.queues.unwrap_or(0) as usize
+        } else {
+            0
+        }
     }
     pub(super) fn has_queues(&self) -> bool {
-        !self.queues.is_empty()
+        self.desired_queues() > 0
+    }
+    /// Nothing executes and nothing waits.
+    pub(super) fn is_idle(&self) -> bool {
+        self.executing.is_empty() && self.waiting == 0
     }
     /// queueLengthLimit; 0 on levels without queues.
     pub fn queue_length_limit(&self) -> u32 {
@@ -150,8 +169,10 @@ pub(crate) struct Flow {
     /// The scenario's name for the flow (tests look flows up by it).
     #[cfg_attr(not(test), allow(dead_code))]
     pub name: String,
+    /// The flow schema its requests match now ([`State::fs_names`]) and the priority level that gives them.
     pub fs: usize,
-    pub level: usize,
+    /// `None` while no priority level takes its requests (no catch-all to fall back to): it sends none.
+    pub level: Option<usize>,
     pub seats: u32,
     pub dur_ns: u64,
     pub user: String,
@@ -169,9 +190,15 @@ pub(crate) struct Flow {
 
 pub(crate) struct State {
     pub version: KubeVersion,
+    /// The configured levels in their objects' order, then the retired ones still draining.
     pub levels: Vec<Level>,
-    pub flow_schemas: Vec<FlowSchemaDef>,
+    /// The FlowSchemas in force.
+    pub flow_schemas: Vec<FlowSchema>,
+    /// Every flow schema name requests were matched to, in first-seen order; only grows, so an index stays valid.
+    pub fs_names: Vec<String>,
     pub flows: Vec<Flow>,
+    pub(super) seed: u64,
+    pub(super) server_concurrency: u32,
     pub fs_stats: BTreeMap<(String, String), FsStats>,
     /// Buckets of request_wait_duration_seconds and request_execution_seconds.
     pub wait_buckets: Vec<f64>,

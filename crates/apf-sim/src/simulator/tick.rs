@@ -17,7 +17,7 @@ impl State {
     pub(super) fn stats(&mut self, level: usize, fs: usize) -> &mut FsStats {
         let key = (
             self.levels[level].def.name.to_string(),
-            self.flow_schemas[fs].name.to_string(),
+            self.fs_names[fs].clone(),
         );
         let n = self.wait_buckets.len();
         let w = self.work_buckets.len();
@@ -60,6 +60,7 @@ impl State {
         for li in 0..self.levels.len() {
             self.dispatch(li, t1);
             let l = &mut self.levels[li];
+            l.shed_surplus_queues();
             // The fair-queuing virtual clock advances by the seats each active queue gets.
             let active = l
                 .queues
@@ -85,6 +86,8 @@ impl State {
                 self.dispatch(li, t1);
             }
         }
+        // A level whose object is gone leaves once idle; retired levels come last, so no flow's level moves.
+        self.levels.retain(|l| !(l.retired && l.is_idle()));
     }
 
     fn complete(&mut self, now: u64) {
@@ -105,9 +108,8 @@ impl State {
                     l.queues[q].executing_requests -= 1;
                     l.queues[q].seats_in_use -= r.seats;
                 }
-                let fs = self.flows[r.flow].fs;
                 let bounds = self.wait_buckets.clone();
-                let st = self.stats(li, fs);
+                let st = self.stats(li, r.fs);
                 st.executing_requests -= 1;
                 st.executing_seats -= r.seats;
                 st.execution.observe(&bounds, r.dur_ns as f64 / 1e9);
@@ -129,8 +131,8 @@ impl State {
         *self.request_total.entry(key).or_insert(0) += 1;
     }
 
-    fn reject(&mut self, li: usize, flow: usize, reason: &'static str, waited_ns: u64) {
-        let fs = self.flows[flow].fs;
+    fn reject(&mut self, li: usize, r: &Req, reason: &'static str, waited_ns: u64) {
+        let (flow, fs) = (r.flow, r.fs);
         let l = &mut self.levels[li];
         *l.rejected_by_reason.entry(reason.to_string()).or_insert(0) += 1;
         if reason == TIME_OUT {
@@ -173,18 +175,17 @@ impl State {
                 }
             }
             for r in expired {
-                let fs = self.flows[r.flow].fs;
-                let st = self.stats(li, fs);
+                let st = self.stats(li, r.fs);
                 st.inqueue_requests -= 1;
                 st.inqueue_seats -= r.seats;
-                self.reject(li, r.flow, TIME_OUT, now - r.arrive_ns);
+                self.reject(li, &r, TIME_OUT, now - r.arrive_ns);
             }
         }
     }
 
     fn execute(&mut self, li: usize, mut r: Req, start: u64) {
         r.start_ns = start;
-        let fs = self.flows[r.flow].fs;
+        let fs = r.fs;
         let waited = (start - r.arrive_ns) as f64 / 1e9;
         let bounds = self.wait_buckets.clone();
         let exempt = self.levels[li].def.exempt;
@@ -211,9 +212,12 @@ impl State {
 
     fn arrive(&mut self, fi: usize, at: u64) {
         let f = &self.flows[fi];
-        let li = f.level;
+        let Some(li) = f.level else {
+            return;
+        };
         let req = Req {
             flow: fi,
+            fs: f.fs,
             seats: f.seats,
             dur_ns: f.dur_ns,
             arrive_ns: at,
@@ -234,7 +238,7 @@ impl State {
             if l.fits(req.seats) {
                 return self.execute(li, req, at);
             }
-            return self.reject(li, fi, CONCURRENCY_LIMIT, 0);
+            return self.reject(li, &req, CONCURRENCY_LIMIT, 0);
         }
         // Shuffle sharding: the queue of the hand with the least waiting work (seats), then fewest in use.
         let q = hand
@@ -258,7 +262,7 @@ impl State {
             return self.execute(li, req, at);
         }
         if l.queues[q].waiting.len() as u32 >= l.queue_length_limit() {
-            return self.reject(li, fi, QUEUE_FULL, 0);
+            return self.reject(li, &req, QUEUE_FULL, 0);
         }
         let len = (l.queues[q].waiting.len() + 1) as f64;
         self.stats(li, fs)
@@ -292,9 +296,8 @@ impl State {
                 // Q counts the attempt that found no seat for the head of the queue next in turn.
                 let head = (0..n)
                     .map(|k| (l.rr + k) % n)
-                    .find_map(|qi| l.queues[qi].waiting.front().map(|r| r.flow));
-                if let Some(flow) = head {
-                    let fs = self.flows[flow].fs;
+                    .find_map(|qi| l.queues[qi].waiting.front().map(|r| r.fs));
+                if let Some(fs) = head {
                     self.stats(li, fs).no_accommodation += 1;
                 }
                 return;
@@ -305,8 +308,7 @@ impl State {
             l.rr = (qi + 1) % n;
             l.waiting -= 1;
             l.waiting_seats -= r.seats;
-            let fs = self.flows[r.flow].fs;
-            let st = self.stats(li, fs);
+            let st = self.stats(li, r.fs);
             st.inqueue_requests -= 1;
             st.inqueue_seats -= r.seats;
             self.execute(li, r, now);

@@ -1,5 +1,7 @@
-//! The writes the simulated cluster takes: create (POST) and patch of Leases (`coordination.k8s.io/v1`), enough
-//! for leader election with kube-lease-manager or client-go's leaselock.
+//! The writes the simulated cluster takes: create (POST), update (PUT), patch and delete, of Leases
+//! (`coordination.k8s.io/v1`: enough for leader election with kube-lease-manager or client-go's leaselock) and of
+//! FlowSchemas and PriorityLevelConfigurations (what `kubectl apply`, `replace`, `edit` and `delete` send; their
+//! defaulting and validation in [`super::admission`], through the [`Admit`] hook).
 //!
 //! Every patch type merges its body into the stored object as a JSON merge patch (RFC 7386: objects merge key by
 //! key, `null` removes a field, anything else replaces): for a Lease, whose spec has no lists, that is what a
@@ -14,6 +16,10 @@ use super::ownership::{self, Operation};
 use super::status::ApiError;
 use super::store::{Store, StoreError};
 use serde_json::{json, Map, Value};
+
+/// The checks and defaults of a kind, run on the object a write would store (and the stored one it replaces):
+/// warnings to return, or the error that refuses the write.
+pub(super) type Admit<'a> = &'a dyn Fn(Option<&Value>, &mut Value) -> Result<Vec<String>, ApiError>;
 
 const MERGE_PATCH: &str = "application/merge-patch+json";
 const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -181,14 +187,15 @@ pub(super) fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>
     }
 }
 
-/// POST to a collection: the created object, or 409 AlreadyExists.
+/// POST to a collection: the created object and the warnings, or 409 AlreadyExists.
 pub(super) fn create(
     store: &Store,
     r: &Resource,
     namespace: &str,
     body: &[u8],
     manager: &str,
-) -> Result<Value, ApiError> {
+    admit: Admit<'_>,
+) -> Result<(Value, Vec<String>), ApiError> {
     let body = parse_object(body, false)?;
     check_type(r, &body, false)?;
     let fields = Value::Object(body.clone());
@@ -202,9 +209,86 @@ pub(super) fn create(
         &r.api_version(),
         &time,
     );
-    store
+    let warnings = admit(None, &mut object)?;
+    let object = store
         .create(key(r.gvr, namespace, &name), object)
-        .map_err(|e| store_error(r, &name, e))
+        .map_err(|e| store_error(r, &name, e))?;
+    Ok((object, warnings))
+}
+
+/// PUT of `name`: the whole object replaced (its uid and creation time kept), with the warnings. A
+/// `metadata.resourceVersion` in the body is a precondition.
+pub(super) fn update(
+    store: &Store,
+    r: &Resource,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+    manager: &str,
+    admit: Admit<'_>,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let mut body = parse_object(body, false)?;
+    check_type(r, &body, false)?;
+    let precondition = body
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("resourceVersion"))
+        .and_then(|rv| rv.as_str().map(str::to_string))
+        .filter(|rv| !rv.is_empty());
+    let fields = Value::Object(body.clone());
+    let (_, mut object) = new_object(r, namespace, body, Some(name))?;
+    let what = format!("{} \"{name}\"", r.qualified_name());
+    let time = super::objects::now();
+    let mut warnings = Vec::new();
+    let (object, _) = store.write(&key(r.gvr, namespace, name), |old| {
+        let Some(old) = old else {
+            return Err(ApiError::object_not_found(r, name));
+        };
+        if let Some(want) = &precondition {
+            if old.pointer("/metadata/resourceVersion").and_then(Value::as_str) != Some(want) {
+                return Err(ApiError::Conflict(format!(
+                    "Operation cannot be fulfilled on {what}: the object has been modified; please apply your \
+                     changes to the latest version and try again"
+                )));
+            }
+        }
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            for field in ["uid", "creationTimestamp", "managedFields"] {
+                match old["metadata"].get(field) {
+                    Some(v) => meta.insert(field.into(), v.clone()),
+                    None => meta.remove(field),
+                };
+            }
+        }
+        ownership::record(&mut object, &fields, manager, Operation::Update, &r.api_version(), &time);
+        warnings = admit(Some(old), &mut object)?;
+        Ok(object)
+    })?;
+    Ok((object, warnings))
+}
+
+/// DELETE of `name`: the `Status` kube-apiserver answers for kinds that do not return the deleted object.
+pub(super) fn delete(
+    store: &Store,
+    r: &Resource,
+    namespace: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
+    let old = store
+        .delete(&key(r.gvr, namespace, name))
+        .map_err(|e| store_error(r, name, e))?;
+    Ok(json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": name,
+            "group": r.gvr.group,
+            "kind": r.gvr.resource,
+            "uid": old["metadata"]["uid"],
+        },
+    }))
 }
 
 /// What a PATCH request says besides its body.
@@ -218,7 +302,7 @@ pub(super) struct PatchRequest<'a> {
     pub force: bool,
 }
 
-/// PATCH of `name`: the patched object, and whether an apply created it.
+/// PATCH of `name`: the patched object, whether an apply created it, and the warnings.
 pub(super) fn patch(
     store: &Store,
     r: &Resource,
@@ -226,7 +310,8 @@ pub(super) fn patch(
     name: &str,
     request: &PatchRequest<'_>,
     body: &[u8],
-) -> Result<(Value, bool), ApiError> {
+    admit: Admit<'_>,
+) -> Result<(Value, bool, Vec<String>), ApiError> {
     let media = request
         .content_type
         .split(';')
@@ -294,7 +379,8 @@ pub(super) fn patch(
     }
     let what = format!("{} \"{name}\"", r.qualified_name());
     let time = super::objects::now();
-    store.write(&key(r.gvr, namespace, name), |old| {
+    let mut warnings = Vec::new();
+    let (object, created) = store.write(&key(r.gvr, namespace, name), |old| {
         let Some(old) = old else {
             // Server-side apply creates what does not exist; the other patches need an object.
             if !apply {
@@ -302,6 +388,7 @@ pub(super) fn patch(
             }
             let (_, mut object) = new_object(r, namespace, body, Some(name))?;
             ownership::record(&mut object, &patch, &manager, operation, &r.api_version(), &time);
+            warnings = admit(None, &mut object)?;
             return Ok(object);
         };
         if let Some(want) = &precondition {
@@ -330,8 +417,15 @@ pub(super) fn patch(
         let mut new = old.clone();
         merge(&mut new, &patch);
         ownership::record(&mut new, &patch, &manager, operation, &r.api_version(), &time);
+        warnings = admit(Some(old), &mut new)?;
         Ok(new)
-    })
+    })?;
+    Ok((object, created, warnings))
+}
+
+/// The [`Admit`] of kinds with no rules of their own.
+pub(super) fn admit_any(_: Option<&Value>, _: &mut Value) -> Result<Vec<String>, ApiError> {
+    Ok(Vec::new())
 }
 
 #[cfg(test)]
@@ -339,6 +433,22 @@ mod tests {
     use super::*;
     use crate::discovery::{self, LEASES};
     use apf::KubeVersion;
+
+    /// The writes as Leases see them: no rules of their own, no warnings.
+    fn create(s: &Store, r: &Resource, ns: &str, body: &[u8], m: &str) -> Result<Value, ApiError> {
+        super::create(s, r, ns, body, m, &admit_any).map(|(o, _)| o)
+    }
+
+    fn patch(
+        s: &Store,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        request: &PatchRequest<'_>,
+        body: &[u8],
+    ) -> Result<(Value, bool), ApiError> {
+        super::patch(s, r, ns, name, request, body, &admit_any).map(|(o, c, _)| (o, c))
+    }
 
     /// A patch the old way round: content type, body, field manager; never forced.
     fn patch_as(

@@ -54,8 +54,32 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
             "{}",
             super::table::render(&report, code, super::table::Style::for_stdout())
         ),
+        OutputFormat::Manifests => match manifests(&report) {
+            Some(text) => print!("{text}"),
+            None => eprintln!(
+                "no alert proposes a manifest: nothing to apply (`apf-monitor check` without --output shows why)"
+            ),
+        },
     }
     Ok(ExitCode::from(code))
+}
+
+/// The distinct manifests the alerts propose (one per flow to isolate, however many replicas and rules propose it),
+/// as one YAML stream; `None` when no alert has one.
+pub fn manifests(report: &StatusReport) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for alert in &report.alerts {
+        if let Some(m) = alert.annotations.get("remediation_manifest") {
+            if !seen.contains(&m.as_str()) {
+                seen.push(m);
+            }
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    let docs: Vec<&str> = seen.iter().map(|m| m.trim_end()).collect();
+    Some(format!("{}\n", docs.join("\n---\n")))
 }
 
 fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusReport> {
@@ -275,5 +299,35 @@ pub fn exit_status(report: &StatusReport) -> u8 {
         code.max(1)
     } else {
         code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::AlertReport;
+
+    fn alert(manifest: Option<&str>) -> AlertReport {
+        AlertReport {
+            labels: Default::default(),
+            annotations: manifest
+                .map(|m| [("remediation_manifest".to_string(), m.to_string())].into())
+                .unwrap_or_default(),
+            state: "firing".into(),
+            active_since: None,
+        }
+    }
+
+    #[test]
+    fn manifests_come_once_each_as_one_yaml_stream() {
+        let a = "kind: PriorityLevelConfiguration\n---\nkind: FlowSchema\n";
+        let b = "kind: FlowSchema\nmetadata: {name: b}\n";
+        let report = StatusReport {
+            // Two replicas and two rules propose the same isolation; another alert proposes none.
+            alerts: vec![alert(Some(a)), alert(None), alert(Some(a)), alert(Some(b))],
+            ..Default::default()
+        };
+        assert_eq!(manifests(&report).unwrap(), format!("{}---\n{b}", a));
+        assert_eq!(manifests(&StatusReport::default()), None);
     }
 }

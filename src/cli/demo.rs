@@ -250,6 +250,14 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         "  the cluster:          kubectl --kubeconfig {} get endpointslices -n default",
         kubeconfig.display()
     );
+    // Written out with this binary's path: `cargo run` puts none on the PATH.
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "apf-monitor".into());
+    println!(
+        "  apply the fix:        {exe} check --kubeconfig {k} --output manifests | kubectl --kubeconfig {k} apply -f -",
+        k = kubeconfig.display()
+    );
     println!(
         "Every {}s, one line per priority level of the hot replica and the tightest level of each other one: limit, \
          seats in use, headroom and queued at the last scrape, rejected/s over the window, and the status the alert \

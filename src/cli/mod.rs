@@ -154,6 +154,8 @@ pub struct ServeArgs {
 pub enum OutputFormat {
     Table,
     Json,
+    /// The manifests the firing alerts propose, for `kubectl apply -f -`.
+    Manifests,
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +168,8 @@ pub struct CheckArgs {
     /// `-` reads standard input.
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
+    /// `table`, `json` (the shape of /api/v1/status), or `manifests`: the FlowSchemas and priority levels the
+    /// firing alerts (with --review: the findings) propose, as one YAML stream for `kubectl apply -f -`.
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
     /// Review the APF configuration instead: FlowSchemas and PriorityLevelConfigurations that are dangling,

@@ -66,6 +66,19 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         OutputFormat::Table => print!("{}", render(&report)),
+        OutputFormat::Manifests => {
+            let docs: Vec<&str> = report
+                .findings
+                .iter()
+                .filter_map(|f| f.manifest.as_deref())
+                .map(str::trim_end)
+                .collect();
+            if docs.is_empty() {
+                eprintln!("no finding proposes a manifest: nothing to apply");
+            } else {
+                println!("{}", docs.join("\n---\n"));
+            }
+        }
     }
     Ok(ExitCode::from(code))
 }

@@ -176,9 +176,10 @@ impl Scenario {
 
     /// An agent's LISTs in workload-low ramp up until its limit is reached, its queues fill and `queue-full`
     /// rejections start (after ~2 minutes), then the load drops back and everything recovers; loops every 5 minutes.
+    /// cert-manager, light and steady in the same level, is rejected with the agent until the agent is isolated.
     fn builtin_ramp() -> String {
         format!(
-            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 2s, rate: [{{at: 0s, rps: 2}}, {{at: 60s, rps: 11}}, {{at: 180s, rps: 40}}, {{at: 200s, rps: 40}}, {{at: 210s, rps: 2}}]}}\n"
+            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 2s, rate: [{{at: 0s, rps: 2}}, {{at: 60s, rps: 11}}, {{at: 180s, rps: 40}}, {{at: 200s, rps: 40}}, {{at: 210s, rps: 2}}]}}\n  - {{name: cert-manager, flow_schema: service-accounts, user: \"system:serviceaccount:cert-manager:cert-manager\", verb: get, resource: secrets, namespace: cert-manager, duration: 50ms, rate: [{{at: 0s, rps: 5}}]}}\n"
         )
     }
 
@@ -350,6 +351,23 @@ mod tests {
         );
         let sc = Scenario::load(&ScenarioSource::File(path.into())).unwrap();
         assert_eq!(sc.duration, Duration::from_secs(300));
+        // Every flow lands where it says, on the oldest and the newest version.
+        for minor in [20, 36] {
+            let v = apf::KubeVersion::new(minor, 0);
+            crate::Simulator::try_new(crate::SimOptions::new(v, sc.clone())).unwrap();
+        }
+        // So do the built-in scenarios' flows.
+        for src in [
+            ScenarioSource::Idle,
+            ScenarioSource::Ramp,
+            ScenarioSource::Storm,
+        ] {
+            let sc = Scenario::load(&src).unwrap();
+            for minor in [20, 29, 36] {
+                let v = apf::KubeVersion::new(minor, 0);
+                crate::Simulator::try_new(crate::SimOptions::new(v, sc.clone())).unwrap();
+            }
+        }
     }
 
     #[test]

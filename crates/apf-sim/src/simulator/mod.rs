@@ -301,18 +301,24 @@ pub(super) mod tests {
     fn ramp_timing() {
         for minor in [20, 24, 29, 35] {
             let s = sim(minor, ScenarioSource::Ramp, 1);
-            s.step(Duration::from_secs(5));
+            // The mean headroom ratio over the next 10 s: one instant is one draw of the arrivals.
             let headroom = |s: &Simulator| {
-                let t = s.truth();
-                let wl = level(&t, "workload-low");
-                (wl.current_limit_seats as f64 - wl.executing_seats as f64)
-                    / wl.current_limit_seats as f64
+                let mut sum = 0.0;
+                for _ in 0..10 {
+                    s.step(Duration::from_secs(1));
+                    let t = s.truth();
+                    let wl = level(&t, "workload-low");
+                    sum += (wl.current_limit_seats as f64 - wl.executing_seats as f64)
+                        / wl.current_limit_seats as f64;
+                }
+                sum / 10.0
             };
             let early = headroom(&s);
-            s.step(Duration::from_secs(55));
+            s.step(Duration::from_secs(45));
             let at60 = headroom(&s);
+            // From 1.26 the level borrows as its demand grows, so the ratio falls less than the seats in use rise.
             assert!(
-                at60 < early - 0.2,
+                at60 < early - 0.15,
                 "1.{minor}: headroom ratio {early} -> {at60}"
             );
             assert!(level(&s.truth(), "workload-low").rejected_total.is_empty());

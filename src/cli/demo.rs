@@ -294,6 +294,15 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
 /// headroom) of each other one, each line naming its replica.
 pub fn demo_lines(report: &StatusReport, elapsed: Duration, hot: &str) -> Vec<String> {
     let mut lines = Vec::new();
+    // One column width for every level, so a level applied during the demo lines up with the defaults.
+    let width = report
+        .apiservers
+        .iter()
+        .flat_map(|a| &a.levels)
+        .map(|l| l.priority_level.len())
+        .max()
+        .unwrap_or(0)
+        .max(15);
     for a in &report.apiservers {
         for e in &a.errors {
             lines.push(format!("[{:>4}s] {}: {e}", elapsed.as_secs(), a.apiserver));
@@ -331,7 +340,7 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration, hot: &str) -> Vec<St
                 .map(|f| format!("  top flow {}/{}", f.flow_schema, f.flow))
                 .unwrap_or_default();
             lines.push(format!(
-                "[{:>4}s] {:<15} {:<15} limit {:>4} in use {:>4} headroom {:>5} ({:>4}) queued {:>4} rejected/s {:>6}  {:<8}{}",
+                "[{:>4}s] {:<15} {:<width$} limit {:>4} in use {:>4} headroom {:>5} ({:>4}) queued {:>4} rejected/s {:>6}  {:<8}{}",
                 elapsed.as_secs(),
                 a.apiserver,
                 l.priority_level,

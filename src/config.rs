@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use crate::alert::{AlertingConfig, RouteConfig, RuleConfig, RuleName};
 use crate::analyze::AnalysisConfig;
+use crate::export::WebConfig;
 use crate::notify::{validate_receivers, ReceiverConfig};
 use crate::scrape::ScrapeConfig;
 use crate::targets::TargetsConfig;
@@ -60,6 +61,9 @@ pub struct Config {
     /// inside Kubernetes' default 30 s grace period.
     #[serde(default = "default_shutdown_timeout")]
     pub shutdown_timeout: Interval,
+    /// Who may use the HTTP API.
+    #[serde(default)]
+    pub web: WebConfig,
     /// The YAML the config was read from, to say on which line a key is.
     #[serde(skip)]
     text: Option<std::sync::Arc<str>>,
@@ -82,6 +86,7 @@ impl Default for Config {
             route: RouteConfig::default(),
             alerting: AlertingConfig::default(),
             shutdown_timeout: default_shutdown_timeout(),
+            web: WebConfig::default(),
             text: None,
         }
     }
@@ -162,6 +167,7 @@ impl Config {
         self.targets.validate(interval, &at)?;
         let receivers = validate_receivers(&self.receivers, &at)?;
         self.route.validate(&receivers, &at)?;
+        self.web.auth.validate(&at)?;
         if self.log.level.trim().is_empty() {
             return Err(format!("log.level must not be empty{}", at("log.level")));
         }

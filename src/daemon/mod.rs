@@ -214,8 +214,16 @@ impl Daemon {
             reload: reload_tx,
             silences: silences_tx,
         };
+        let guard = export::Guard::build(
+            &setup.config.web.auth,
+            &setup.config.targets.kubernetes,
+            local_addr,
+        )
+        .await
+        .context("the HTTP API's guard (web.auth)")?;
+        tracing::info!(listen = %local_addr, "HTTP API: {}", guard.describe());
         let http = CancellationToken::new();
-        let app = export::router(surfaces.clone());
+        let app = export::router(surfaces.clone(), Arc::new(guard));
         let stop_http = http.clone();
         tasks.spawn(async move {
             let serving =

@@ -95,6 +95,7 @@ impl Reloader {
         // What a running process cannot change: said once, applied at the next restart.
         for (changed, key) in [
             (new.listen != self.running.listen, "listen"),
+            (new.web != self.running.web, "web"),
             (new.log != self.running.log, "log"),
             (
                 new.alerting.leader_election != self.running.alerting.leader_election,

@@ -1,13 +1,17 @@
 //! What apf-monitor serves over HTTP: `/metrics`, `/healthz`, `/readyz`, `/api/v1/status`, the status page `/`,
-//! `/api/v1/silences` and `POST /-/reload`.
+//! `/api/v1/silences` and `POST /-/reload`, each behind the guard of `web.auth` ([`auth`]).
 //!
 //! Export owns no state: it serves what the daemon hands it ([`Surfaces`]): the analysis' latest report and the
 //! alerting stage's view (watch channels), the metric registry, and two request channels. Silences belong to the
 //! alerting stage and the config to the daemon, so their endpoints send a request and wait for the answer.
+pub mod auth;
 mod page;
 mod prometheus;
+mod settings;
 
+pub use auth::Guard;
 pub use prometheus::DerivedMetrics;
+pub use settings::{AuthConfig, AuthMode, WebConfig};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +68,8 @@ pub fn status_of(report: &StatusReport, alerts: &AlertView) -> StatusReport {
     status
 }
 
-pub fn router(surfaces: Surfaces) -> Router {
+/// The routes, each behind `guard`.
+pub fn router(surfaces: Surfaces, guard: Arc<Guard>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -77,6 +82,7 @@ pub fn router(surfaces: Surfaces) -> Router {
             "/api/v1/silences/{id}",
             get(get_silence).delete(expire_silence),
         )
+        .layer(axum::middleware::from_fn_with_state(guard, auth::guard))
         .with_state(surfaces)
 }
 

@@ -21,7 +21,7 @@ use axum::routing::post;
 const SCENARIO: &str = r#"
 duration: 3600s
 flows:
-  - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", verb: get, resource: nodes, duration: 20ms, rate: [{at: 0s, rps: 5}]}
+  - {name: kubelet, flow_schema: system-nodes, user: "system:node:node-1", groups: [system:nodes], verb: get, resource: pods, duration: 20ms, rate: [{at: 0s, rps: 5}]}
   - {name: agents, flow_schema: service-accounts, user: "system:serviceaccount:monitoring:agent", verb: list, resource: pods, seats: 10, duration: 3s, rate: [{at: 0s, rps: 1}, {at: 5s, rps: 1}, {at: 6s, rps: 100}, {at: 40s, rps: 100}, {at: 41s, rps: 0}]}
 "#;
 

@@ -143,11 +143,12 @@ fn service_account() -> (String, String) {
 
 #[test]
 fn every_object_of_the_deployment_is_rendered() {
+    // The scraper's, and the API's: the viewer and silencer roles, the auth delegator's binding.
+    assert_eq!(all("ClusterRole").len(), 3);
+    assert_eq!(all("ClusterRoleBinding").len(), 2);
     for k in [
         "Namespace",
         "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
         "ConfigMap",
         "Deployment",
         "Service",
@@ -203,7 +204,7 @@ fn every_object_of_the_deployment_is_rendered() {
         ]
     );
 
-    // Every binding gives a role that exists to the Deployment's service account.
+    // Every binding gives a role that exists (or a built-in one) to the Deployment's service account.
     let (sa, sa_ns) = service_account();
     assert_eq!(name(one("ServiceAccount")), sa);
     for b in all("RoleBinding")
@@ -211,7 +212,11 @@ fn every_object_of_the_deployment_is_rendered() {
         .chain(all("ClusterRoleBinding"))
     {
         let role_kind = b["roleRef"]["kind"].as_str().unwrap();
-        let role = named(role_kind, b["roleRef"]["name"].as_str().unwrap());
+        let role_name = b["roleRef"]["name"].as_str().unwrap();
+        if role_name == "system:auth-delegator" {
+            continue;
+        }
+        let role = named(role_kind, role_name);
         if role_kind == "Role" {
             assert_eq!(namespace(role), namespace(b), "{}", name(b));
         }
@@ -235,7 +240,9 @@ fn dumps_glob() -> String {
 
 #[test]
 fn the_cluster_role_grants_exactly_what_the_scraper_reads() {
-    let rules = one("ClusterRole")["rules"].as_sequence().unwrap();
+    let rules = named("ClusterRole", "apf-monitor")["rules"]
+        .as_sequence()
+        .unwrap();
     assert_eq!(rules.len(), 2, "{rules:?}");
 
     let glob = dumps_glob();
@@ -256,6 +263,54 @@ fn the_cluster_role_grants_exactly_what_the_scraper_reads() {
     );
     assert_eq!(set(&objects["verbs"]), set_of(&["get", "list", "watch"]));
     assert!(objects.get("nonResourceURLs").is_none());
+}
+
+/// The API's guard asks the apiserver about each caller: the service account may review tokens and access (the
+/// built-in system:auth-delegator), the silencer role names exactly the write endpoints, and the config asks for it.
+#[test]
+fn the_api_is_guarded_by_rbac_the_deployment_grants() {
+    let binding = named("ClusterRoleBinding", "apf-monitor-auth-delegator");
+    assert_eq!(
+        binding["roleRef"]["name"].as_str(),
+        Some("system:auth-delegator")
+    );
+    let (sa, ns) = service_account();
+    assert_eq!(binding["subjects"][0]["name"].as_str(), Some(sa.as_str()));
+    assert_eq!(
+        binding["subjects"][0]["namespace"].as_str(),
+        Some(ns.as_str())
+    );
+
+    let writes: BTreeSet<String> = named("ClusterRole", "apf-monitor-silencer")["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let urls = strings(&r["nonResourceURLs"]);
+            strings(&r["verbs"])
+                .into_iter()
+                .flat_map(move |v| urls.clone().into_iter().map(move |u| format!("{v} {u}")))
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        set_of(&[
+            "post /api/v1/silences",
+            "delete /api/v1/silences",
+            "post /api/v1/silences/*",
+            "delete /api/v1/silences/*",
+            "post /-/reload",
+        ])
+    );
+    let viewer = named("ClusterRole", "apf-monitor-viewer");
+    let urls = set(&viewer["rules"][0]["nonResourceURLs"]);
+    for path in ["/", "/metrics", "/api/v1/status"] {
+        assert!(urls.contains(path), "{path}");
+    }
+    assert_eq!(
+        in_cluster_config().web.auth.mode,
+        Some(apf_monitor::export::AuthMode::Kubernetes)
+    );
 }
 
 #[test]
@@ -536,10 +591,24 @@ fn apf_monitor_gets_a_priority_level_of_its_own() {
         Some(sa_ns.as_str())
     );
 
-    // It covers every request the RBAC rules allow, so none of them falls back to `service-accounts`.
+    // It covers every request the RBAC rules give it allow, so none of them falls back to `service-accounts`: its
+    // own roles, and the built-in system:auth-delegator's reviews. (The viewer and silencer roles are for callers.)
     let non_resource = rules[0]["nonResourceRules"].as_sequence().unwrap();
     let resource = rules[0]["resourceRules"].as_sequence().unwrap();
-    for role in all("Role").into_iter().chain(all("ClusterRole")) {
+    let delegator: Value = serde_yaml::from_str(
+        "metadata: {name: system:auth-delegator}
+rules:
+         - {apiGroups: [authentication.k8s.io], resources: [tokenreviews], verbs: [create]}
+         - {apiGroups: [authorization.k8s.io], resources: [subjectaccessreviews], verbs: [create]}
+",
+    )
+    .unwrap();
+    let own = all("Role")
+        .into_iter()
+        .chain(all("ClusterRole"))
+        .filter(|r| !["apf-monitor-viewer", "apf-monitor-silencer"].contains(&name(r)))
+        .chain([&delegator]);
+    for role in own {
         for r in role["rules"].as_sequence().unwrap() {
             let verbs = set(&r["verbs"]);
             if !r["nonResourceURLs"].is_null() {
@@ -1086,7 +1155,12 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
         .filter(|v| !v.is_null())
         .collect();
     let of = |k: &str| docs.iter().filter(|d| kind(d) == k).collect::<Vec<_>>();
-    assert!(of("ClusterRole").is_empty() && of("ClusterRoleBinding").is_empty());
+    // No apiserver read is granted: what stays is the API's guard (its reviews, and the roles for its callers).
+    let bindings: Vec<&str> = of("ClusterRoleBinding").iter().map(|b| name(b)).collect();
+    assert_eq!(bindings, ["apf-monitor-auth-delegator"]);
+    let mut roles: Vec<&str> = of("ClusterRole").iter().map(|r| name(r)).collect();
+    roles.sort();
+    assert_eq!(roles, ["apf-monitor-silencer", "apf-monitor-viewer"]);
     let roles = of("Role");
     assert_eq!(roles.len(), 1, "{roles:?}");
     assert_eq!(

@@ -4,6 +4,7 @@ mod common;
 
 mod alert_paused_time;
 mod alerts_e2e;
+mod api_auth;
 mod check_cli;
 mod daemon_lifecycle;
 mod dashboards;

@@ -10,6 +10,8 @@
 
 use super::admission::{self, FieldValidation};
 use super::discovery::{self, Resource};
+use super::discovery::{SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
+use super::reviews::{self, Policy};
 use super::selector::Selector;
 use super::status::ApiError;
 use super::store::{Change, EventType, Gvr, ObjectKey, Store};
@@ -43,6 +45,8 @@ pub(super) struct ApiContext {
     /// Cancelled when the replica stops: its watches end, as a real apiserver's do when it goes away (never, for a
     /// replica served on its own).
     stopping: CancellationToken,
+    /// Who the cluster's tokens are and what they may do, for TokenReviews and SubjectAccessReviews.
+    policy: Arc<Policy>,
 }
 
 impl ApiContext {
@@ -58,7 +62,14 @@ impl ApiContext {
             resources: Arc::new(discovery::resources(version)),
             server_address,
             stopping,
+            policy: Arc::new(Policy::default()),
         }
+    }
+
+    /// The users and grants reviews are answered from.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
     }
 
     fn find(&self, group: &str, version: &str, resource: &str) -> Option<Resource> {
@@ -225,6 +236,18 @@ async fn dispatch(
         return Err(ApiError::MethodNotAllowed);
     }
     let namespace = t.namespace.unwrap_or("");
+    // Reviews are answered from the policy and never stored.
+    match r.gvr {
+        TOKEN_REVIEWS => {
+            let answer = reviews::token_review(&ctx.policy, &call.body)?;
+            return Ok((StatusCode::CREATED, Json(answer)).into_response());
+        }
+        SUBJECT_ACCESS_REVIEWS => {
+            let answer = reviews::subject_access_review(&ctx.policy, &call.body)?;
+            return Ok((StatusCode::CREATED, Json(answer)).into_response());
+        }
+        _ => {}
+    }
     match (verb, t.name) {
         ("watch", _) => watch_response(ctx, &r, t.namespace, &call),
         ("list", _) => list(ctx, &r, t.namespace, &call),

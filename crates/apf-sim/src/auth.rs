@@ -28,7 +28,7 @@ fn bearer(request: &Request) -> Option<&str> {
 }
 
 /// Compares in time independent of where the strings differ.
-fn same(a: &str, b: &str) -> bool {
+pub(super) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

@@ -16,6 +16,7 @@ use super::api::{self, ApiContext};
 use super::auth::require_token;
 use super::controller;
 use super::objects;
+use super::reviews::{Grant, Policy, SimUser};
 use super::scenario::Scenario;
 use super::server::replica_routes;
 use super::simulator::{SimOptions, Simulator};
@@ -58,6 +59,10 @@ pub struct ClusterOptions {
     pub token: Option<String>,
     /// Each replica's clock steps its simulator this often in wall time; `None`: the caller steps them (tests).
     pub clock_tick: Option<Duration>,
+    /// Users besides the administrator (whose token is `token`), for TokenReviews.
+    pub users: Vec<SimUser>,
+    /// What RBAC grants them on non-resource URLs, for SubjectAccessReviews.
+    pub grants: Vec<Grant>,
 }
 
 impl ClusterOptions {
@@ -74,6 +79,8 @@ impl ClusterOptions {
             tls: false,
             token: None,
             clock_tick: Some(Duration::from_millis(100)),
+            users: Vec::new(),
+            grants: Vec::new(),
         }
     }
 }
@@ -281,7 +288,12 @@ impl Cluster {
             self.opts.version,
             Some(addr.to_string()),
             stop.clone(),
-        );
+        )
+        .with_policy(Policy::new(
+            self.opts.token.as_deref(),
+            &self.opts.users,
+            &self.opts.grants,
+        ));
         let mut app = replica_routes(sim.clone()).merge(api::routes(ctx));
         if let Some(token) = self.token() {
             app = app.layer(axum::middleware::from_fn_with_state(

@@ -86,6 +86,16 @@ pub(super) const ENDPOINT_SLICES: Gvr = Gvr {
     version: "v1",
     resource: "endpointslices",
 };
+pub(super) const TOKEN_REVIEWS: Gvr = Gvr {
+    group: "authentication.k8s.io",
+    version: "v1",
+    resource: "tokenreviews",
+};
+pub(super) const SUBJECT_ACCESS_REVIEWS: Gvr = Gvr {
+    group: "authorization.k8s.io",
+    version: "v1",
+    resource: "subjectaccessreviews",
+};
 pub(super) const LEASES: Gvr = Gvr {
     group: COORDINATION_GROUP,
     version: "v1",
@@ -125,6 +135,23 @@ pub(super) fn resources(v: KubeVersion) -> Vec<Resource> {
             singular: "lease",
             namespaced: true,
             verbs: &["create", "get", "list", "patch", "watch"],
+            short_names: &[],
+        },
+        // Reviews are answered, never stored ([`super::reviews`]).
+        Resource {
+            gvr: TOKEN_REVIEWS,
+            kind: "TokenReview",
+            singular: "tokenreview",
+            namespaced: false,
+            verbs: &["create"],
+            short_names: &[],
+        },
+        Resource {
+            gvr: SUBJECT_ACCESS_REVIEWS,
+            kind: "SubjectAccessReview",
+            singular: "subjectaccessreview",
+            namespaced: false,
+            verbs: &["create"],
             short_names: &[],
         },
     ];
@@ -296,7 +323,13 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            [DISCOVERY_GROUP, COORDINATION_GROUP, FLOWCONTROL_GROUP]
+            [
+                DISCOVERY_GROUP,
+                COORDINATION_GROUP,
+                "authentication.k8s.io",
+                "authorization.k8s.io",
+                FLOWCONTROL_GROUP
+            ]
         );
         let old = api_group(KubeVersion::new(22, 0), FLOWCONTROL_GROUP).unwrap();
         assert_eq!(old["kind"], "APIGroup");

@@ -59,6 +59,7 @@ mod discovery;
 mod objects;
 mod ownership;
 mod render;
+mod reviews;
 mod scenario;
 mod selector;
 mod server;
@@ -74,6 +75,7 @@ pub use apf::KubeVersion;
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
+pub use reviews::{Grant, SimUser};
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
 pub use server::serve;
 pub use simulator::{LevelTruth, SimOptions, Simulator};

@@ -1,7 +1,8 @@
 //! The simulated cluster as real Kubernetes clients see it: the real kubectl (/usr/bin/kubectl) lists flowcontrol
 //! objects and EndpointSlices and reads the version through the kubeconfig the cluster writes, over plain HTTP and
 //! over TLS with a bearer token; kube-rs watches the `kubernetes` EndpointSlice and Endpoints while a replica goes
-//! away; kube-lease-manager hands a Lease from one holder to another through two different replicas.
+//! away; kube-lease-manager hands a Lease from one holder to another through two different replicas; and the fix
+//! `check --output manifests` proposes, applied with kubectl, stops the rejections of the level it relieves.
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -383,8 +384,8 @@ async fn simulate_gives_each_replica_the_scenario_as_demo_does() {
     let scenario = dir.path().join("steady.yaml");
     std::fs::write(
         &scenario,
-        "duration: 600s\nflows:\n  - {name: kubelet, flow_schema: system-nodes, user: 'system:node:n1', verb: get, \
-         resource: nodes, seats: 1, duration: 5ms, rate: [{at: 0s, rps: 100}]}\n",
+        "duration: 600s\nflows:\n  - {name: kubelet, flow_schema: system-nodes, user: 'system:node:n1', groups: \
+         [system:nodes], verb: get, resource: pods, seats: 1, duration: 5ms, rate: [{at: 0s, rps: 100}]}\n",
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
@@ -437,5 +438,164 @@ async fn simulate_gives_each_replica_the_scenario_as_demo_does() {
     assert!(
         (120.0..=180.0).contains(&rate),
         "the hot replica received {rate:.0}/s: {replicas:?}"
+    );
+}
+
+/// The rejections of `level` in a replica's `/metrics`, by every reason.
+async fn rejected(replica: &str, level: &str) -> f64 {
+    let body = common::get_text(&format!("{replica}/metrics"))
+        .await
+        .unwrap_or_default();
+    body.lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total{"))
+        .filter(|l| l.contains(&format!("priority_level=\"{level}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The demo's closing act, as a user does it: the alerts propose isolating the agent that floods workload-low,
+/// `check --output manifests` prints the manifest, kubectl applies it (validated against the OpenAPI the simulator
+/// serves: no --validate=false), every replica puts it in force, and workload-low stops rejecting while the agent
+/// queues alone in its new level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proposed_fix_applied_with_kubectl_stops_the_rejections() {
+    let scenario = Scenario::from_yaml(
+        "duration: 600s\nflows:\n\
+         - {name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, \
+            resource: pods, seats: 10, duration: 2s, rate: [{at: 0s, rps: 90}]}\n\
+         - {name: cert-manager, flow_schema: service-accounts, user: \"system:serviceaccount:cert-manager:cert-manager\", \
+            verb: get, resource: secrets, namespace: cert-manager, duration: 50ms, rate: [{at: 0s, rps: 10}]}\n",
+    )
+    .unwrap();
+    let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
+        replicas: 2,
+        listen_port: 0,
+        clock_tick: Some(Duration::from_millis(20)),
+        ..ClusterOptions::new(KubeVersion::new(34, 0), scenario)
+    })
+    .await;
+    let replicas = cluster.replica_urls();
+    for r in &replicas {
+        let rejecting = common::eventually(Duration::from_secs(60), || async {
+            (rejected(r, "workload-low").await > 0.0).then_some(())
+        })
+        .await;
+        assert!(rejecting.is_some(), "{r}: workload-low never rejected");
+    }
+
+    let output = tokio::task::spawn_blocking({
+        let kubeconfig = kubeconfig.clone();
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+                .args(["check", "--output", "manifests", "--kubeconfig"])
+                .arg(&kubeconfig)
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let manifests = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        manifests.contains("name: isolate-monitoring-agent")
+            && manifests.contains("kind: FlowSchema"),
+        "{manifests}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let file = dir.path().join("fix.yaml");
+    std::fs::write(&file, &manifests).unwrap();
+    let (ok, out, err) = kubectl(&kubeconfig, &["apply", "-f", file.to_str().unwrap()]).await;
+    assert!(ok, "kubectl apply: {out}{err}");
+    assert!(
+        out.contains("flowschema.flowcontrol.apiserver.k8s.io/isolate-monitoring-agent created"),
+        "{out}"
+    );
+    let (ok, out, err) = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "prioritylevelconfiguration",
+            "isolate-monitoring-agent",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("isolate-monitoring-agent"), "{out}{err}");
+
+    // What waited in workload-low is served or times out within the 15 s wait limit; after that it rejects nothing.
+    tokio::time::sleep(Duration::from_secs(17)).await;
+    let settled: Vec<f64> =
+        futures_util::future::join_all(replicas.iter().map(|r| rejected(r, "workload-low"))).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for (r, before) in replicas.iter().zip(settled) {
+        assert_eq!(
+            rejected(r, "workload-low").await,
+            before,
+            "{r}: workload-low still rejects"
+        );
+        assert!(
+            rejected(r, "isolate-monitoring-agent").await > 0.0,
+            "{r}: the agent's excess is turned away in its own level"
+        );
+    }
+
+    // Deleted again, the agent is back in workload-low, which rejects again.
+    let (ok, _, err) = kubectl(&kubeconfig, &["delete", "-f", file.to_str().unwrap()]).await;
+    assert!(ok, "kubectl delete: {err}");
+    let hot = &replicas[0];
+    let before = rejected(hot, "workload-low").await;
+    let again = common::eventually(Duration::from_secs(60), || async {
+        (rejected(hot, "workload-low").await > before).then_some(())
+    })
+    .await;
+    assert!(
+        again.is_some(),
+        "workload-low rejects again once the fix is gone"
+    );
+    cluster.stop().await;
+}
+
+/// kubectl without `--validate=false`: it finds the OpenAPI v3 documents, leaves field validation to the server
+/// (`fieldValidation=Strict`), which refuses an unknown field by its path; `explain` reads the same schemas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_validates_with_the_openapi_the_cluster_serves() {
+    let (_cluster, dir, kubeconfig) = common::sim_cluster(options(1)).await;
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: bad}\nspec:\n  \
+         priorityLevelConfiguration: {name: workload-low}\n  colour: red\n",
+    )
+    .unwrap();
+    let (ok, _, err) = kubectl(&kubeconfig, &["apply", "-f", bad.to_str().unwrap()]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("strict decoding error: unknown field \"spec.colour\""),
+        "{err}"
+    );
+    let (ok, out, err) = kubectl(
+        &kubeconfig,
+        &["explain", "prioritylevelconfigurations.spec.limited"],
+    )
+    .await;
+    assert!(ok, "{err}");
+    for field in [
+        "nominalConcurrencyShares",
+        "lendablePercent",
+        "limitResponse",
+    ] {
+        assert!(out.contains(field), "{field}: {out}");
+    }
+    // Invalid values are refused with the field and the rule, as kube-apiserver's validation words them.
+    std::fs::write(
+        &bad,
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: bad}\n\
+         spec: {type: Limited, limited: {limitResponse: {type: Queue, queuing: {queues: 4, handSize: 8}}}}\n",
+    )
+    .unwrap();
+    let (ok, _, err) = kubectl(&kubeconfig, &["apply", "-f", bad.to_str().unwrap()]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("handSize: Invalid value: 8: should not be greater than queues (4)"),
+        "{err}"
     );
 }

@@ -51,7 +51,7 @@ pub(super) fn admit(
 ) -> Result<Vec<String>, ApiError> {
     let mut warnings = Vec::new();
     if validation != FieldValidation::Ignore {
-        let unknown = unknown_fields(v, r.gvr.version, r.kind, object);
+        let unknown = super::openapi::unknown_fields(v, r.gvr.version, r.kind, object);
         if validation == FieldValidation::Strict && !unknown.is_empty() {
             return Err(ApiError::BadRequest(format!(
                 "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
@@ -447,11 +447,6 @@ pub(super) fn propagate(store: &Store, v: KubeVersion, r: &Resource, name: &str)
     if written.is_none() && MANDATORY.contains(&name) {
         objects::restore_default(store, v, r.gvr.resource, name);
     }
-}
-
-// Replaced by the OpenAPI schemas' check when they land.
-fn unknown_fields(_: KubeVersion, _: &str, _: &str, _: &Value) -> Vec<String> {
-    Vec::new()
 }
 
 #[cfg(test)]

@@ -236,6 +236,13 @@ async fn dispatch(
         return Err(ApiError::MethodNotAllowed);
     }
     let namespace = t.namespace.unwrap_or("");
+    // A dry run would be written here all the same: refused rather than done.
+    if verb != "list" && verb != "get" && verb != "watch" && call.query.contains_key("dryRun") {
+        return Err(ApiError::BadRequest(
+            "dryRun is not supported by the simulated apiserver; send the request without it"
+                .into(),
+        ));
+    }
     // Reviews are answered from the policy and never stored.
     match r.gvr {
         TOKEN_REVIEWS => {

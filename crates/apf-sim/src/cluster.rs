@@ -14,7 +14,6 @@
 
 use super::api::{self, ApiContext};
 use super::auth::require_token;
-use super::controller;
 use super::objects;
 use super::reviews::{Grant, Policy, SimUser};
 use super::scenario::Scenario;
@@ -22,6 +21,7 @@ use super::server::replica_routes;
 use super::simulator::{SimOptions, Simulator};
 use super::store::Store;
 use super::tls::{Pki, TlsError, TlsListener};
+use super::{controller, openapi};
 use apf::KubeVersion;
 use base64::Engine as _;
 use serde_json::json;
@@ -294,7 +294,9 @@ impl Cluster {
             &self.opts.users,
             &self.opts.grants,
         ));
-        let mut app = replica_routes(sim.clone()).merge(api::routes(ctx));
+        let mut app = replica_routes(sim.clone())
+            .merge(api::routes(ctx))
+            .merge(openapi::routes(self.opts.version));
         if let Some(token) = self.token() {
             app = app.layer(axum::middleware::from_fn_with_state(
                 Arc::<str>::from(token),

@@ -21,10 +21,12 @@
 //! ```
 //!
 //! Endpoints ([`serve`]): `/metrics`, `/debug/api_priority_and_fairness/dump_priority_levels`, `.../dump_queues`,
-//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`, and the Kubernetes API: discovery
-//! (`/api`, `/apis`, ...) and list, get and watch of
+//! `.../dump_requests[?includeRequestDetails=1]`, `/version`, `/healthz`, the OpenAPI documents (`/openapi/v3`,
+//! `/openapi/v2`), and the Kubernetes API: discovery (`/api`, `/apis`, ...), list, get and watch of
 //! `/apis/flowcontrol.apiserver.k8s.io/{v1|v1beta3|...}/{flowschemas|prioritylevelconfigurations}` (only the API
-//! versions the simulated release serves; others 404 with a JSON Status) and the namespaces.
+//! versions the simulated release serves; others 404 with a JSON Status) and the namespaces, and their writes:
+//! FlowSchemas and PriorityLevelConfigurations created, changed or deleted through the API take effect in the
+//! simulation, as kube-apiserver's APF controller puts them in force.
 //!
 //! [`Cluster`] runs several replicas that a real client can talk to: each its own simulator on its own loopback
 //! address, one shared API with the `kubernetes` Endpoints and EndpointSlices naming the replicas, Leases for
@@ -57,6 +59,7 @@ mod cluster;
 mod controller;
 mod discovery;
 mod objects;
+mod openapi;
 mod ownership;
 mod render;
 mod reviews;

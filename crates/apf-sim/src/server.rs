@@ -2,12 +2,12 @@
 //! `/healthz`) and, through [`super::api`], the cluster's API.
 
 use super::api::{self, ApiContext};
-use super::controller;
 use super::objects;
 use super::render::{git_commit, go_version};
 use super::simulator::Simulator;
 use super::status::ApiError;
 use super::store::Store;
+use super::{controller, openapi};
 use apf::endpoints::{self, Dump, REQUEST_DETAILS_PARAM};
 use axum::extract::{Query, State};
 use axum::http::header;
@@ -28,7 +28,9 @@ pub(super) fn router(sim: Simulator, stop: CancellationToken) -> Router {
     let store = Store::new();
     objects::seed(&store, version);
     controller::spawn(store.clone(), version, sim.clone(), stop.clone());
-    replica_routes(sim).merge(api::routes(ApiContext::new(store, version, None, stop)))
+    replica_routes(sim)
+        .merge(api::routes(ApiContext::new(store, version, None, stop)))
+        .merge(openapi::routes(version))
 }
 
 /// Serves one simulated apiserver on `listener` until the future is dropped.

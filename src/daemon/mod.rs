@@ -222,16 +222,13 @@ impl Daemon {
         .await
         .context("the HTTP API's guard (web.auth)")?;
         tracing::info!(listen = %local_addr, "HTTP API: {}", guard.describe());
+        let tls = match &setup.config.web.tls {
+            Some(files) => Some(export::tls_acceptor(files)?),
+            None => None,
+        };
         let http = CancellationToken::new();
         let app = export::router(surfaces.clone(), Arc::new(guard));
-        let stop_http = http.clone();
-        tasks.spawn(async move {
-            let serving =
-                axum::serve(listener, app).with_graceful_shutdown(stop_http.cancelled_owned());
-            if let Err(e) = serving.await {
-                tracing::error!(error = %e, "the HTTP server stopped");
-            }
-        });
+        tasks.spawn(export::serve(listener, tls, app, http.clone()));
         tracing::info!(
             listen = %local_addr,
             targets = %setup.targets.describe(),

@@ -5,13 +5,17 @@
 //! alerting stage's view (watch channels), the metric registry, and two request channels. Silences belong to the
 //! alerting stage and the config to the daemon, so their endpoints send a request and wait for the answer.
 pub mod auth;
+mod listener;
 mod page;
 mod prometheus;
 mod settings;
+mod tls;
 
 pub use auth::Guard;
+pub use listener::{serve, HANDSHAKE_TIMEOUT, HEADER_READ_TIMEOUT, MAX_BODY, MAX_CONNECTIONS};
 pub use prometheus::DerivedMetrics;
 pub use settings::{AuthConfig, AuthMode, WebConfig};
+pub use tls::{acceptor as tls_acceptor, TlsError, TlsFiles};
 
 use std::sync::Arc;
 use std::time::Duration;

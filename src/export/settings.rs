@@ -1,4 +1,4 @@
-//! The `web` section: who may use the HTTP API.
+//! The `web` section: how the HTTP API is served (TLS) and who may use it.
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -7,6 +7,9 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebConfig {
+    /// HTTPS only, with this certificate and key (re-read when they change).
+    #[serde(default)]
+    pub tls: Option<super::tls::TlsFiles>,
     #[serde(default)]
     pub auth: AuthConfig,
 }

@@ -225,3 +225,115 @@ async fn without_a_mode_writes_need_a_loopback_only_listener() {
     let (code, _) = call(reqwest::Method::GET, &format!("{url}/metrics"), None, "").await;
     assert_eq!(code, 200);
 }
+
+/// A CA, and a certificate it signed for 127.0.0.1 with its key, all PEM: (CA, certificate, key).
+fn issue() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+async fn get_with_ca(url: &str, ca: &str) -> Result<u16, String> {
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    client
+        .get(url)
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// HTTPS only, with files that cert-manager rotates in place: the next handshake serves the new certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_speaks_https_and_takes_a_rotated_certificate_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let (ca1, cert1, key1) = issue();
+    std::fs::write(&cert_file, &cert1).unwrap();
+    std::fs::write(&key_file, &key1).unwrap();
+    let mut config = Config::from_yaml(&format!(
+        "web: {{tls: {{cert_file: {}, key_file: {}}}}}\n",
+        cert_file.display(),
+        key_file.display()
+    ))
+    .unwrap();
+    config.targets.static_targets = vec![common::sim_target(&idle_sim().await)];
+    let monitor = common::start_monitor(&config).await;
+    let https = monitor.url.replace("http://", "https://");
+    assert_eq!(
+        get_with_ca(&format!("{https}/healthz"), &ca1).await,
+        Ok(200)
+    );
+    // Plain HTTP gets no answer.
+    assert!(common::get_text(&format!("{monitor}/healthz"))
+        .await
+        .is_none());
+
+    // Rotated: a new key and a certificate of another CA, each file replaced whole.
+    let (ca2, cert2, key2) = issue();
+    for (path, text) in [(&key_file, &key2), (&cert_file, &cert2)] {
+        let next = path.with_extension("new");
+        std::fs::write(&next, text).unwrap();
+        std::fs::rename(&next, path).unwrap();
+    }
+    assert_eq!(
+        get_with_ca(&format!("{https}/healthz"), &ca2).await,
+        Ok(200)
+    );
+    assert!(get_with_ca(&format!("{https}/healthz"), &ca1)
+        .await
+        .is_err());
+
+    // Files that do not load keep the last good certificate.
+    std::fs::write(&cert_file, "not a certificate").unwrap();
+    assert_eq!(
+        get_with_ca(&format!("{https}/healthz"), &ca2).await,
+        Ok(200)
+    );
+}
+
+/// The server's limits: headers sent too slowly end the connection, a body too large is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_large_bodies_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = Config::default();
+    config.targets.static_targets = vec![common::sim_target(&idle_sim().await)];
+    let monitor = common::start_monitor(&config).await;
+    let big = format!(
+        "{{\"comment\": \"{}\"}}",
+        "x".repeat(apf_monitor::export::MAX_BODY + 1)
+    );
+    let (code, _) = call(
+        reqwest::Method::POST,
+        &format!("{monitor}/api/v1/silences"),
+        None,
+        &big,
+    )
+    .await;
+    assert_eq!(code, 413);
+
+    let addr = monitor.url.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // The rest of the headers never come: the server closes the connection after its header read timeout.
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(
+        apf_monitor::export::HEADER_READ_TIMEOUT + Duration::from_secs(10),
+        slow.read_to_end(&mut buf),
+    )
+    .await;
+    assert!(closed.is_ok(), "the connection stayed open");
+}

@@ -1204,3 +1204,108 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `kubectl kustomize deploy/tls/`: the base served over HTTPS with a certificate cert-manager renews.
+#[test]
+fn the_tls_overlay_serves_https_with_the_certificate_it_mounts() {
+    let out = Command::new(crate::common::external::binary(
+        "kubectl",
+        "kubernetes-client",
+    ))
+    .arg("kustomize")
+    .arg(deploy_dir().join("tls"))
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/tls/: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect();
+    let of = |k: &str| docs.iter().find(|d| kind(d) == k).unwrap();
+    let config_text = of("ConfigMap")["data"]["apf-monitor.yaml"]
+        .as_str()
+        .unwrap();
+    let config = Config::from_yaml(config_text).unwrap();
+    let tls = config.web.tls.clone().expect("web.tls");
+    // The overlay's config is the base's plus web.tls (and the https link back): nothing else drifts.
+    let base = in_cluster_config();
+    let mut alerting = config.alerting.clone();
+    alerting.external_url = base.alerting.external_url.clone();
+    assert_eq!(alerting, base.alerting);
+    assert_eq!(config.web.auth, base.web.auth);
+    assert_eq!(
+        (
+            &config.listen,
+            &config.scrape,
+            &config.analysis,
+            &config.targets,
+            &config.log
+        ),
+        (
+            &base.listen,
+            &base.scrape,
+            &base.analysis,
+            &base.targets,
+            &base.log
+        )
+    );
+    assert_eq!(
+        (
+            &config.rules,
+            &config.receivers,
+            &config.route,
+            &config.shutdown_timeout
+        ),
+        (
+            &base.rules,
+            &base.receivers,
+            &base.route,
+            &base.shutdown_timeout
+        )
+    );
+
+    let pod = &of("Deployment")["spec"]["template"]["spec"];
+    let secret = of("Certificate")["spec"]["secretName"].as_str().unwrap();
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"].as_str() == Some(secret))
+        .expect("the Certificate's Secret is a volume");
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap();
+    let dir = std::path::Path::new(mount["mountPath"].as_str().unwrap());
+    assert_eq!(mount["readOnly"].as_bool(), Some(true));
+    assert_eq!(tls.cert_file, dir.join("tls.crt"));
+    assert_eq!(tls.key_file, dir.join("tls.key"));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            container[probe]["httpGet"]["scheme"].as_str(),
+            Some("HTTPS"),
+            "{probe}"
+        );
+    }
+    let endpoint = &of("ServiceMonitor")["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"].as_str(), Some("https"));
+    assert_eq!(
+        endpoint["tlsConfig"]["ca"]["secret"]["name"].as_str(),
+        Some(secret)
+    );
+    let names = strings(&of("Certificate")["spec"]["dnsNames"]);
+    assert!(names.contains(
+        &endpoint["tlsConfig"]["serverName"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    ));
+}

@@ -15,6 +15,8 @@ pub mod config;
 pub mod daemon;
 pub mod errors;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod notify;
 pub mod scrape;
 pub mod targets;

@@ -11,6 +11,7 @@ mod dashboards;
 mod demo_cli;
 mod deploy;
 mod discovery;
+mod fuzz_corpus;
 mod lead_time;
 mod leader_gate;
 mod match_cli;

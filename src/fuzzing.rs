@@ -1,0 +1,152 @@
+//! What every fuzz target checks of one input (`fuzz/`), shared with the stable test that replays the corpus
+//! (`tests/it/fuzz_corpus.rs`), so the replay runs the targets' own code. Each function takes arbitrary bytes, runs
+//! a parser of outside input as production runs it, and panics on a broken property; returning is passing.
+use std::time::{Duration, SystemTime};
+
+use apf::parse::exposition::{parse_all, ExpositionParser, Sample, SampleSink};
+
+/// One sample, owned, comparable (values by their bits: NaN equals NaN).
+type Owned = (String, Vec<(String, String)>, u64, Option<i64>);
+
+fn owned(s: &Sample<'_>) -> Owned {
+    (
+        s.name.to_string(),
+        s.labels
+            .iter()
+            .map(|l| (l.name.to_string(), l.value.to_string()))
+            .collect(),
+        s.value.to_bits(),
+        s.timestamp_ms,
+    )
+}
+
+fn collect(f: impl FnOnce(&mut dyn FnMut(&Sample<'_>))) -> Vec<Owned> {
+    let mut out = Vec::new();
+    f(&mut |s: &Sample<'_>| out.push(owned(s)));
+    out
+}
+
+struct Collect<'a>(&'a mut dyn FnMut(&Sample<'_>));
+impl SampleSink for Collect<'_> {
+    fn sample(&mut self, s: &Sample<'_>) {
+        (self.0)(s)
+    }
+}
+
+/// `/metrics` as the scraper reads it: the filtered parse delivers exactly the wanted samples of the full parse,
+/// however the body is split into chunks; every line is counted once; the snapshot builder takes any sample.
+pub fn exposition(data: &[u8]) {
+    let mut full_stats = None;
+    let full = collect(|sink| full_stats = Some(parse_all(data, |_| true, &mut Collect(sink))));
+    let wanted = apf::model::is_wanted_sample;
+    let filtered = collect(|sink| {
+        parse_all(data, wanted, &mut Collect(sink));
+    });
+    let expected: Vec<Owned> = full.iter().filter(|s| wanted(&s.0)).cloned().collect();
+    assert_eq!(
+        filtered, expected,
+        "the filtered parse differs from the full one"
+    );
+    // Chunked as a network read would deliver it, at a split the input chooses.
+    let split = data
+        .first()
+        .map_or(0, |b| usize::from(*b) % (data.len() + 1));
+    let chunked = collect(|sink| {
+        let mut sink = Collect(sink);
+        let mut parser = ExpositionParser::new(wanted, usize::MAX);
+        let (a, b) = data.split_at(split);
+        parser.feed(a, &mut sink);
+        parser.feed(b, &mut sink);
+        parser.finish(&mut sink);
+    });
+    assert_eq!(chunked, expected, "a split at {split} changes the samples");
+    if let Some(stats) = full_stats {
+        assert_eq!(stats.samples, full.len() as u64);
+        assert!(
+            stats.samples + stats.skipped_samples + stats.invalid_lines + stats.oversized_lines
+                <= stats.lines
+        );
+    }
+    let mut builder = apf::model::SnapshotBuilder::new();
+    parse_all(data, wanted, &mut builder);
+    let _ = builder.finish();
+}
+
+/// The three debug dumps, parsed and applied to a snapshot as a scrape does.
+pub fn dumps(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut snap = apf::model::SnapshotBuilder::new().finish();
+    if let Ok(d) = apf::parse::dump::parse_priority_levels(text) {
+        apf::model::apply_priority_levels_dump(&mut snap, &d);
+    }
+    if let Ok(d) = apf::parse::dump::parse_queues(text) {
+        apf::model::apply_queues_dump(&mut snap, &d);
+    }
+    if let Ok(d) = apf::parse::dump::parse_requests(text) {
+        apf::model::apply_requests_dump(&mut snap, &d);
+    }
+}
+
+/// FlowSchemas and PriorityLevelConfigurations from a file (YAML or JSON) or the API's lists, and what `plan` and
+/// `match` compute from them: seat limits from outside shares, matching with outside rules.
+pub fn objects(data: &[u8]) {
+    let mut levels = Vec::new();
+    let mut schemas = Vec::new();
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(o) = apf::model::parse_flowcontrol_documents(text) {
+            levels = o.priority_levels;
+            schemas = o.flow_schemas;
+        }
+    }
+    if let Ok(l) = apf::model::parse_priority_level_configurations(data) {
+        levels.extend(l);
+    }
+    if let Ok(s) = apf::model::parse_flow_schemas(data) {
+        schemas.extend(s);
+    }
+    for server_cl in [1, 600, u32::MAX] {
+        let limits = apf::limits::seat_limits(&levels, server_cl);
+        for (l, lim) in levels.iter().zip(&limits) {
+            assert!(lim.lower <= lim.nominal, "{l:?}: {lim:?}");
+            let _ = apf::limits::max_seats(apf::KubeVersion::new(34, 0), l, lim.nominal);
+        }
+    }
+    let request = apf::matching::Request {
+        user: "system:serviceaccount:monitoring:agent".into(),
+        groups: apf::matching::implied_groups("system:serviceaccount:monitoring:agent"),
+        verb: "list".into(),
+        target: apf::matching::Target::Resource {
+            api_group: String::new(),
+            resource: "pods".into(),
+            subresource: None,
+            namespace: Some("default".into()),
+        },
+    };
+    let _ = apf::matching::match_request(&schemas, &levels, &request);
+}
+
+/// The config file: loaded and validated as `serve` and a reload do.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(c) = crate::config::Config::from_yaml(text) {
+        let _ = c.check();
+    }
+}
+
+/// The body of `POST /api/v1/silences`, read and added as the API does.
+pub fn silence(data: &[u8]) {
+    let Ok(input) = serde_json::from_slice::<crate::alert::SilenceInput>(data) else {
+        return;
+    };
+    let mut silences = crate::alert::Silences::default();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+    if let Ok(id) = silences.add(input, now) {
+        assert!(silences.get(&id, now).is_some());
+        let _ = silences.list(now);
+        let _ = silences.expire(&id, now);
+    }
+}

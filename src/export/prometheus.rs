@@ -361,3 +361,108 @@ impl Collector for DerivedMetrics {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod round_trip {
+    use super::*;
+    use apf::parse::exposition::{parse_all, Sample};
+    use prometheus_client::registry::Registry;
+    use std::io::Read;
+
+    type Key = (String, Vec<(String, String)>);
+
+    fn key(name: &str, mut labels: Vec<(String, String)>) -> Key {
+        labels.sort();
+        (name.to_string(), labels)
+    }
+
+    /// apf-monitor's own `/metrics`, rendered from the report of every real capture, reads back as it was meant:
+    /// our parser and an independent one (prometheus-parse) find the same samples with the same values, and each
+    /// level's headroom is the report's.
+    #[test]
+    fn own_metrics_parse_back_to_what_was_rendered() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let analysis = crate::daemon::analysis_of(&crate::config::Config::default());
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.starts_with("metrics-v") {
+                continue;
+            }
+            let mut capture = Vec::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+                .read_to_end(&mut capture)
+                .unwrap();
+            let mut builder = apf::model::SnapshotBuilder::new();
+            parse_all(&capture, apf::model::is_wanted_sample, &mut builder);
+            let server =
+                crate::analyze::analyze_single("10.0.0.5:6443", builder.finish(), &analysis);
+            let report = StatusReport {
+                apiservers: vec![server.clone()],
+                ..Default::default()
+            };
+            let (_report_tx, report_rx) = watch::channel(Arc::new(report));
+            let (_alerts_tx, alerts_rx) = watch::channel(Arc::new(AlertView::default()));
+            let mut registry = Registry::default();
+            registry.register_collector(Box::new(DerivedMetrics::new(report_rx, alerts_rx)));
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+
+            let mut ours = std::collections::BTreeMap::new();
+            let stats = parse_all(text.as_bytes(), |_| true, &mut |s: &Sample<'_>| {
+                let labels = s
+                    .labels
+                    .iter()
+                    .map(|l| (l.name.to_string(), l.value.to_string()))
+                    .collect();
+                ours.insert(key(s.name, labels), s.value);
+            });
+            assert_eq!(stats.invalid_lines, 0, "{name}: {:?}", stats.first_errors);
+            let theirs =
+                prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+            let mut other = std::collections::BTreeMap::new();
+            for s in &theirs.samples {
+                let value = match s.value {
+                    prometheus_parse::Value::Gauge(v)
+                    | prometheus_parse::Value::Counter(v)
+                    | prometheus_parse::Value::Untyped(v) => v,
+                    _ => continue,
+                };
+                let labels = s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                other.insert(key(&s.metric, labels), value);
+            }
+            assert!(!ours.is_empty(), "{name}: nothing rendered");
+            assert_eq!(
+                ours.len(),
+                other.len(),
+                "{name}: the two parsers read different samples"
+            );
+            for (k, v) in &other {
+                let mine = ours
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{name}: {k:?} only prometheus-parse reads"));
+                assert!(
+                    mine == v || (mine.is_nan() && v.is_nan()),
+                    "{name}: {k:?} {mine} vs {v}"
+                );
+            }
+            for level in server.levels.iter().filter(|l| l.headroom_seats.is_some()) {
+                let k = key(
+                    "apf_priority_level_headroom_seats",
+                    vec![
+                        ("apiserver".into(), "10.0.0.5:6443".into()),
+                        ("priority_level".into(), level.priority_level.clone()),
+                    ],
+                );
+                assert_eq!(ours.get(&k).copied(), level.headroom_seats, "{name}: {k:?}");
+            }
+            checked += 1;
+        }
+        assert!(checked >= 10, "{checked} captures");
+    }
+}

@@ -402,7 +402,7 @@ fn operators_in_shared_levels(input: &ReviewInput, out: &mut Vec<Finding>) {
                 }],
             },
         });
-        let manifest = serde_yaml::to_string(&schema_for_it).ok();
+        let manifest = serde_saphyr::to_string(&schema_for_it).ok();
         out.push(Finding {
             check: "operator_in_shared_level",
             severity: Severity::Warning,

@@ -77,11 +77,9 @@ pub fn parse_priority_level_configurations(
 
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
-    #[error("document {document}: not YAML or JSON: {error}")]
-    Syntax {
-        document: usize,
-        error: serde_yaml::Error,
-    },
+    /// The parser's message names the line and column.
+    #[error("not YAML or JSON: {0}")]
+    Syntax(String),
     #[error("document {document}: not a PriorityLevelConfiguration: {error}")]
     Shape {
         document: usize,
@@ -103,10 +101,10 @@ pub fn parse_flowcontrol_documents(text: &str) -> Result<FlowcontrolObjects, Doc
     const PLC: &str = "PriorityLevelConfiguration";
     const FS: &str = "FlowSchema";
     let mut out = FlowcontrolObjects::default();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| DocumentError::Syntax(e.without_snippet().to_string()))?;
+    for (i, value) in documents.into_iter().enumerate() {
         let document = i + 1;
-        let value = <serde_json::Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|error| DocumentError::Syntax { document, error })?;
         let items = |v: &serde_json::Value| -> Vec<serde_json::Value> {
             v["items"].as_array().cloned().unwrap_or_default()
         };
@@ -371,7 +369,7 @@ mod tests {
                     .map(|l| {
                         let object = serde_json::json!({"kind": "PriorityLevelConfiguration",
                             "metadata": {"name": l.name}, "spec": l.spec(api)});
-                        format!("---\n{}", serde_yaml::to_string(&object).unwrap())
+                        format!("---\n{}", serde_saphyr::to_string(&object).unwrap())
                     })
                     .collect();
                 assert_eq!(

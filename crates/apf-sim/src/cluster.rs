@@ -447,7 +447,7 @@ impl Cluster {
             "current-context": KUBECONFIG_CONTEXT,
             "preferences": {},
         });
-        serde_yaml::to_string(&config).unwrap_or_default()
+        serde_saphyr::to_string(&config).unwrap_or_default()
     }
 
     /// Writes [`Cluster::kubeconfig_yaml`] to `path`, readable by its owner only (it may hold the token).
@@ -600,7 +600,7 @@ mod tests {
         })
         .await
         .unwrap();
-        let yaml: serde_json::Value = serde_yaml::from_str(&c.kubeconfig_yaml()).unwrap();
+        let yaml: serde_json::Value = serde_saphyr::from_str(&c.kubeconfig_yaml()).unwrap();
         assert_eq!(yaml["current-context"], KUBECONFIG_CONTEXT);
         let server = yaml["clusters"][0]["cluster"]["server"].as_str().unwrap();
         assert_eq!(server, c.replica_urls()[0]);

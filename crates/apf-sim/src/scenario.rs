@@ -41,9 +41,9 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
-    /// serde_yaml's message carries the line and column.
+    /// The parser's message carries the line and column.
     #[error("invalid scenario YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(String),
     #[error("invalid scenario: {0}")]
     Scenario(String),
 }
@@ -190,9 +190,10 @@ impl Scenario {
         )
     }
 
-    /// Parses and validates a scenario; serde_yaml's errors keep their line and column.
+    /// Parses and validates a scenario; the parser's errors keep their line and column.
     pub fn from_yaml(text: &str) -> Result<Scenario, SimError> {
-        let s: Scenario = serde_yaml::from_str(text)?;
+        let s: Scenario = serde_saphyr::from_str(text)
+            .map_err(|e| SimError::Yaml(e.without_snippet().to_string()))?;
         s.validate()?;
         Ok(s)
     }

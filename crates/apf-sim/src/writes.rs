@@ -49,8 +49,11 @@ fn merge(target: &mut Value, patch: &Value) {
 fn parse_object(body: &[u8], yaml: bool) -> Result<Map<String, Value>, ApiError> {
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) if yaml => serde_yaml::from_slice(body).map_err(|y| {
-            ApiError::BadRequest(format!("error decoding YAML: {y} (as JSON: {e})"))
+        Err(e) if yaml => serde_saphyr::from_slice(body).map_err(|y| {
+            ApiError::BadRequest(format!(
+                "error decoding YAML: {} (as JSON: {e})",
+                y.without_snippet()
+            ))
         })?,
         Err(e) => return Err(ApiError::BadRequest(format!("error decoding JSON: {e}"))),
     };

@@ -4,7 +4,8 @@
 //! `notify::ReceiverConfig`, ...), and the value types they are written in in `values`.
 //!
 //! Unknown keys and bad values are errors that name the key's path and line: values are checked while they are
-//! deserialized, so serde_yaml attaches the location to the error.
+//! deserialized, so the YAML parser (serde-saphyr) attaches the location to the error, and the key's dotted path is
+//! read from the text at that location.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -139,7 +140,7 @@ impl Config {
             return Ok(Self::default());
         }
         let mut config: Config =
-            serde_yaml::from_str(text).map_err(|e| complete_key_path(&e, text))?;
+            serde_saphyr::from_str(text).map_err(|e| with_key_path(&e, text))?;
         config.validate(text)?;
         config.text = Some(text.into());
         Ok(config)
@@ -175,31 +176,167 @@ impl Config {
     }
 }
 
-/// serde_yaml names the mapping that holds a bad value (`scrape: ...`) and points at the key: add the key itself
-/// (`scrape.interval: ...`) so the message names the exact setting.
-fn complete_key_path(err: &serde_yaml::Error, text: &str) -> String {
-    let msg = err.to_string();
-    let Some(loc) = err.location() else {
+/// The parser says what is wrong and where (line, column); the message names the setting as the docs do, by its
+/// dotted path (`targets.static[0].url: ... at line 3 column 12`), read from the text at that place.
+fn with_key_path(err: &serde_saphyr::Error, text: &str) -> String {
+    let plain = err.without_snippet();
+    let msg = plain.to_string();
+    let Some(loc) = plain.location() else {
         return msg;
     };
-    let Some(line) = text.lines().nth(loc.line().saturating_sub(1)) else {
-        return msg;
+    let (line, column) = (loc.line() as usize, loc.column() as usize);
+    // The parser ends its message with the place; it is said once, below, after the path.
+    let detail = match msg.rfind(" at line ") {
+        Some(i) => &msg[..i],
+        None => msg.as_str(),
     };
-    let rest = line.get(loc.column().saturating_sub(1)..).unwrap_or("");
-    let key: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect();
-    let is_key = !key.is_empty() && rest[key.len()..].trim_start().starts_with(':');
-    match msg.split_once(": ") {
-        Some((path, detail))
-            if is_key && !path.contains(' ') && path.rsplit('.').next() != Some(key.as_str()) =>
-        {
-            format!("{path}.{key}: {detail}")
-        }
-        None if is_key => format!("{key}: {msg}"),
-        _ => msg,
+    match key_path_at(text, line, column) {
+        Some(path) => format!("{path}: {detail} at line {line} column {column}"),
+        None => format!("{detail} at line {line} column {column}"),
     }
+}
+
+/// The keys of a line before byte `end`, with the flow-mapping depth each sits at: `a: {b: {c: 1` gives a, b, c.
+fn keys_in(line: &str, end: usize) -> Vec<(usize, String)> {
+    let bytes = line.as_bytes();
+    let end = end.min(bytes.len());
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < end {
+        let c = bytes[i];
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'\'' | b'"') => quote = Some(c),
+            (None, b'#') if i == 0 || bytes[i - 1] == b' ' => break,
+            (None, b'{' | b'[') => depth += 1,
+            (None, b'}' | b']') => depth = depth.saturating_sub(1),
+            (None, _) if c.is_ascii_alphanumeric() || c == b'_' => {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'-')
+                {
+                    i += 1;
+                }
+                let word = &line[start..i];
+                let after = line[i..].trim_start();
+                let starts_value =
+                    start == 0 || matches!(bytes[start - 1], b' ' | b'{' | b',' | b'-');
+                // A key is followed by `: ` or a `:` that ends the line (`ftp://x` is a value).
+                let is_key = after
+                    .strip_prefix(':')
+                    .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t']));
+                if starts_value && is_key {
+                    out.retain(|(d, _)| *d < depth);
+                    out.push((depth, word.to_string()));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A block line's leading spaces, the indentation of its content (after `- ` for a sequence item) and whether it is
+/// an item.
+fn block_indent(line: &str) -> (usize, usize, bool) {
+    let lead = line.len() - line.trim_start().len();
+    let rest = &line[lead..];
+    match rest.strip_prefix("- ") {
+        Some(after) => (
+            lead,
+            lead + 2 + (after.len() - after.trim_start().len()),
+            true,
+        ),
+        None => (lead, lead, false),
+    }
+}
+
+/// Where the walk up the block structure is: among the keys of a mapping whose keys sit at `indent`, or in item
+/// `count` of a sequence whose dashes sit at `dash`.
+enum Level {
+    Map { indent: usize },
+    Item { dash: usize, count: usize },
+}
+
+/// The dotted path of the key that holds line `line` (1-based), column `column`: the keys on that line up to the
+/// column (flow mappings nest), then the keys of the enclosing block lines, with the index of each sequence item:
+/// `targets.static[0].url`.
+fn key_path_at(text: &str, line: usize, column: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let here = *lines.get(line.checked_sub(1)?)?;
+    let start = here
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(here.len(), |(i, _)| i);
+    // To the end of the word at the column: the key itself when the column is on one.
+    let end = here[start..]
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .map_or(here.len(), |n| start + n);
+    let mut segments: Vec<String> = keys_in(here, end).into_iter().map(|(_, k)| k).collect();
+    if segments.is_empty() {
+        return None;
+    }
+    let (lead, content, item) = block_indent(here);
+    let mut level = if item {
+        Level::Item {
+            dash: lead,
+            count: 0,
+        }
+    } else {
+        Level::Map { indent: content }
+    };
+    for l in lines[..line - 1].iter().rev() {
+        if l.trim().is_empty() || l.trim_start().starts_with('#') {
+            continue;
+        }
+        let (lead, content, item) = block_indent(l);
+        match &mut level {
+            Level::Item { dash, count } => {
+                if lead > *dash {
+                    continue;
+                }
+                if item && lead == *dash {
+                    *count += 1;
+                    continue;
+                }
+                segments.insert(0, format!("[{count}]"));
+            }
+            Level::Map { indent } => {
+                if content >= *indent {
+                    if item && content == *indent {
+                        // A key of the same item's mapping: the item starts on this line.
+                        level = Level::Item {
+                            dash: lead,
+                            count: 0,
+                        };
+                    }
+                    continue;
+                }
+            }
+        }
+        // A line less indented: the key that holds what is below it.
+        let Some((_, key)) = keys_in(l, l.len()).pop() else {
+            break;
+        };
+        segments.insert(0, key);
+        level = if item {
+            Level::Item {
+                dash: lead,
+                count: 0,
+            }
+        } else {
+            Level::Map { indent: lead }
+        };
+        if lead == 0 && !item {
+            break;
+        }
+    }
+    Some(segments.join(".").replace(".[", "["))
 }
 
 /// The 1-based line of a key given by its dotted path (`route.receivers`): each segment is looked for after the
@@ -445,6 +582,26 @@ mod tests {
         );
         let err = Config::from_yaml("analysis:\n  window: 5s\n").unwrap_err();
         assert!(err.contains("analysis.window"), "{err}");
+    }
+
+    #[test]
+    fn a_key_is_named_by_its_path_wherever_it_is() {
+        let text = "targets:\n  static:\n    - url: https://a\n    - url: https://b\n      ca_file: /x\n\
+                    receivers:\n  - name: m\n    email: {smarthost: 'smtp:25', tls: plain}\nrules:\n  A: {for: 1m}\n";
+        let at = |line, column| key_path_at(text, line, column).unwrap();
+        assert_eq!(at(3, 7), "targets.static[0].url");
+        assert_eq!(at(4, 12), "targets.static[1].url");
+        assert_eq!(at(5, 16), "targets.static[1].ca_file");
+        assert_eq!(at(8, 36), "receivers[0].email.tls");
+        assert_eq!(at(8, 17), "receivers[0].email.smarthost");
+        assert_eq!(at(10, 11), "rules.A.for");
+        assert_eq!(at(1, 1), "targets");
+        // The message: the path, what is wrong, where.
+        let err = Config::from_yaml("scrape:\n  interval: 0s\n").unwrap_err();
+        assert_eq!(
+            err,
+            "scrape.interval: duration \"0s\" must be greater than zero at line 2 column 13"
+        );
     }
 
     #[test]

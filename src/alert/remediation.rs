@@ -303,7 +303,7 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str, today: Option<(&str, u3
         ),
     };
     // serde_json's maps are sorted, which happens to give apiVersion, kind, metadata, spec.
-    let doc = |v: &serde_json::Value| serde_yaml::to_string(v).unwrap_or_default();
+    let doc = |v: &serde_json::Value| serde_saphyr::to_string(v).unwrap_or_default();
     format!("{header}{}---\n{}", doc(&plc), doc(&fs))
 }
 
@@ -423,10 +423,8 @@ mod tests {
         }
     }
 
-    fn docs(manifest: &str) -> Vec<serde_yaml::Value> {
-        serde_yaml::Deserializer::from_str(manifest)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect()
+    fn docs(manifest: &str) -> Vec<serde_json::Value> {
+        serde_saphyr::from_multiple(manifest).unwrap()
     }
 
     #[test]

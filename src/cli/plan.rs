@@ -96,7 +96,7 @@ pub async fn plan(args: PlanArgs) -> Result<()> {
     match args.output {
         PlanOutput::Table => print!("{}", render_table(&report)),
         PlanOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        PlanOutput::Yaml => print!("{}", serde_yaml::to_string(&report)?),
+        PlanOutput::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
         PlanOutput::Manifests => {
             if changed.is_empty() {
                 bail!("nothing changes: give --set LEVEL.FIELD=N");
@@ -259,7 +259,7 @@ pub fn manifests(changed: &[PriorityLevelConfig]) -> String {
             "spec": pl.spec("v1"),
         });
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&object).unwrap_or_default());
+        out.push_str(&serde_saphyr::to_string(&object).unwrap_or_default());
     }
     out
 }

@@ -367,8 +367,7 @@ fn the_sidecar_configmaps_carry_exactly_the_dashboards() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let mut found = 0;
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v = <serde_yaml::Value as serde::Deserialize>::deserialize(doc).unwrap();
+    for v in serde_saphyr::from_multiple::<serde_json::Value>(&text).unwrap() {
         if v.is_null() {
             continue;
         }
@@ -376,8 +375,8 @@ fn the_sidecar_configmaps_carry_exactly_the_dashboards() {
             v["metadata"]["labels"]["grafana_dashboard"].as_str(),
             Some("1")
         );
-        for (key, value) in v["data"].as_mapping().unwrap() {
-            let name = key.as_str().unwrap();
+        for (key, value) in v["data"].as_object().unwrap() {
+            let name = key.as_str();
             let rendered: Value = serde_json::from_str(value.as_str().unwrap()).unwrap();
             let file: Value = serde_json::from_str(
                 &std::fs::read_to_string(root().join("dashboards").join(name)).unwrap(),

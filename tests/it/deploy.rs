@@ -11,9 +11,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::json;
-use serde_yaml::Value;
+use serde_json::Value;
 
 use apf::defaults::default_precedence;
 use apf::endpoints::{
@@ -55,8 +54,9 @@ fn rendered() -> &'static [Value] {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "kubectl kustomize deploy/: {stderr}");
         let text = String::from_utf8(out.stdout).unwrap();
-        serde_yaml::Deserializer::from_str(&text)
-            .map(|d| Value::deserialize(d).unwrap())
+        serde_saphyr::from_multiple::<Value>(&text)
+            .unwrap()
+            .into_iter()
             .filter(|v| !v.is_null())
             .collect()
     })
@@ -98,7 +98,7 @@ fn named(k: &str, n: &str) -> &'static Value {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_sequence()
+    v.as_array()
         .map(|s| s.iter().map(|x| x.as_str().unwrap().to_string()).collect())
         .unwrap_or_default()
 }
@@ -125,7 +125,7 @@ fn pod_spec() -> &'static Value {
 }
 
 fn container() -> &'static Value {
-    let containers = pod_spec()["containers"].as_sequence().unwrap();
+    let containers = pod_spec()["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1, "one container");
     &containers[0]
 }
@@ -220,7 +220,7 @@ fn every_object_of_the_deployment_is_rendered() {
         if role_kind == "Role" {
             assert_eq!(namespace(role), namespace(b), "{}", name(b));
         }
-        let subjects = b["subjects"].as_sequence().unwrap();
+        let subjects = b["subjects"].as_array().unwrap();
         assert_eq!(subjects.len(), 1, "{}", name(b));
         assert_eq!(subjects[0]["kind"].as_str(), Some("ServiceAccount"));
         assert_eq!(subjects[0]["name"].as_str(), Some(sa.as_str()));
@@ -241,7 +241,7 @@ fn dumps_glob() -> String {
 #[test]
 fn the_cluster_role_grants_exactly_what_the_scraper_reads() {
     let rules = named("ClusterRole", "apf-monitor")["rules"]
-        .as_sequence()
+        .as_array()
         .unwrap();
     assert_eq!(rules.len(), 2, "{rules:?}");
 
@@ -282,7 +282,7 @@ fn the_api_is_guarded_by_rbac_the_deployment_grants() {
     );
 
     let writes: BTreeSet<String> = named("ClusterRole", "apf-monitor-silencer")["rules"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .flat_map(|r| {
@@ -316,7 +316,7 @@ fn the_api_is_guarded_by_rbac_the_deployment_grants() {
 #[test]
 fn no_role_grants_a_wildcard_or_secrets() {
     for role in all("Role").into_iter().chain(all("ClusterRole")) {
-        for rule in role["rules"].as_sequence().unwrap() {
+        for rule in role["rules"].as_array().unwrap() {
             for key in ["verbs", "resources", "apiGroups", "resourceNames"] {
                 for item in strings(&rule[key]) {
                     assert!(!item.contains('*'), "{} {key}: {item}", name(role));
@@ -337,7 +337,7 @@ fn the_namespaced_roles_grant_discovery_and_the_lease_only() {
     let discovery = named("Role", "apf-monitor-discovery");
     assert_eq!(namespace(discovery), Some(DISCOVERY_NAMESPACE));
     let rules: Vec<(Vec<String>, Vec<String>, BTreeSet<String>)> = discovery["rules"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .map(|r| {
@@ -369,7 +369,7 @@ fn the_namespaced_roles_grant_discovery_and_the_lease_only() {
     let lease = named("Role", "apf-monitor-lease");
     assert_eq!(namespace(lease), Some(NAMESPACE));
     let mut verbs = BTreeSet::new();
-    for r in lease["rules"].as_sequence().unwrap() {
+    for r in lease["rules"].as_array().unwrap() {
         assert_eq!(strings(&r["apiGroups"]), ["coordination.k8s.io"]);
         assert_eq!(strings(&r["resources"]), ["leases"]);
         let rule_verbs = set(&r["verbs"]);
@@ -418,7 +418,7 @@ fn the_deployment_runs_locked_down_with_probes_and_resources() {
 
     // The port the config listens on, named `http`, probed on /healthz and /readyz.
     let config = in_cluster_config();
-    let ports = c["ports"].as_sequence().unwrap();
+    let ports = c["ports"].as_array().unwrap();
     assert_eq!(ports.len(), 1);
     assert_eq!(ports[0]["name"].as_str(), Some("http"));
     assert_eq!(
@@ -454,7 +454,7 @@ fn the_deployment_runs_locked_down_with_probes_and_resources() {
     let config_path = Path::new(&args[args.iter().position(|a| a == "--config").unwrap() + 1]);
     let mount_of = |path: &Path| -> (String, String) {
         c["volumeMounts"]
-            .as_sequence()
+            .as_array()
             .unwrap()
             .iter()
             .filter(|m| path.starts_with(m["mountPath"].as_str().unwrap()))
@@ -469,7 +469,7 @@ fn the_deployment_runs_locked_down_with_probes_and_resources() {
     };
     let volume = |n: &str| -> &Value {
         pod["volumes"]
-            .as_sequence()
+            .as_array()
             .unwrap()
             .iter()
             .find(|v| v["name"].as_str() == Some(n))
@@ -496,7 +496,7 @@ fn the_deployment_runs_locked_down_with_probes_and_resources() {
 fn the_service_monitor_pdb_and_network_policy_fit_the_pods() {
     let labels = &deployment()["spec"]["template"]["metadata"]["labels"];
     let matches = |selector: &Value| {
-        let m = selector["matchLabels"].as_mapping().unwrap();
+        let m = selector["matchLabels"].as_object().unwrap();
         !m.is_empty() && m.iter().all(|(k, v)| &labels[k] == v)
     };
     let port = container()["ports"][0]["containerPort"].as_u64().unwrap();
@@ -532,10 +532,10 @@ fn the_service_monitor_pdb_and_network_policy_fit_the_pods() {
     assert_eq!(set(&policy["policyTypes"]), set_of(&["Ingress", "Egress"]));
     let ports = |rules: &Value| -> BTreeSet<u64> {
         rules
-            .as_sequence()
+            .as_array()
             .unwrap()
             .iter()
-            .flat_map(|r| r["ports"].as_sequence().unwrap().iter())
+            .flat_map(|r| r["ports"].as_array().unwrap().iter())
             .map(|p| p["port"].as_u64().unwrap())
             .collect()
     };
@@ -545,9 +545,7 @@ fn the_service_monitor_pdb_and_network_policy_fit_the_pods() {
 
 /// A Service's selector is a plain map; as `matchLabels` it compares like the others.
 fn as_label_selector(selector: &Value) -> Value {
-    let mut m = serde_yaml::Mapping::new();
-    m.insert("matchLabels".into(), selector.clone());
-    Value::Mapping(m)
+    json!({"matchLabels": selector})
 }
 
 #[test]
@@ -577,9 +575,9 @@ fn apf_monitor_gets_a_priority_level_of_its_own() {
 
     // Its subject is the Deployment's service account, and only that.
     let (sa, sa_ns) = service_account();
-    let rules = spec["rules"].as_sequence().unwrap();
+    let rules = spec["rules"].as_array().unwrap();
     assert_eq!(rules.len(), 1);
-    let subjects = rules[0]["subjects"].as_sequence().unwrap();
+    let subjects = rules[0]["subjects"].as_array().unwrap();
     assert_eq!(subjects.len(), 1);
     assert_eq!(subjects[0]["kind"].as_str(), Some("ServiceAccount"));
     assert_eq!(
@@ -593,9 +591,9 @@ fn apf_monitor_gets_a_priority_level_of_its_own() {
 
     // It covers every request the RBAC rules give it allow, so none of them falls back to `service-accounts`: its
     // own roles, and the built-in system:auth-delegator's reviews. (The viewer and silencer roles are for callers.)
-    let non_resource = rules[0]["nonResourceRules"].as_sequence().unwrap();
-    let resource = rules[0]["resourceRules"].as_sequence().unwrap();
-    let delegator: Value = serde_yaml::from_str(
+    let non_resource = rules[0]["nonResourceRules"].as_array().unwrap();
+    let resource = rules[0]["resourceRules"].as_array().unwrap();
+    let delegator: Value = serde_saphyr::from_str(
         "metadata: {name: system:auth-delegator}
 rules:
          - {apiGroups: [authentication.k8s.io], resources: [tokenreviews], verbs: [create]}
@@ -609,7 +607,7 @@ rules:
         .filter(|r| !["apf-monitor-viewer", "apf-monitor-silencer"].contains(&name(r)))
         .chain([&delegator]);
     for role in own {
-        for r in role["rules"].as_sequence().unwrap() {
+        for r in role["rules"].as_array().unwrap() {
             let verbs = set(&r["verbs"]);
             if !r["nonResourceURLs"].is_null() {
                 let urls = set(&r["nonResourceURLs"]);
@@ -645,10 +643,10 @@ fn prometheus_rules() -> Vec<&'static Value> {
         Some("monitoring.coreos.com/v1")
     );
     rule["spec"]["groups"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
-        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .flat_map(|g| g["rules"].as_array().unwrap())
         .collect()
 }
 
@@ -712,7 +710,11 @@ fn promtool(args: &[&str], dir: &Path) {
 /// The PrometheusRule's `spec` (its groups) as a Prometheus rule file.
 fn rule_file(dir: &Path) {
     let spec = &one("PrometheusRule")["spec"];
-    std::fs::write(dir.join("rules.yaml"), serde_yaml::to_string(spec).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("rules.yaml"),
+        serde_saphyr::to_string(spec).unwrap(),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -974,7 +976,7 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
     rule_file(dir.path());
     std::fs::write(
         dir.path().join("rules_test.yaml"),
-        serde_yaml::to_string(&unit).unwrap(),
+        serde_saphyr::to_string(&unit).unwrap(),
     )
     .unwrap();
     promtool(&["test", "rules", "rules_test.yaml"], dir.path());
@@ -1011,18 +1013,18 @@ fn the_in_cluster_config_is_valid_for_the_daemon() {
 #[test]
 fn the_receivers_secret_example_fits_the_deployment() {
     let text = std::fs::read_to_string(deploy_dir().join("receivers-secret.example.yaml")).unwrap();
-    let secret: Value = serde_yaml::from_str(&text).unwrap();
+    let secret: Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(kind(&secret), "Secret");
     // Mounted by the Deployment (optional: the base runs without it), not rendered by the base.
     let volume = pod_spec()["volumes"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|v| v["secret"]["secretName"].as_str() == Some(name(&secret)))
         .expect("the Deployment mounts the receivers' Secret");
     assert_eq!(volume["secret"]["optional"].as_bool(), Some(true));
     let mount = container()["volumeMounts"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|m| m["name"] == volume["name"])
@@ -1039,10 +1041,10 @@ fn the_receivers_secret_example_fits_the_deployment() {
         .collect();
     let config = Config::from_yaml(&example).unwrap_or_else(|e| panic!("{e}\n{example}"));
     let keys: BTreeSet<String> = secret["stringData"]
-        .as_mapping()
+        .as_object()
         .unwrap()
         .keys()
-        .map(|k| k.as_str().unwrap().to_string())
+        .map(|k| k.to_string())
         .collect();
     let files: Vec<PathBuf> = config
         .receivers
@@ -1150,8 +1152,9 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
+    let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap()
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect();
     let of = |k: &str| docs.iter().filter(|d| kind(d) == k).collect::<Vec<_>>();
@@ -1172,7 +1175,7 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
     let policy = of("NetworkPolicy")[0];
     assert!(
         policy["spec"]["egress"][0]["ports"]
-            .as_sequence()
+            .as_array()
             .unwrap()
             .iter()
             .any(|p| p["port"].as_u64() == Some(9090)),
@@ -1222,8 +1225,9 @@ fn the_tls_overlay_serves_https_with_the_certificate_it_mounts() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
+    let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap()
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect();
     let of = |k: &str| docs.iter().find(|d| kind(d) == k).unwrap();
@@ -1272,14 +1276,14 @@ fn the_tls_overlay_serves_https_with_the_certificate_it_mounts() {
     let pod = &of("Deployment")["spec"]["template"]["spec"];
     let secret = of("Certificate")["spec"]["secretName"].as_str().unwrap();
     let volume = pod["volumes"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|v| v["secret"]["secretName"].as_str() == Some(secret))
         .expect("the Certificate's Secret is a volume");
     let container = &pod["containers"][0];
     let mount = container["volumeMounts"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|m| m["name"] == volume["name"])

@@ -193,15 +193,15 @@ async fn check_reads_a_1_25_cluster_through_an_exec_credential_plugin() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let mut kubeconfig: serde_yaml::Value =
-        serde_yaml::from_str(&cluster.kubeconfig_yaml()).unwrap();
-    kubeconfig["users"][0]["user"] = serde_yaml::from_str(&format!(
+    let mut kubeconfig: serde_json::Value =
+        serde_saphyr::from_str(&cluster.kubeconfig_yaml()).unwrap();
+    kubeconfig["users"][0]["user"] = serde_saphyr::from_str(&format!(
         "exec: {{apiVersion: client.authentication.k8s.io/v1, command: \"{}\", interactiveMode: Never}}",
         plugin.display()
     ))
     .unwrap();
     let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+    std::fs::write(&path, serde_saphyr::to_string(&kubeconfig).unwrap()).unwrap();
 
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_apf-monitor"))

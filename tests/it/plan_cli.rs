@@ -125,9 +125,10 @@ fn manifests_carry_the_change_and_read_back_as_the_new_limits() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &serde_yaml::Value| !v.is_null())
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple::<serde_json::Value>(&text)
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
         .collect();
     assert_eq!(docs.len(), 2, "{text}");
     for d in &docs {
@@ -207,7 +208,7 @@ fn manifests_and_the_apis_json_are_read_too() {
     )
     .unwrap();
     let out = child.wait_with_output().unwrap();
-    let y: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let y: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
     assert_eq!(
         y["priority_levels"][0]["before"]["nominal_limit_seats"].as_u64(),
         Some(600)

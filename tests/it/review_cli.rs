@@ -236,8 +236,8 @@ fn a_cluster_operator_in_workload_low_is_found_from_the_traffic() {
         f["why"].as_str().unwrap().contains("cilium-operator"),
         "{f}"
     );
-    let manifest: serde_yaml::Value =
-        serde_yaml::from_str(f["manifest"].as_str().unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_saphyr::from_str(f["manifest"].as_str().unwrap()).unwrap();
     assert_eq!(manifest["kind"].as_str(), Some("FlowSchema"));
     assert_eq!(
         manifest["spec"]["priorityLevelConfiguration"]["name"].as_str(),

@@ -150,3 +150,19 @@ pub fn silence(data: &[u8]) {
         let _ = silences.expire(&id, now);
     }
 }
+
+/// kube-apiserver's audit events: a log line, a webhook batch, and the queue-wait annotation's durations.
+pub fn audit(data: &[u8]) {
+    use apf::parse::audit::{go_duration, parse_event, parse_event_list};
+    if let Ok(Some(r)) = parse_event(data) {
+        let _ = r.request();
+        let _ = r.rejected();
+    }
+    let _ = parse_event_list(data);
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Some(d) = go_duration(text) {
+            // A duration read back from Go's text is never negative and fits its type.
+            assert!(d.as_secs_f64() >= 0.0);
+        }
+    }
+}

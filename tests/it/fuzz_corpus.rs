@@ -33,6 +33,7 @@ fn every_corpus_input_passes_its_target_check() {
         ("objects", apf_monitor::fuzzing::objects),
         ("config", apf_monitor::fuzzing::config),
         ("silence", apf_monitor::fuzzing::silence),
+        ("audit", apf_monitor::fuzzing::audit),
     ] {
         assert!(replay(target, check) > 0, "no corpus for {target}");
     }

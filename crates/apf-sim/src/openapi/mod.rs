@@ -6,6 +6,7 @@
 //!
 //! v2 is served in JSON only: a client that accepts nothing but protobuf (client-go's `OpenAPISchema`, which kubectl
 //! uses only where v3 is missing) gets 406 Not Acceptable.
+mod core;
 mod documents;
 mod flowcontrol;
 mod meta;
@@ -125,13 +126,17 @@ async fn v3_document(
     }
 }
 
-/// The fields of `object` (a `kind` of flowcontrol API version `api`, on Kubernetes `v`) its schema does not have,
-/// as kube-apiserver's strict decoding names them: `unknown field "spec.rules[0].subjects[0].bar"`.
+/// The fields of `object` (a `kind` of API version `api`, `v1beta3` or `flowcontrol.apiserver.k8s.io/v1beta3`, on
+/// Kubernetes `v`) its schema does not have, as kube-apiserver's strict decoding names them:
+/// `unknown field "spec.rules[0].subjects[0].bar"`. Nothing for a kind the cluster does not serve.
 pub(crate) fn unknown_fields(v: KubeVersion, api: &str, kind: &str, object: &Value) -> Vec<String> {
-    let Some(r) = discovery::resources(v)
-        .into_iter()
-        .find(|r| r.gvr.version == api && r.kind == kind)
-    else {
+    let (group, version) = match api.rsplit_once('/') {
+        Some((group, version)) => (Some(group), version),
+        None => (None, api),
+    };
+    let Some(r) = discovery::resources(v).into_iter().find(|r| {
+        r.gvr.version == version && r.kind == kind && group.is_none_or(|g| g == r.gvr.group)
+    }) else {
         return Vec::new();
     };
     let defs: Vec<Def> = schema::definitions(v, &r)

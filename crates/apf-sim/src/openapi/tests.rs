@@ -164,15 +164,20 @@ fn unknown_fields_are_named_by_their_path() {
         ),
         ["unknown field \"spec.limited.nominalConcurrencyShares\""]
     );
-    // The objects every cluster starts with have none.
+    // Nor has any object a cluster starts with: the flowcontrol defaults, the namespaces, the `kubernetes`
+    // Endpoints and EndpointSlices.
     for minor in [20, 26, 28, 29, 34] {
         let v = KubeVersion::new(minor, 0);
         let store = Store::new();
         objects::seed(&store, v);
-        for r in discovery::resources(v)
-            .iter()
-            .filter(|r| r.gvr.group == apf::endpoints::FLOWCONTROL_GROUP)
-        {
+        objects::write_endpoints(
+            &store,
+            &[
+                "127.0.0.2:6443".parse().unwrap(),
+                "127.0.0.3:6444".parse().unwrap(),
+            ],
+        );
+        for r in discovery::resources(v).iter().filter(|r| r.allows("list")) {
             for o in store.list(r.gvr, None).0 {
                 assert_eq!(
                     unknown_fields(v, r.gvr.version, r.kind, &o),
@@ -197,4 +202,61 @@ fn json_is_served_unless_only_protobuf_is_accepted() {
             .unwrap(),
     );
     assert!(!accepts_json(&headers));
+}
+
+#[test]
+fn the_other_kinds_are_checked_down_to_what_the_simulator_models() {
+    let v = KubeVersion::new(34, 0);
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "l", "namespace": "default"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": "2025-01-01T00:00:00.000000Z",
+            "holder": "b"},
+        "colour": "red",
+    });
+    assert_eq!(
+        unknown_fields(v, "v1", "Lease", &lease),
+        ["unknown field \"colour\"", "unknown field \"spec.holder\""]
+    );
+    // 1.31 brought coordinated leader election's fields.
+    let coordinated = json!({"spec": {"strategy": "OldestEmulationVersion"}});
+    assert!(unknown_fields(v, "v1", "Lease", &coordinated).is_empty());
+    assert_eq!(
+        unknown_fields(KubeVersion::new(30, 0), "v1", "Lease", &coordinated),
+        ["unknown field \"spec.strategy\""]
+    );
+    let slice = json!({"addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "hints": {"forZones": []},
+        "conditions": {"ready": true, "healthy": true}}]});
+    assert_eq!(
+        unknown_fields(v, "v1", "EndpointSlice", &slice),
+        ["unknown field \"endpoints[0].conditions.healthy\""]
+    );
+}
+/// The schemas know every field of kube-apiserver's own defaults (1.33, tests/fixtures).
+#[test]
+fn the_real_defaults_have_no_unknown_fields() {
+    for name in ["flowschemas", "prioritylevelconfigurations"] {
+        let path = format!(
+            "{}/../../tests/fixtures/defaults-1.33-{name}.yaml.gz",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()),
+            &mut text,
+        )
+        .unwrap();
+        let list: Value = serde_saphyr::from_str(&text).unwrap();
+        let items = list["items"].as_array().unwrap();
+        assert!(items.len() > 5, "{path}");
+        for o in items {
+            let kind = o["kind"].as_str().unwrap();
+            let api = o["apiVersion"].as_str().unwrap();
+            assert_eq!(
+                unknown_fields(KubeVersion::new(33, 0), api, kind, o),
+                Vec::<String>::new(),
+                "{o}"
+            );
+        }
+    }
 }

@@ -190,18 +190,270 @@ fn unknown_fields_are_named_by_their_path() {
 }
 
 #[test]
-fn json_is_served_unless_only_protobuf_is_accepted() {
-    let mut headers = HeaderMap::new();
-    assert!(accepts_json(&headers));
-    headers.insert(header::ACCEPT, "application/json, */*".parse().unwrap());
-    assert!(accepts_json(&headers));
-    headers.insert(
-        header::ACCEPT,
-        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
-            .parse()
-            .unwrap(),
+fn accept_chooses_json_or_protobuf_in_the_clients_order() {
+    let with = |accept: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, accept.parse().unwrap());
+        negotiate(&headers, &PROTOBUF)
+    };
+    assert_eq!(negotiate(&HeaderMap::new(), &PROTOBUF), Some(JSON));
+    assert_eq!(with("application/json, */*"), Some(JSON));
+    assert_eq!(with(PROTOBUF[0]), Some(PROTOBUF[0]));
+    assert_eq!(
+        with(&format!("{}, application/json", PROTOBUF[1])),
+        Some(PROTOBUF[1])
     );
-    assert!(!accepts_json(&headers));
+    assert_eq!(
+        with(&format!("{};q=0, application/*", PROTOBUF[0])),
+        Some(JSON)
+    );
+    assert_eq!(with("application/yaml"), None);
+    assert_eq!(with("application/json;q=0"), None);
+}
+
+async fn get(v: KubeVersion, uri: &str, accept: Option<&str>) -> (u16, String, Vec<u8>) {
+    use tower::ServiceExt;
+    let mut req = axum::http::Request::get(uri);
+    if let Some(accept) = accept {
+        req = req.header(header::ACCEPT, accept);
+    }
+    let resp = routes(v)
+        .oneshot(req.body(axum::body::Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let media = resp.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, media, body.to_vec())
+}
+
+#[tokio::test]
+async fn the_index_leads_to_every_document_and_406_answers_what_is_not_served() {
+    let v = KubeVersion::new(29, 0);
+    let (status, media, body) = get(v, "/openapi/v3", None).await;
+    assert_eq!((status, media.as_str()), (200, JSON));
+    let index: Value = serde_json::from_slice(&body).unwrap();
+    let mut paths: Vec<&String> = index["paths"].as_object().unwrap().keys().collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "api/v1",
+            "apis/authentication.k8s.io/v1",
+            "apis/authorization.k8s.io/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/discovery.k8s.io/v1",
+            "apis/flowcontrol.apiserver.k8s.io/v1",
+            "apis/flowcontrol.apiserver.k8s.io/v1beta3",
+        ]
+    );
+    // The hash is the document's: another release's documents are at other URLs.
+    let (_, _, other) = get(KubeVersion::new(31, 0), "/openapi/v3", None).await;
+    let other: Value = serde_json::from_slice(&other).unwrap();
+    for (path, entry) in index["paths"].as_object().unwrap() {
+        let url = entry["serverRelativeURL"].as_str().unwrap();
+        let (status, _, body) = get(v, url, Some("application/json")).await;
+        assert_eq!(status, 200, "{url}");
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(doc["openapi"], "3.0.0");
+        assert!(url.starts_with(&format!("/openapi/v3/{path}?hash=")));
+        assert_ne!(other["paths"][path]["serverRelativeURL"], url);
+    }
+    let (status, media, body) = get(
+        v,
+        "/openapi/v3/apis/flowcontrol.apiserver.k8s.io/v1",
+        Some("application/yaml"),
+    )
+    .await;
+    assert_eq!((status, media.as_str()), (406, JSON));
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (status["kind"].as_str(), status["reason"].as_str()),
+        (Some("Status"), Some("NotAcceptable"))
+    );
+    assert_eq!(get(v, "/openapi/v3/apis/apps/v1", None).await.0, 404);
+    let (status, media, body) = get(v, "/openapi/v2", Some(PROTOBUF[0])).await;
+    assert_eq!((status, media.as_str()), (200, PROTOBUF[1]));
+    assert_eq!(body, proto::document(&documents::v2(v)));
+    let (status, media, body) = get(v, "/openapi/v2", Some("*/*")).await;
+    assert_eq!((status, media.as_str()), (200, JSON));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["swagger"],
+        "2.0"
+    );
+}
+
+/// A protobuf message's fields as they are on the wire, for the tests: `(number, varint or bytes)`; panics on what
+/// the encoder never writes.
+fn fields(mut buf: &[u8]) -> Vec<(u32, Result<u64, &[u8]>)> {
+    fn varint(buf: &mut &[u8]) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let b = buf[0];
+            *buf = &buf[1..];
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return v;
+            }
+        }
+        panic!("varint too long")
+    }
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let key = varint(&mut buf);
+        let field = u32::try_from(key >> 3).unwrap();
+        match key & 7 {
+            0 => out.push((field, Ok(varint(&mut buf)))),
+            2 => {
+                let len = usize::try_from(varint(&mut buf)).unwrap();
+                out.push((field, Err(&buf[..len])));
+                buf = &buf[len..];
+            }
+            wire => panic!("wire type {wire}"),
+        }
+    }
+    out
+}
+
+/// The length-delimited fields numbered `n`.
+fn all(msg: &[u8], n: u32) -> Vec<&[u8]> {
+    fields(msg)
+        .into_iter()
+        .filter_map(|(f, v)| (f == n).then_some(v.err()).flatten())
+        .collect()
+}
+
+fn one(msg: &[u8], n: u32) -> &[u8] {
+    let found = all(msg, n);
+    assert_eq!(found.len(), 1, "field {n}");
+    found[0]
+}
+
+fn text(msg: &[u8], n: u32) -> &str {
+    std::str::from_utf8(one(msg, n)).unwrap()
+}
+
+/// The value of the `Named*` pair called `name` among the fields `n`.
+fn named<'a>(msg: &'a [u8], n: u32, name: &str) -> &'a [u8] {
+    all(msg, n)
+        .into_iter()
+        .find(|pair| text(pair, 1) == name)
+        .map(|pair| one(pair, 2))
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// Read back with gnostic's field numbers (openapiv2/OpenAPIv2.proto), the protobuf says what the JSON says.
+#[test]
+fn the_protobuf_document_decodes_to_the_json_one() {
+    let v = KubeVersion::new(34, 0);
+    let json = documents::v2(v);
+    let doc = proto::document(&json);
+    assert_eq!(text(&doc, 1), "2.0");
+    assert_eq!(text(one(&doc, 2), 1), "Kubernetes");
+    let definitions = one(&doc, 9);
+    assert_eq!(
+        all(definitions, 1).len(),
+        json["definitions"].as_object().unwrap().len()
+    );
+    assert_eq!(
+        all(one(&doc, 8), 2).len(),
+        json["paths"].as_object().unwrap().len()
+    );
+
+    let fs = named(definitions, 1, "io.k8s.api.flowcontrol.v1.FlowSchema");
+    let gvk = named(fs, 31, "x-kubernetes-group-version-kind");
+    let yaml: Value = serde_saphyr::from_str(text(gvk, 2)).unwrap();
+    assert_eq!(
+        yaml,
+        json!([{"group": "flowcontrol.apiserver.k8s.io", "kind": "FlowSchema", "version": "v1"}])
+    );
+    let spec = named(one(fs, 25), 1, "spec");
+    assert_eq!(
+        text(spec, 1),
+        "#/definitions/io.k8s.api.flowcontrol.v1.FlowSchemaSpec"
+    );
+    let limited = named(
+        definitions,
+        1,
+        "io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
+    );
+    let shares = named(one(limited, 25), 1, "nominalConcurrencyShares");
+    assert_eq!(
+        (text(one(shares, 22), 1), text(shares, 2)),
+        ("integer", "int32")
+    );
+    let conditions = named(
+        one(
+            named(definitions, 1, "io.k8s.api.flowcontrol.v1.FlowSchemaStatus"),
+            25,
+        ),
+        1,
+        "conditions",
+    );
+    assert_eq!(text(one(conditions, 22), 1), "array");
+    assert_eq!(
+        text(one(one(conditions, 23), 1), 1),
+        "#/definitions/io.k8s.api.flowcontrol.v1.FlowSchemaCondition"
+    );
+    assert_eq!(
+        text(named(conditions, 31, "x-kubernetes-list-type"), 2),
+        "\"map\""
+    );
+    let labels = named(
+        one(
+            named(
+                definitions,
+                1,
+                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+            ),
+            25,
+        ),
+        1,
+        "labels",
+    );
+    assert_eq!(text(one(one(one(labels, 21), 1), 22), 1), "string");
+
+    // The PATCH of a FlowSchema: its query parameters (ParametersItem > Parameter > NonBodyParameter > query
+    // sub-schema) and its body (> BodyParameter).
+    let item = named(
+        one(&doc, 8),
+        2,
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{name}",
+    );
+    let patch = one(item, 8);
+    assert_eq!(text(patch, 5), "patchFlowcontrolApiserverV1FlowSchema");
+    let params: Vec<&[u8]> = all(patch, 8).into_iter().map(|p| one(p, 1)).collect();
+    let query: Vec<&str> = params
+        .iter()
+        .flat_map(|p| all(p, 2))
+        .map(|non_body| text(one(non_body, 3), 4))
+        .collect();
+    assert!(
+        query.contains(&"fieldValidation") && query.contains(&"fieldManager"),
+        "{query:?}"
+    );
+    let body = params.iter().flat_map(|p| all(p, 1)).next().unwrap();
+    assert_eq!(
+        text(one(body, 5), 1),
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+    );
+    assert!(all(patch, 7)
+        .iter()
+        .any(|c| *c == b"application/strategic-merge-patch+json"));
+    // The path's own parameter, `name`, is a path sub-schema (NonBodyParameter field 4).
+    assert_eq!(text(one(one(one(one(item, 9), 1), 2), 4), 4), "name");
+    let action = named(patch, 13, "x-kubernetes-action");
+    assert_eq!(text(action, 2), "\"patch\"");
+    let ok = named(one(patch, 9), 1, "200");
+    assert_eq!(
+        text(one(one(one(ok, 1), 2), 1), 1),
+        "#/definitions/io.k8s.api.flowcontrol.v1.FlowSchema"
+    );
 }
 
 #[test]

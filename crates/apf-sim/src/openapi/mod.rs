@@ -4,6 +4,7 @@
 //! what it sends: a PATCH operation of a kind that takes the `fieldValidation` parameter tells it the server checks
 //! fields itself (`fieldValidation=Strict`, answered here by [`unknown_fields`]), the schemas tell `kubectl apply`
 //! how to merge, and `kubectl explain` prints them (v3, or v2 with `--output plaintext-openapiv2`).
+mod check;
 mod core;
 mod documents;
 mod flowcontrol;
@@ -17,13 +18,13 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 use std::sync::Arc;
 
-use super::discovery;
 use super::status::ApiError;
 use apf::KubeVersion;
-use schema::{Def, Ty};
+
+pub(crate) use check::{type_errors, unknown_fields};
 
 const JSON: &str = "application/json";
 /// The media types of the v2 document in protobuf: client-go asks for the first; kube-openapi takes both and
@@ -147,66 +148,6 @@ async fn v3_document(
     match docs.v3.iter().find(|(p, _)| *p == path) {
         Some((_, body)) => json_only(&headers, body),
         None => ApiError::no_such_path().into_response(),
-    }
-}
-
-/// The fields of `object` (a `kind` of API version `api`, `v1beta3` or `flowcontrol.apiserver.k8s.io/v1beta3`, on
-/// Kubernetes `v`) its schema does not have, as kube-apiserver's strict decoding names them:
-/// `unknown field "spec.rules[0].subjects[0].bar"`. Nothing for a kind the cluster does not serve.
-pub(crate) fn unknown_fields(v: KubeVersion, api: &str, kind: &str, object: &Value) -> Vec<String> {
-    let (group, version) = match api.rsplit_once('/') {
-        Some((group, version)) => (Some(group), version),
-        None => (None, api),
-    };
-    let Some(r) = discovery::resources(v).into_iter().find(|r| {
-        r.gvr.version == version && r.kind == kind && group.is_none_or(|g| g == r.gvr.group)
-    }) else {
-        return Vec::new();
-    };
-    let defs: Vec<Def> = schema::definitions(v, &r)
-        .into_iter()
-        .chain(meta::definitions())
-        .collect();
-    let mut out = Vec::new();
-    let top = format!("{}.{kind}", schema::package(&r));
-    walk(&defs, &top, object, "", &mut out);
-    out.into_iter()
-        .map(|path| format!("unknown field \"{path}\""))
-        .collect()
-}
-
-fn walk(defs: &[Def], name: &str, value: &Value, at: &str, out: &mut Vec<String>) {
-    let Some(d) = defs.iter().find(|d| d.name == name) else {
-        return;
-    };
-    let Some(fields) = value.as_object() else {
-        return;
-    };
-    if d.open || d.time {
-        return;
-    }
-    for (key, v) in fields {
-        let path = if at.is_empty() {
-            key.clone()
-        } else {
-            format!("{at}.{key}")
-        };
-        match d.fields.iter().find(|f| f.name == key) {
-            None => out.push(path),
-            Some(field) => walk_type(defs, &field.ty, v, &path, out),
-        }
-    }
-}
-
-fn walk_type(defs: &[Def], ty: &Ty, value: &Value, at: &str, out: &mut Vec<String>) {
-    match ty {
-        Ty::Ref(name) => walk(defs, name, value, at, out),
-        Ty::List(item, _) => {
-            for (i, v) in value.as_array().into_iter().flatten().enumerate() {
-                walk_type(defs, item, v, &format!("{at}[{i}]"), out);
-            }
-        }
-        _ => {}
     }
 }
 

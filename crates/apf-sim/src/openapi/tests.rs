@@ -1,7 +1,8 @@
 use super::*;
+use crate::discovery;
 use crate::objects;
 use crate::store::Store;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn refs(value: &Value, out: &mut Vec<String>) {
     match value {
@@ -179,9 +180,13 @@ fn unknown_fields_are_named_by_their_path() {
         );
         for r in discovery::resources(v).iter().filter(|r| r.allows("list")) {
             for o in store.list(r.gvr, None).0 {
+                let api = r.gvr.version;
                 assert_eq!(
-                    unknown_fields(v, r.gvr.version, r.kind, &o),
-                    Vec::<String>::new(),
+                    (
+                        unknown_fields(v, api, r.kind, &o),
+                        type_errors(v, api, r.kind, &o)
+                    ),
+                    (Vec::new(), Vec::new()),
                     "1.{minor} {o}"
                 );
             }
@@ -504,11 +509,74 @@ fn the_real_defaults_have_no_unknown_fields() {
         for o in items {
             let kind = o["kind"].as_str().unwrap();
             let api = o["apiVersion"].as_str().unwrap();
+            let v = KubeVersion::new(33, 0);
             assert_eq!(
-                unknown_fields(KubeVersion::new(33, 0), api, kind, o),
-                Vec::<String>::new(),
+                (
+                    unknown_fields(v, api, kind, o),
+                    type_errors(v, api, kind, o)
+                ),
+                (Vec::new(), Vec::new()),
                 "{o}"
             );
         }
     }
+}
+
+#[test]
+fn values_of_the_wrong_type_are_named_as_gos_decoder_names_them() {
+    let v = KubeVersion::new(34, 0);
+    let fs = json!({
+        "metadata": {"name": "x", "labels": {"a": 1}, "generation": 2, "creationTimestamp": 5},
+        "spec": {"matchingPrecedence": "high", "priorityLevelConfiguration": {"name": "p"},
+            "distinguisherMethod": null,
+            "rules": [{"subjects": [{"kind": "User", "user": "alice"}], "resourceRules": "all"}, "none"]},
+    });
+    let at = |s: &str, field: &str, ty: &str| {
+        format!("json: cannot unmarshal {s} into Go struct field {field} of type {ty}")
+    };
+    assert_eq!(
+        type_errors(v, "v1", "FlowSchema", &fs),
+        [
+            at("number", "ObjectMeta.metadata.creationTimestamp", "v1.Time"),
+            at("number", "ObjectMeta.metadata.labels", "string"),
+            at("string", "FlowSchemaSpec.spec.matchingPrecedence", "int32"),
+            at(
+                "string",
+                "PolicyRulesWithSubjects.spec.rules.resourceRules",
+                "[]v1.ResourcePolicyRule"
+            ),
+            at(
+                "string",
+                "Subject.spec.rules.subjects.user",
+                "v1.UserSubject"
+            ),
+            at(
+                "string",
+                "FlowSchemaSpec.spec.rules",
+                "v1.PolicyRulesWithSubjects"
+            ),
+        ]
+    );
+    assert!(unknown_fields(v, "v1", "FlowSchema", &fs).is_empty());
+    let plc = json!({"spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 2.5, "lendablePercent": 3000000000_i64}}});
+    assert_eq!(
+        type_errors(
+            v,
+            "flowcontrol.apiserver.k8s.io/v1",
+            "PriorityLevelConfiguration",
+            &plc
+        ),
+        [
+            at(
+                "number 3000000000",
+                "LimitedPriorityLevelConfiguration.spec.limited.lendablePercent",
+                "int32"
+            ),
+            at(
+                "number 2.5",
+                "LimitedPriorityLevelConfiguration.spec.limited.nominalConcurrencyShares",
+                "int32"
+            ),
+        ]
+    );
 }

@@ -92,6 +92,11 @@ fn the_schemas_follow_the_release_and_the_api_version() {
         .get("nominalConcurrencyShares")
         .is_some());
     assert!(limited(34, "v1").get("lendablePercent").is_some());
+    assert!(limited(34, "v1").get("nominalConcurrencyShares").is_some());
+    assert!(limited(34, "v1").get("assuredConcurrencyShares").is_none());
+    assert!(limited(24, "v1beta1")
+        .get("assuredConcurrencyShares")
+        .is_some());
     assert!(limited(25, "v1beta2").get("lendablePercent").is_none());
     let spec = |minor: u32, api: &str| {
         v3(

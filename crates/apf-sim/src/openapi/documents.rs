@@ -121,38 +121,16 @@ enum Action {
 }
 
 impl Action {
-    /// The discovery verb that allows it ([`Resource::allows`]).
-    fn verb(self) -> &'static str {
+    /// (the discovery verb that allows it ([`Resource::allows`]), its HTTP method, its `x-kubernetes-action`)
+    fn words(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Action::List => "list",
-            Action::Get => "get",
-            Action::Post => "create",
-            Action::Put => "update",
-            Action::Patch => "patch",
-            Action::Delete => "delete",
-            Action::DeleteCollection => "deletecollection",
-        }
-    }
-
-    fn method(self) -> &'static str {
-        match self {
-            Action::List | Action::Get => "get",
-            Action::Post => "post",
-            Action::Put => "put",
-            Action::Patch => "patch",
-            Action::Delete | Action::DeleteCollection => "delete",
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Action::List => "list",
-            Action::Get => "get",
-            Action::Post => "post",
-            Action::Put => "put",
-            Action::Patch => "patch",
-            Action::Delete => "delete",
-            Action::DeleteCollection => "deletecollection",
+            Action::List => ("list", "get", "list"),
+            Action::Get => ("get", "get", "get"),
+            Action::Post => ("create", "post", "post"),
+            Action::Put => ("update", "put", "put"),
+            Action::Patch => ("patch", "patch", "patch"),
+            Action::Delete => ("delete", "delete", "delete"),
+            Action::DeleteCollection => ("deletecollection", "delete", "deletecollection"),
         }
     }
 }
@@ -242,7 +220,7 @@ fn operation(d: Dialect, r: &Resource, action: Action, all_namespaces: bool) -> 
         "description": summary,
         "operationId": format!("{verb}{group}{}{collection}{scope}{}{suffix}", upper_first(version), r.kind),
         "tags": [format!("{}{}_{version}", group[..1].to_lowercase(), &group[1..])],
-        "x-kubernetes-action": action.name(),
+        "x-kubernetes-action": action.words().2,
         "x-kubernetes-group-version-kind": {"group": r.gvr.group, "kind": r.kind, "version": version},
     });
     let mut params = vec![param(d, "pretty", "query", "string", "Indent the output.")];
@@ -399,8 +377,8 @@ fn paths(d: Dialect, r: &Resource, out: &mut Map<String, Value>) {
     let mut add = |path: String, actions: &[Action], params: Vec<Value>, all_namespaces: bool| {
         let mut item: Map<String, Value> = actions
             .iter()
-            .filter(|a| r.allows(a.verb()))
-            .map(|a| (a.method().to_string(), operation(d, r, *a, all_namespaces)))
+            .filter(|a| r.allows(a.words().0))
+            .map(|a| (a.words().1.to_string(), operation(d, r, *a, all_namespaces)))
             .collect();
         if !item.is_empty() {
             if !params.is_empty() {
@@ -513,4 +491,46 @@ pub(super) fn v2(v: KubeVersion) -> Value {
         "securityDefinitions": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
         "security": [{"BearerToken": []}],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Gvr;
+
+    /// Discovery's verbs decide: a resource that allows deletecollection gets it on its collection, in both dialects.
+    #[test]
+    fn the_verbs_decide_the_operations() {
+        let r = Resource {
+            gvr: Gvr {
+                group: "coordination.k8s.io",
+                version: "v1",
+                resource: "leases",
+            },
+            kind: "Lease",
+            singular: "lease",
+            namespaced: true,
+            verbs: &["deletecollection", "get", "list"],
+            short_names: &[],
+        };
+        for d in [Dialect::V2, Dialect::V3] {
+            let mut out = Map::new();
+            paths(d, &r, &mut out);
+            let collection = &out["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"];
+            let delete = &collection["delete"];
+            assert_eq!(delete["x-kubernetes-action"], "deletecollection");
+            assert_eq!(
+                delete["operationId"],
+                "deleteCoordinationV1CollectionNamespacedLease"
+            );
+            assert!(collection.get("post").is_none());
+            let item = &out["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"];
+            let methods: Vec<&String> = item.as_object().unwrap().keys().collect();
+            assert_eq!(methods, ["get", "parameters"]);
+            assert_eq!(
+                out["/apis/coordination.k8s.io/v1/leases"]["get"]["operationId"],
+                "listCoordinationV1LeaseForAllNamespaces"
+            );
+        }
+    }
 }

@@ -109,15 +109,11 @@ fn schema(s: &Value) -> Msg {
         }
         _ => {}
     }
-    // TypeItem: repeated string value = 1.
-    let types: Vec<Value> = match s.get("type") {
-        Some(Value::Array(types)) => types.clone(),
-        Some(t) => vec![t.clone()],
-        None => Vec::new(),
-    };
-    if !types.is_empty() {
+    // TypeItem: repeated string value = 1 (JSON Schema allows one type or a list).
+    if let Some(t) = s.get("type") {
         let mut item = Msg::default();
-        item.strings(1, Some(&Value::Array(types)));
+        item.string(1, Some(t));
+        item.strings(1, Some(t));
         m.message(22, item);
     }
     // ItemsItem: repeated Schema schema = 1.

@@ -572,19 +572,57 @@ async fn kubectl_validates_with_the_openapi_the_cluster_serves() {
         err.contains("strict decoding error: unknown field \"spec.colour\""),
         "{err}"
     );
-    let (ok, out, err) = kubectl(
+    // kubectl create too, and the request that reaches the server says so (kubectl -v=6 logs each one).
+    let (ok, _, err) = kubectl(
         &kubeconfig,
-        &["explain", "prioritylevelconfigurations.spec.limited"],
+        &["create", "-f", bad.to_str().unwrap(), "-v=6"],
     )
     .await;
+    assert!(!ok);
+    assert!(
+        err.lines().any(|l| l.contains("POST")
+            && l.contains("/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas?")
+            && l.contains("fieldValidation=Strict")),
+        "{err}"
+    );
+    assert!(err.contains("unknown field \"spec.colour\""), "{err}");
+    // explain reads the v3 documents, and the v2 one in protobuf (gnostic's OpenAPIv2.proto) when asked for it.
+    let (ok, out, err) = kubectl(&kubeconfig, &["explain", "flowschemas.spec"]).await;
     assert!(ok, "{err}");
     for field in [
-        "nominalConcurrencyShares",
-        "lendablePercent",
-        "limitResponse",
+        "distinguisherMethod",
+        "matchingPrecedence",
+        "priorityLevelConfiguration",
+        "rules",
     ] {
         assert!(out.contains(field), "{field}: {out}");
     }
+    for output in ["plaintext", "plaintext-openapiv2"] {
+        let (ok, out, err) = kubectl(
+            &kubeconfig,
+            &[
+                "explain",
+                "prioritylevelconfigurations.spec.limited",
+                "--output",
+                output,
+            ],
+        )
+        .await;
+        assert!(ok, "{output}: {err}");
+        for field in [
+            "nominalConcurrencyShares",
+            "lendablePercent",
+            "limitResponse",
+        ] {
+            assert!(out.contains(field), "{output}, {field}: {out}");
+        }
+    }
+    let (ok, out, err) = kubectl(
+        &kubeconfig,
+        &["explain", "leases.spec", "--output", "plaintext-openapiv2"],
+    )
+    .await;
+    assert!(ok && out.contains("holderIdentity"), "{out}{err}");
     // Invalid values are refused with the field and the rule, as kube-apiserver's validation words them.
     std::fs::write(
         &bad,

@@ -49,6 +49,16 @@ pub(super) fn admit(
     old: Option<&Value>,
     object: &mut Value,
 ) -> Result<Vec<String>, ApiError> {
+    // Its JSON decoder refuses a value of the wrong type, whatever fieldValidation says.
+    if let Some(e) = super::openapi::type_errors(v, r.gvr.version, r.kind, object)
+        .into_iter()
+        .next()
+    {
+        return Err(ApiError::BadRequest(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            r.kind, r.gvr.version, r.kind
+        )));
+    }
     let mut warnings = Vec::new();
     if validation != FieldValidation::Ignore {
         let unknown = super::openapi::unknown_fields(v, r.gvr.version, r.kind, object);
@@ -631,6 +641,22 @@ mod tests {
         )
         .await;
         assert_eq!(code, 400, "{e}");
+        // A value of the wrong type is refused whatever fieldValidation says, as Go's JSON decoder refuses it.
+        let (code, e) = call(
+            &c,
+            Method::POST,
+            &format!("{}?fieldValidation=Ignore", at(FSS, "v1")),
+            &fs(100).replace("100", "\"100\""),
+        )
+        .await;
+        assert_eq!(
+            (code, e["message"].as_str().unwrap_or_default()),
+            (
+                400,
+                "FlowSchema in version \"v1\" cannot be handled as a FlowSchema: json: cannot unmarshal string \
+                 into Go struct field FlowSchemaSpec.spec.matchingPrecedence of type int32"
+            )
+        );
     }
 
     #[tokio::test]

@@ -23,6 +23,9 @@ pub(super) enum ApiError {
     Invalid(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// The server has nothing in a media type the request's Accept takes.
+    #[error("{0}")]
+    NotAcceptable(String),
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("{0}")]
@@ -42,6 +45,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType")
             }
+            ApiError::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, "NotAcceptable"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
             ApiError::Gone(_) => (StatusCode::GONE, "Expired"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),

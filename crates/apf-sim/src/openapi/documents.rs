@@ -4,6 +4,7 @@ use serde_json::{json, Map, Value};
 
 use super::schema::{self, Def, ListType, Ty};
 use crate::discovery::{self, Resource};
+use crate::writes::PATCH_TYPES;
 use apf::KubeVersion;
 
 /// Which dialect a document is written in.
@@ -26,6 +27,7 @@ fn type_schema(d: Dialect, ty: &Ty, doc: &str) -> Value {
     let mut s = match ty {
         Ty::Str => json!({"type": "string"}),
         Ty::Int => json!({"type": "integer", "format": "int32"}),
+        Ty::Int64 => json!({"type": "integer", "format": "int64"}),
         Ty::Bool => json!({"type": "boolean"}),
         // v3 ignores the siblings of a $ref, so kube-openapi wraps it in allOf there.
         Ty::Ref(name) => match d {
@@ -34,15 +36,17 @@ fn type_schema(d: Dialect, ty: &Ty, doc: &str) -> Value {
         },
         Ty::List(item, kind) => {
             let mut s = json!({"type": "array", "items": type_schema(d, item, "")});
-            let (t, keys) = match kind {
-                ListType::Atomic => ("atomic", None),
-                ListType::Set => ("set", None),
-                ListType::Map(key) => ("map", Some(*key)),
+            let t = match kind {
+                ListType::Atomic => "atomic",
+                ListType::Set | ListType::MergedSet => "set",
+                ListType::Map(_) => "map",
             };
             s["x-kubernetes-list-type"] = json!(t);
-            if let Some(key) = keys {
+            if let ListType::Map(key) = kind {
                 s["x-kubernetes-list-map-keys"] = json!([key]);
                 s["x-kubernetes-patch-merge-key"] = json!(key);
+            }
+            if matches!(kind, ListType::Map(_) | ListType::MergedSet) {
                 s["x-kubernetes-patch-strategy"] = json!("merge");
             }
             s
@@ -104,121 +108,209 @@ fn param(d: Dialect, name: &str, location: &str, ty: &str, doc: &str) -> Value {
     p
 }
 
-/// The parameters of a write, as kube-apiserver takes them.
-fn write_params(d: Dialect, patch: bool) -> Vec<Value> {
-    let mut out = vec![
-        param(d, "fieldManager", "query", "string", "The name of the actor making the change."),
-        param(
-            d,
-            "fieldValidation",
-            "query",
-            "string",
-            "What to do with fields the kind does not have: Ignore, Warn (the default) or Strict (400 Bad Request).",
-        ),
-    ];
-    if patch {
-        out.push(param(
-            d,
-            "force",
-            "query",
-            "boolean",
-            "An apply takes the fields other managers own.",
-        ));
-    }
-    out
+/// What an operation does, as kube-openapi's `x-kubernetes-action` names it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Action {
+    List,
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    DeleteCollection,
 }
 
-const PATCH_TYPES: [&str; 3] = [
-    "application/apply-patch+yaml",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-];
+impl Action {
+    /// (the discovery verb that allows it ([`Resource::allows`]), its HTTP method, its `x-kubernetes-action`)
+    fn words(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Action::List => ("list", "get", "list"),
+            Action::Get => ("get", "get", "get"),
+            Action::Post => ("create", "post", "post"),
+            Action::Put => ("update", "put", "put"),
+            Action::Patch => ("patch", "patch", "patch"),
+            Action::Delete => ("delete", "delete", "delete"),
+            Action::DeleteCollection => ("deletecollection", "delete", "deletecollection"),
+        }
+    }
+}
 
-/// One operation of `r`: `action` is x-kubernetes-action (list, get, post, put, patch, delete).
-fn operation(d: Dialect, r: &Resource, action: &str, package: &str) -> Value {
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|first| first.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// `FlowcontrolApiserver`, `Coordination`, `Core`: how kube-openapi's operation ids and tags name a group.
+fn group_id(r: &Resource) -> String {
+    match r.gvr.group {
+        "" => "Core".to_string(),
+        g => g
+            .trim_end_matches(".k8s.io")
+            .split('.')
+            .map(upper_first)
+            .collect(),
+    }
+}
+
+/// One operation of `r`; `all_namespaces`: the list of a namespaced kind across namespaces.
+fn operation(d: Dialect, r: &Resource, action: Action, all_namespaces: bool) -> Value {
+    let package = schema::package(r);
     let kind_ref = format!("{package}.{}", r.kind);
-    let (verb, summary, response) = match action {
-        "list" => (
+    let status_ref = format!("{}.Status", schema::META);
+    // (operation id's verb, its word before the kind, description, response schema)
+    let (verb, collection, summary, response) = match action {
+        Action::List => (
             "list",
+            "",
             format!("list or watch objects of kind {}", r.kind),
             format!("{package}.{}List", r.kind),
         ),
-        "get" => (
+        Action::Get => (
             "read",
+            "",
             format!("read the specified {}", r.kind),
             kind_ref.clone(),
         ),
-        "post" => ("create", format!("create a {}", r.kind), kind_ref.clone()),
-        "put" => (
+        Action::Post => (
+            "create",
+            "",
+            format!("create a {}", r.kind),
+            kind_ref.clone(),
+        ),
+        Action::Put => (
             "replace",
+            "",
             format!("replace the specified {}", r.kind),
             kind_ref.clone(),
         ),
-        "patch" => (
+        Action::Patch => (
             "patch",
+            "",
             format!("partially update the specified {}", r.kind),
             kind_ref.clone(),
         ),
-        _ => (
+        Action::Delete => (
             "delete",
+            "",
             format!("delete a {}", r.kind),
-            format!("{}.Status", schema::META),
+            status_ref.clone(),
+        ),
+        Action::DeleteCollection => (
+            "delete",
+            "Collection",
+            format!("delete collection of {}", r.kind),
+            status_ref,
         ),
     };
-    let tag = format!(
-        "{}_{}",
-        r.gvr.group.split('.').next().unwrap_or("core"),
-        r.gvr.version
-    );
+    let scope = if r.namespaced && !all_namespaces {
+        "Namespaced"
+    } else {
+        ""
+    };
+    let suffix = if all_namespaces {
+        "ForAllNamespaces"
+    } else {
+        ""
+    };
+    let group = group_id(r);
+    let version = r.gvr.version;
     let mut op = json!({
         "description": summary,
-        "operationId": format!("{verb}{}{}", r.gvr.version, r.kind),
-        "tags": [tag],
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": {"group": r.gvr.group, "kind": r.kind, "version": r.gvr.version},
+        "operationId": format!("{verb}{group}{}{collection}{scope}{}{suffix}", upper_first(version), r.kind),
+        "tags": [format!("{}{}_{version}", group[..1].to_lowercase(), &group[1..])],
+        "x-kubernetes-action": action.words().2,
+        "x-kubernetes-group-version-kind": {"group": r.gvr.group, "kind": r.kind, "version": version},
     });
     let mut params = vec![param(d, "pretty", "query", "string", "Indent the output.")];
-    let body = match action {
-        "post" | "put" => {
-            params.extend(write_params(d, false));
-            Some((
-                vec!["application/json", "application/yaml"],
-                kind_ref.clone(),
-            ))
-        }
-        "patch" => {
-            params.extend(write_params(d, true));
-            Some((PATCH_TYPES.to_vec(), format!("{}.Patch", schema::META)))
-        }
-        "list" => {
-            for (name, doc) in [
-                ("labelSelector", "Only objects with these labels."),
-                (
-                    "fieldSelector",
-                    "Only objects with these fields (metadata.name, metadata.namespace).",
-                ),
-                ("resourceVersion", "Start a watch after this version."),
-                ("timeoutSeconds", "End the call after this long."),
-                ("watch", "Stream the changes as watch events."),
-            ] {
-                let ty = if name == "watch" {
-                    "boolean"
-                } else if name == "timeoutSeconds" {
-                    "integer"
-                } else {
-                    "string"
-                };
-                params.push(param(d, name, "query", ty, doc));
-            }
+    let q = |name: &str, ty: &str, doc: &str| param(d, name, "query", ty, doc);
+    let dry_run = || {
+        q(
+            "dryRun",
+            "string",
+            "All: check the request without persisting it. The simulated apiserver refuses it (400 Bad Request).",
+        )
+    };
+    let selectors = || {
+        [
+            q("labelSelector", "string", "Only objects with these labels."),
+            q(
+                "fieldSelector",
+                "string",
+                "Only objects with these fields (metadata.name, metadata.namespace).",
+            ),
+        ]
+    };
+    let delete_options = format!("{}.DeleteOptions", schema::META);
+    // (media types, schema, required) of the request body.
+    let body: Option<(Vec<&str>, String, bool)> = match action {
+        Action::List => {
+            params.extend(selectors());
+            params.push(q(
+                "resourceVersion",
+                "string",
+                "Start a watch after this version.",
+            ));
+            params.push(q(
+                "timeoutSeconds",
+                "integer",
+                "End the call after this long.",
+            ));
+            params.push(q("watch", "boolean", "Stream the changes as watch events."));
             None
         }
-        _ => None,
+        Action::Get => None,
+        Action::Post | Action::Put | Action::Patch => {
+            params.push(dry_run());
+            params.push(q(
+                "fieldManager",
+                "string",
+                "The name of the actor making the change.",
+            ));
+            params.push(q(
+                "fieldValidation",
+                "string",
+                "What to do with fields the kind does not have: Ignore, Warn (the default) or Strict \
+                 (400 Bad Request).",
+            ));
+            if action == Action::Patch {
+                params.push(q(
+                    "force",
+                    "boolean",
+                    "An apply takes the fields other managers own.",
+                ));
+                Some((
+                    PATCH_TYPES.to_vec(),
+                    format!("{}.Patch", schema::META),
+                    true,
+                ))
+            } else {
+                Some((vec!["application/json"], kind_ref, true))
+            }
+        }
+        Action::Delete | Action::DeleteCollection => {
+            params.push(dry_run());
+            if action == Action::DeleteCollection {
+                params.extend(selectors());
+            }
+            Some((vec!["application/json"], delete_options, false))
+        }
     };
-    let ok = if action == "post" { "201" } else { "200" };
-    let produces = ["application/json", "application/yaml"];
+    let codes: &[&str] = match action {
+        Action::Post => &["201"],
+        // An apply creates what does not exist.
+        Action::Patch => &["200", "201"],
+        _ => &["200"],
+    };
+    let produces: &[&str] = match action {
+        Action::List => &["application/json", "application/json;stream=watch"],
+        _ => &["application/json"],
+    };
+    let mut responses = Map::new();
     match d {
         Dialect::V3 => {
-            if let Some((types, schema_name)) = &body {
+            if let Some((types, schema_name, required)) = &body {
                 let content: Map<String, Value> = types
                     .iter()
                     .map(|t| {
@@ -228,7 +320,7 @@ fn operation(d: Dialect, r: &Resource, action: &str, package: &str) -> Value {
                         )
                     })
                     .collect();
-                op["requestBody"] = json!({"content": content, "required": true});
+                op["requestBody"] = json!({"content": content, "required": required});
             }
             let content: Map<String, Value> = produces
                 .iter()
@@ -239,11 +331,16 @@ fn operation(d: Dialect, r: &Resource, action: &str, package: &str) -> Value {
                     )
                 })
                 .collect();
-            op["responses"] = json!({ok: {"description": "OK", "content": content}, "401": {"description": "Unauthorized"}});
+            for code in codes {
+                responses.insert(
+                    code.to_string(),
+                    json!({"description": "OK", "content": content}),
+                );
+            }
         }
         Dialect::V2 => {
-            if let Some((types, schema_name)) = &body {
-                params.push(json!({"name": "body", "in": "body", "required": true,
+            if let Some((types, schema_name, required)) = &body {
+                params.push(json!({"name": "body", "in": "body", "required": required,
                     "schema": {"$ref": d.reference(schema_name)}}));
                 op["consumes"] = json!(types);
             } else {
@@ -251,17 +348,22 @@ fn operation(d: Dialect, r: &Resource, action: &str, package: &str) -> Value {
             }
             op["produces"] = json!(produces);
             op["schemes"] = json!(["https"]);
-            op["responses"] = json!({ok: {"description": "OK", "schema": {"$ref": d.reference(&response)}},
-                "401": {"description": "Unauthorized"}});
+            for code in codes {
+                responses.insert(
+                    code.to_string(),
+                    json!({"description": "OK", "schema": {"$ref": d.reference(&response)}}),
+                );
+            }
         }
     }
+    responses.insert("401".into(), json!({"description": "Unauthorized"}));
+    op["responses"] = Value::Object(responses);
     op["parameters"] = json!(params);
     op
 }
 
 /// The paths of `r` with the operations its verbs allow.
 fn paths(d: Dialect, r: &Resource, out: &mut Map<String, Value>) {
-    let package = schema::package(r);
     let base = if r.gvr.group.is_empty() {
         format!("/api/{}", r.gvr.version)
     } else {
@@ -272,54 +374,49 @@ fn paths(d: Dialect, r: &Resource, out: &mut Map<String, Value>) {
     } else {
         format!("{base}/{}", r.gvr.resource)
     };
-    let namespace = param(d, "namespace", "path", "string", "The object's namespace.");
-    let name = param(d, "name", "path", "string", "The object's name.");
-    let mut add = |path: String, ops: &[(&str, &str)], path_params: Vec<Value>| {
-        let mut item = Map::new();
-        for (verb, action) in ops {
-            if r.allows(verb) {
-                let method = match *action {
-                    "list" | "get" => "get",
-                    other => other,
-                };
-                item.insert(method.to_string(), operation(d, r, action, &package));
-            }
-        }
+    let mut add = |path: String, actions: &[Action], params: Vec<Value>, all_namespaces: bool| {
+        let mut item: Map<String, Value> = actions
+            .iter()
+            .filter(|a| r.allows(a.words().0))
+            .map(|a| (a.words().1.to_string(), operation(d, r, *a, all_namespaces)))
+            .collect();
         if !item.is_empty() {
-            if !path_params.is_empty() {
-                item.insert("parameters".into(), json!(path_params));
+            if !params.is_empty() {
+                item.insert("parameters".into(), json!(params));
             }
             out.insert(path, Value::Object(item));
         }
     };
-    let scope = if r.namespaced {
-        vec![namespace.clone()]
-    } else {
-        Vec::new()
-    };
+    let mut scope = Vec::new();
+    if r.namespaced {
+        scope.push(param(
+            d,
+            "namespace",
+            "path",
+            "string",
+            "The object's namespace.",
+        ));
+    }
     add(
         collection.clone(),
-        &[("list", "list"), ("create", "post")],
+        &[Action::List, Action::Post, Action::DeleteCollection],
         scope.clone(),
+        false,
     );
     let mut item_params = scope;
-    item_params.push(name);
+    item_params.push(param(d, "name", "path", "string", "The object's name."));
     add(
         format!("{collection}/{{name}}"),
-        &[
-            ("get", "get"),
-            ("update", "put"),
-            ("patch", "patch"),
-            ("delete", "delete"),
-        ],
+        &[Action::Get, Action::Put, Action::Patch, Action::Delete],
         item_params,
+        false,
     );
     if r.namespaced {
-        // Every namespace's objects.
         add(
             format!("{base}/{}", r.gvr.resource),
-            &[("list", "list")],
+            &[Action::List],
             Vec::new(),
+            true,
         );
     }
 }
@@ -394,4 +491,46 @@ pub(super) fn v2(v: KubeVersion) -> Value {
         "securityDefinitions": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
         "security": [{"BearerToken": []}],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Gvr;
+
+    /// Discovery's verbs decide: a resource that allows deletecollection gets it on its collection, in both dialects.
+    #[test]
+    fn the_verbs_decide_the_operations() {
+        let r = Resource {
+            gvr: Gvr {
+                group: "coordination.k8s.io",
+                version: "v1",
+                resource: "leases",
+            },
+            kind: "Lease",
+            singular: "lease",
+            namespaced: true,
+            verbs: &["deletecollection", "get", "list"],
+            short_names: &[],
+        };
+        for d in [Dialect::V2, Dialect::V3] {
+            let mut out = Map::new();
+            paths(d, &r, &mut out);
+            let collection = &out["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"];
+            let delete = &collection["delete"];
+            assert_eq!(delete["x-kubernetes-action"], "deletecollection");
+            assert_eq!(
+                delete["operationId"],
+                "deleteCoordinationV1CollectionNamespacedLease"
+            );
+            assert!(collection.get("post").is_none());
+            let item = &out["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"];
+            let methods: Vec<&String> = item.as_object().unwrap().keys().collect();
+            assert_eq!(methods, ["get", "parameters"]);
+            assert_eq!(
+                out["/apis/coordination.k8s.io/v1/leases"]["get"]["operationId"],
+                "listCoordinationV1LeaseForAllNamespaces"
+            );
+        }
+    }
 }

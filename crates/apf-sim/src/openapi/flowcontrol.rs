@@ -3,34 +3,8 @@
 //! the `exempt` settings in 1.28 (kubernetes/kubernetes `staging/src/k8s.io/api/flowcontrol/*/types.go`).
 use apf::KubeVersion;
 
-use super::schema::{def, f, kind_fields, list, r_meta, req, Def, ListType, Ty};
+use super::schema::{condition, def, f, kind_fields, list, req, Def, ListType, Ty};
 use crate::discovery::Resource;
-
-fn condition(package: &str, name: &str) -> Def {
-    def(
-        format!("{package}.{name}"),
-        "One aspect of the object's state.",
-        vec![
-            f(
-                "lastTransitionTime",
-                r_meta("Time"),
-                "When the status last changed.",
-            ),
-            f(
-                "message",
-                Ty::Str,
-                "Details of the last transition, for a person.",
-            ),
-            f(
-                "reason",
-                Ty::Str,
-                "The reason of the last transition, in CamelCase.",
-            ),
-            f("status", Ty::Str, "True, False or Unknown."),
-            f("type", Ty::Str, "The condition's type."),
-        ],
-    )
-}
 
 pub(super) fn definitions(v: KubeVersion, r: &Resource, package: &str) -> Vec<Def> {
     let p = |name: &str| Ty::Ref(format!("{package}.{name}"));

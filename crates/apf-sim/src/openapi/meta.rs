@@ -6,6 +6,12 @@ pub(crate) fn definitions() -> Vec<Def> {
     let m = |name: &str| format!("{META}.{name}");
     let mut time = def(m("Time"), "A time in RFC 3339, to the second.", Vec::new());
     time.time = true;
+    let mut micro_time = def(
+        m("MicroTime"),
+        "A time in RFC 3339, to the microsecond.",
+        Vec::new(),
+    );
+    micro_time.time = true;
     let mut fields_v1 = def(
         m("FieldsV1"),
         "The fields a manager owns, as a tree of field names.",
@@ -37,7 +43,7 @@ pub(crate) fn definitions() -> Vec<Def> {
                 ),
                 f(
                     "deletionGracePeriodSeconds",
-                    Ty::Int,
+                    Ty::Int64,
                     "Seconds allowed for a graceful deletion.",
                 ),
                 f(
@@ -47,7 +53,7 @@ pub(crate) fn definitions() -> Vec<Def> {
                 ),
                 f(
                     "finalizers",
-                    list(Ty::Str, ListType::Set),
+                    list(Ty::Str, ListType::MergedSet),
                     "What must be done before deletion.",
                 ),
                 f(
@@ -57,7 +63,7 @@ pub(crate) fn definitions() -> Vec<Def> {
                 ),
                 f(
                     "generation",
-                    Ty::Int,
+                    Ty::Int64,
                     "The generation of the desired state; set by the server.",
                 ),
                 f(
@@ -99,7 +105,7 @@ pub(crate) fn definitions() -> Vec<Def> {
             "The metadata of a list.",
             vec![
                 f("continue", Ty::Str, "Where the next page starts."),
-                f("remainingItemCount", Ty::Int, "Items after this page."),
+                f("remainingItemCount", Ty::Int64, "Items after this page."),
                 f(
                     "resourceVersion",
                     Ty::Str,
@@ -146,6 +152,7 @@ pub(crate) fn definitions() -> Vec<Def> {
             ],
         ),
         time,
+        micro_time,
         fields_v1,
         patch,
         raw,
@@ -198,7 +205,7 @@ pub(crate) fn definitions() -> Vec<Def> {
                     list(Ty::Str, ListType::Atomic),
                     "All: do not persist.",
                 ),
-                f("gracePeriodSeconds", Ty::Int, "Seconds before deletion."),
+                f("gracePeriodSeconds", Ty::Int64, "Seconds before deletion."),
                 f("kind", Ty::Str, "DeleteOptions."),
                 f(
                     "preconditions",

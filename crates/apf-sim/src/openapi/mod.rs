@@ -1,53 +1,74 @@
 //! The OpenAPI documents of the simulated cluster, as kube-apiserver serves them: v3 (`/openapi/v3`, an index of
-//! one document per group-version, each at a URL with the document's hash) and v2 (`/openapi/v2`, one document),
-//! from one set of schemas ([`schema`]). kubectl reads them to validate what it sends: a PATCH operation of a kind
-//! that takes the `fieldValidation` parameter tells it the server checks fields itself (`fieldValidation=Strict`,
-//! answered here by [`unknown_fields`]), and the schemas tell `kubectl apply` how to merge.
-//!
-//! v2 is served in JSON only: a client that accepts nothing but protobuf (client-go's `OpenAPISchema`, which kubectl
-//! uses only where v3 is missing) gets 406 Not Acceptable.
+//! one document per group-version, each at a URL with the document's hash) and v2 (`/openapi/v2`, one document, in
+//! JSON or in gnostic's protobuf, [`proto`]), from one set of schemas ([`schema`]). kubectl reads them to validate
+//! what it sends: a PATCH operation of a kind that takes the `fieldValidation` parameter tells it the server checks
+//! fields itself (`fieldValidation=Strict`, answered here by [`unknown_fields`]), the schemas tell `kubectl apply`
+//! how to merge, and `kubectl explain` prints them (v3, or v2 with `--output plaintext-openapiv2`).
+mod check;
+mod core;
 mod documents;
 mod flowcontrol;
 mod meta;
+mod proto;
 pub(crate) mod schema;
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use serde_json::Value;
+use serde_json::{json, Map};
 use std::sync::Arc;
 
-use super::discovery;
 use super::status::ApiError;
 use apf::KubeVersion;
-use schema::{Def, Ty};
+
+pub(crate) use check::{type_errors, unknown_fields};
+
+const JSON: &str = "application/json";
+/// The media types of the v2 document in protobuf: client-go asks for the first; kube-openapi takes both and
+/// answers with the second, which Go's `mime.ParseMediaType` can read (`@` is not allowed in a media type).
+const PROTOBUF: [&str; 2] = [
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
 
 /// The documents of one simulated release, rendered once.
 struct Documents {
-    /// `(path after /openapi/v3/, its document as JSON, the document's hash)`.
-    v3: Vec<(String, Vec<u8>, String)>,
-    v2: Vec<u8>,
+    /// `(path after /openapi/v3/, its document as JSON)`.
+    v3: Vec<(String, Bytes)>,
+    v3_index: Bytes,
+    v2_json: Bytes,
+    v2_protobuf: Bytes,
 }
 
 impl Documents {
     fn new(v: KubeVersion) -> Documents {
+        let mut index = Map::new();
         let v3 = documents::group_versions(v)
             .into_iter()
             .map(|(path, doc)| {
                 let body = serde_json::to_vec(&doc).unwrap_or_default();
-                let hash = fnv_hex(&body);
-                (path, body, hash)
+                // The URL changes with the document: clients may cache what they read at it for good.
+                let url = format!("/openapi/v3/{path}?hash={}", fnv_hex(&body));
+                index.insert(path.clone(), json!({"serverRelativeURL": url}));
+                (path, Bytes::from(body))
             })
             .collect();
+        let v2 = documents::v2(v);
         Documents {
             v3,
-            v2: serde_json::to_vec(&documents::v2(v)).unwrap_or_default(),
+            v3_index: serde_json::to_vec(&json!({"paths": index}))
+                .unwrap_or_default()
+                .into(),
+            v2_json: serde_json::to_vec(&v2).unwrap_or_default().into(),
+            v2_protobuf: proto::document(&v2).into(),
         }
     }
 }
 
+/// FNV-1a (64 bits) in hex: a stable digest of a document for its URL.
 fn fnv_hex(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
@@ -67,51 +88,56 @@ pub(crate) fn routes(v: KubeVersion) -> Router {
         .with_state(Arc::new(Documents::new(v)))
 }
 
-/// Whether the request accepts JSON (no Accept, `*/*`, `application/*` and `application/json` do).
-fn accepts_json(headers: &HeaderMap) -> bool {
+/// The first media type of the request's Accept that is JSON (`application/json`, `application/*`, `*/*`) or one of
+/// `others`, in the client's order (q=0 refuses one); JSON when there is no Accept. `None`: nothing served fits.
+fn negotiate(headers: &HeaderMap, others: &[&'static str]) -> Option<&'static str> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|a| a.to_str().ok()) else {
-        return true;
+        return Some(JSON);
     };
-    accept.split(',').any(|media| {
-        let media = media.split(';').next().unwrap_or_default().trim();
-        matches!(media, "" | "*/*" | "application/*" | "application/json")
+    accept.split(',').find_map(|entry| {
+        let mut parts = entry.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            p.strip_prefix("q=")
+                .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
+        });
+        if refused {
+            return None;
+        }
+        match media.as_str() {
+            "" | "*/*" | "application/*" | JSON => Some(JSON),
+            m => others.iter().copied().find(|o| *o == m),
+        }
     })
 }
 
-fn json(headers: &HeaderMap, body: Vec<u8>) -> Response {
-    if !accepts_json(headers) {
-        return not_acceptable();
+fn respond(media: Option<&'static str>, served: &[&str], body: Bytes) -> Response {
+    match media {
+        Some(media) => ([(header::CONTENT_TYPE, media)], body).into_response(),
+        None => ApiError::NotAcceptable(format!(
+            "only the following media types are accepted: {}",
+            served.join(", ")
+        ))
+        .into_response(),
     }
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn not_acceptable() -> Response {
-    let e = ApiError::BadRequest(
-        "only application/json is served here (the simulated apiserver has no protobuf)".into(),
-    );
-    let mut status = e.status();
-    status["code"] = 406.into();
-    status["reason"] = "NotAcceptable".into();
-    (StatusCode::NOT_ACCEPTABLE, axum::Json(status)).into_response()
+/// A JSON document, or 406 to a client that does not take JSON.
+fn json_only(headers: &HeaderMap, body: &Bytes) -> Response {
+    respond(negotiate(headers, &[]), &[JSON], body.clone())
 }
 
 async fn v2(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Response {
-    json(&headers, docs.v2.clone())
+    let (media, body) = match negotiate(&headers, &PROTOBUF) {
+        Some(JSON) => (Some(JSON), docs.v2_json.clone()),
+        Some(_) => (Some(PROTOBUF[1]), docs.v2_protobuf.clone()),
+        None => (None, Bytes::new()),
+    };
+    respond(media, &[JSON, PROTOBUF[0], PROTOBUF[1]], body)
 }
 
 async fn v3_index(State(docs): State<Arc<Documents>>, headers: HeaderMap) -> Response {
-    let paths: serde_json::Map<String, Value> = docs
-        .v3
-        .iter()
-        .map(|(path, _, hash)| {
-            let url = format!("/openapi/v3/{path}?hash={hash}");
-            (path.clone(), serde_json::json!({"serverRelativeURL": url}))
-        })
-        .collect();
-    json(
-        &headers,
-        serde_json::to_vec(&serde_json::json!({"paths": paths})).unwrap_or_default(),
-    )
+    json_only(&headers, &docs.v3_index)
 }
 
 async fn v3_document(
@@ -119,65 +145,9 @@ async fn v3_document(
     Path(path): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    match docs.v3.iter().find(|(p, _, _)| *p == path) {
-        Some((_, body, _)) => json(&headers, body.clone()),
+    match docs.v3.iter().find(|(p, _)| *p == path) {
+        Some((_, body)) => json_only(&headers, body),
         None => ApiError::no_such_path().into_response(),
-    }
-}
-
-/// The fields of `object` (a `kind` of flowcontrol API version `api`, on Kubernetes `v`) its schema does not have,
-/// as kube-apiserver's strict decoding names them: `unknown field "spec.rules[0].subjects[0].bar"`.
-pub(crate) fn unknown_fields(v: KubeVersion, api: &str, kind: &str, object: &Value) -> Vec<String> {
-    let Some(r) = discovery::resources(v)
-        .into_iter()
-        .find(|r| r.gvr.version == api && r.kind == kind)
-    else {
-        return Vec::new();
-    };
-    let defs: Vec<Def> = schema::definitions(v, &r)
-        .into_iter()
-        .chain(meta::definitions())
-        .collect();
-    let mut out = Vec::new();
-    let top = format!("{}.{kind}", schema::package(&r));
-    walk(&defs, &top, object, "", &mut out);
-    out.into_iter()
-        .map(|path| format!("unknown field \"{path}\""))
-        .collect()
-}
-
-fn walk(defs: &[Def], name: &str, value: &Value, at: &str, out: &mut Vec<String>) {
-    let Some(d) = defs.iter().find(|d| d.name == name) else {
-        return;
-    };
-    let Some(fields) = value.as_object() else {
-        return;
-    };
-    if d.open || d.time {
-        return;
-    }
-    for (key, v) in fields {
-        let path = if at.is_empty() {
-            key.clone()
-        } else {
-            format!("{at}.{key}")
-        };
-        match d.fields.iter().find(|f| f.name == key) {
-            None => out.push(path),
-            Some(field) => walk_type(defs, &field.ty, v, &path, out),
-        }
-    }
-}
-
-fn walk_type(defs: &[Def], ty: &Ty, value: &Value, at: &str, out: &mut Vec<String>) {
-    match ty {
-        Ty::Ref(name) => walk(defs, name, value, at, out),
-        Ty::List(item, _) => {
-            for (i, v) in value.as_array().into_iter().flatten().enumerate() {
-                walk_type(defs, item, v, &format!("{at}[{i}]"), out);
-            }
-        }
-        _ => {}
     }
 }
 

@@ -1,9 +1,10 @@
 //! The schemas of the kinds the simulated cluster serves, once, as data: the flowcontrol kinds field by field per
 //! simulated release and API version (v1beta1 and v1beta2 call the shares `assuredConcurrencyShares`; borrowing's
 //! `lendablePercent` and `borrowingLimitPercent` arrive in 1.26, the `exempt` settings in 1.28), the meta types
-//! they use, and the other kinds loosely (their fields are kept whatever they are). Names are kube-openapi's
-//! (`io.k8s.api.flowcontrol.v1.FlowSchema`); the OpenAPI documents and the strict field check read them. Here: the
-//! types and the other kinds; `flowcontrol.rs` the flowcontrol kinds, `meta.rs` the meta types.
+//! they use, and the other kinds with their top-level fields (`core.rs`; the parts the simulator does not model
+//! are open objects that keep any field). Names are kube-openapi's (`io.k8s.api.flowcontrol.v1.FlowSchema`); the
+//! OpenAPI documents and the strict field check read them. Here: the types and what every kind shares;
+//! `flowcontrol.rs` the flowcontrol kinds, `core.rs` the others, `meta.rs` the meta types.
 use apf::endpoints::FLOWCONTROL_GROUP;
 use apf::KubeVersion;
 
@@ -13,7 +14,9 @@ use crate::discovery::Resource;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Ty {
     Str,
+    /// `int32`, as most counts of the API are.
     Int,
+    Int64,
     Bool,
     /// Another definition, by its short name in the same package (`FlowSchemaSpec`) or a full name.
     Ref(String),
@@ -27,6 +30,10 @@ pub(crate) enum Ty {
 pub(crate) enum ListType {
     Atomic,
     Set,
+    /// A set that a strategic-merge patch merges rather than replaces (`patchStrategy=merge`, as
+    /// `ObjectMeta.finalizers`).
+    MergedSet,
+    /// Keyed by the field; a strategic-merge patch merges items by that key (`patchMergeKey`).
     Map(&'static str),
 }
 
@@ -143,24 +150,54 @@ pub(super) fn r_meta(name: &str) -> Ty {
     Ty::Ref(format!("{META}.{name}"))
 }
 
+/// A definition that keeps any field: what the simulator does not model field by field.
+pub(super) fn open(name: String, doc: &'static str) -> Def {
+    Def {
+        open: true,
+        ..def(name, doc, Vec::new())
+    }
+}
+
+/// A condition of an object's status (`FlowSchemaCondition`, `NamespaceCondition`, ...).
+pub(super) fn condition(package: &str, name: &str) -> Def {
+    def(
+        format!("{package}.{name}"),
+        "One aspect of the object's state.",
+        vec![
+            f(
+                "lastTransitionTime",
+                r_meta("Time"),
+                "When the status last changed.",
+            ),
+            f(
+                "message",
+                Ty::Str,
+                "Details of the last transition, for a person.",
+            ),
+            f(
+                "reason",
+                Ty::Str,
+                "The reason of the last transition, in CamelCase.",
+            ),
+            f("status", Ty::Str, "True, False or Unknown."),
+            f("type", Ty::Str, "The condition's type."),
+        ],
+    )
+}
+
 /// Every definition a resource's documents need: its kind, its list, what they reference.
 pub(crate) fn definitions(v: KubeVersion, r: &Resource) -> Vec<Def> {
     let package = package(r);
     let mut defs = match r.gvr.group {
         FLOWCONTROL_GROUP => super::flowcontrol::definitions(v, r, &package),
-        _ => {
-            let mut kind = def(
-                format!("{package}.{}", r.kind),
-                "An object of the simulated cluster; its fields besides metadata are not checked.",
-                kind_fields(),
-            );
-            kind.open = true;
-            vec![kind]
-        }
+        _ => super::core::definitions(v, r, &package),
     };
     if let Some(kind) = defs.first_mut() {
         kind.gvk = Some((r.gvr.group, r.gvr.version, r.kind.to_string()));
     }
-    defs.push(list_def(&package, r));
+    // Reviews are only created: they have no list.
+    if r.allows("list") {
+        defs.push(list_def(&package, r));
+    }
     defs
 }

@@ -14,6 +14,7 @@
 //! - [`matching`]: which FlowSchema, priority level and flow a request gets;
 //! - [`plan`]: what a change to the shares does to every level's seats;
 //! - [`review`]: what is wrong with a cluster's FlowSchemas and PriorityLevelConfigurations;
+//! - [`audit`]: who got the 429s: audited requests classified and counted per user and per flow;
 //! - [`endpoints`]: where kube-apiserver serves the dumps and objects, and the RBAC rule each needs;
 //! - [`PriorityLevelConfig`], [`FlowSchema`], [`KubeVersion`], the rejection [`reason`]s.
 //!
@@ -107,6 +108,7 @@
 //! assert_eq!(found.flow_distinguisher, user);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+pub mod audit;
 pub mod defaults;
 pub mod endpoints;
 pub mod limits;

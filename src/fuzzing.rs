@@ -151,14 +151,29 @@ pub fn silence(data: &[u8]) {
     }
 }
 
-/// kube-apiserver's audit events: a log line, a webhook batch, and the queue-wait annotation's durations.
+/// kube-apiserver's audit events: a log line, a webhook batch, a log of lines as the offline command and the daemon
+/// read it (each line accounted for once), and the queue-wait annotation's durations.
 pub fn audit(data: &[u8]) {
+    use crate::audit::read::{read_lines, Tally};
     use apf::parse::audit::{go_duration, parse_event, parse_event_list};
     if let Ok(Some(r)) = parse_event(data) {
         let _ = r.request();
         let _ = r.rejected();
     }
     let _ = parse_event_list(data);
+    let (mut tally, mut malformed, mut counted) = (Tally::default(), 0u64, 0u64);
+    let lines = read_lines(
+        &mut &data[..],
+        "fuzz",
+        &mut tally,
+        &mut |_| malformed += 1,
+        &mut |_| counted += 1,
+    )
+    .unwrap_or(0);
+    assert_eq!(tally.malformed, malformed);
+    assert_eq!(tally.counted, counted);
+    // A line holds one event, or a batch of any number; a malformed one is one line.
+    assert!(tally.malformed <= lines);
     if let Ok(text) = std::str::from_utf8(data) {
         if let Some(d) = go_duration(text) {
             // A duration read back from Go's text is never negative and fits its type.

@@ -10,6 +10,7 @@
 //! module doc draws them); `cli` is one file per subcommand.
 pub mod alert;
 pub mod analyze;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -200,7 +200,9 @@ fn describe(r: &Request) -> String {
     }
 }
 
-fn from_files(files: &[PathBuf]) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelConfig>, String)> {
+pub(super) fn from_files(
+    files: &[PathBuf],
+) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelConfig>, String)> {
     let objects = super::objects::read_files(files)?;
     let (schemas, levels) = (objects.flow_schemas, objects.priority_levels);
     if schemas.is_empty() || levels.is_empty() {
@@ -219,7 +221,7 @@ fn from_files(files: &[PathBuf]) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelCo
     Ok((schemas, levels, source))
 }
 
-async fn from_cluster(
+pub(super) async fn from_cluster(
     config: &crate::config::Config,
 ) -> Result<(Vec<FlowSchema>, Vec<PriorityLevelConfig>, String)> {
     let c = super::objects::read_cluster(config, false).await?;

@@ -1,7 +1,8 @@
 //! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
-//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs`, `plan`, `match` in `matching.rs`), `table.rs` for
+//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs`, `plan`, `match` in `matching.rs`, `audit`), `table.rs` for
 //! the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work
 //! itself is the library's.
+mod audit;
 mod check;
 mod demo;
 mod matching;
@@ -55,6 +56,9 @@ pub enum Command {
     /// Which FlowSchema, priority level and flow a request gets, with kube-apiserver's own matching, on the
     /// cluster's objects or on files.
     Match(matching::MatchArgs),
+    /// Who got the 429s: kube-apiserver's audit log (plain, gzipped, rotated) classified with kube-apiserver's own
+    /// matching, per user and per flow, worst first.
+    Audit(audit::AuditArgs),
 }
 
 /// Flags of every command that reads a cluster: the config file, the replicas or the apiserver access, the logs.
@@ -276,6 +280,7 @@ pub fn main() -> ExitCode {
             Command::Demo(args) => (demo::demo(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Plan(args) => (plan::plan(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Match(args) => (matching::run(args).await.map(|()| ExitCode::SUCCESS), 1),
+            Command::Audit(args) => (audit::run(args).await.map(|()| ExitCode::SUCCESS), 1),
         }
     });
     match result {

@@ -5,6 +5,7 @@ mod common;
 mod alert_paused_time;
 mod alerts_e2e;
 mod api_auth;
+mod audit_cli;
 mod check_cli;
 mod daemon_lifecycle;
 mod dashboards;

@@ -46,6 +46,7 @@ struct ResponseStatus {
 struct Event {
     #[serde(default)]
     kind: String,
+    #[serde(default)]
     stage: String,
     #[serde(default, rename = "requestURI")]
     request_uri: String,
@@ -106,6 +107,8 @@ pub enum AuditError {
     Json(#[from] serde_json::Error),
     #[error("not an audit event: kind {0:?}")]
     Kind(String),
+    #[error("an audit event without a stage")]
+    NoStage,
 }
 
 /// The groups APF sees for `user`: those the event lists plus the ones authenticators and impersonation always add.
@@ -163,11 +166,21 @@ pub fn parse_event(json: &[u8]) -> Result<Option<AuditedRequest>, AuditError> {
     if !e.kind.is_empty() && e.kind != "Event" {
         return Err(AuditError::Kind(e.kind));
     }
+    if e.stage.is_empty() {
+        return Err(AuditError::NoStage);
+    }
     Ok(matches!(e.stage.as_str(), "ResponseComplete" | "Panic").then(|| into_request(e)))
 }
 
-/// An `EventList`, as the webhook backend posts it: every request that completed in the batch.
-pub fn parse_event_list(json: &[u8]) -> Result<Vec<AuditedRequest>, AuditError> {
+/// What an `EventList` holds: the requests that completed, and the events of earlier stages (not counted).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventBatch {
+    pub requests: Vec<AuditedRequest>,
+    pub earlier_stages: u64,
+}
+
+/// An `EventList`, as the webhook backend posts it.
+pub fn parse_event_list(json: &[u8]) -> Result<EventBatch, AuditError> {
     #[derive(Deserialize)]
     struct List {
         #[serde(default)]
@@ -179,12 +192,15 @@ pub fn parse_event_list(json: &[u8]) -> Result<Vec<AuditedRequest>, AuditError> 
     if !list.kind.is_empty() && list.kind != "EventList" {
         return Err(AuditError::Kind(list.kind));
     }
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|e| matches!(e.stage.as_str(), "ResponseComplete" | "Panic"))
-        .map(into_request)
-        .collect())
+    let mut batch = EventBatch::default();
+    for e in list.items {
+        if matches!(e.stage.as_str(), "ResponseComplete" | "Panic") {
+            batch.requests.push(into_request(e));
+        } else {
+            batch.earlier_stages += 1;
+        }
+    }
+    Ok(batch)
 }
 
 /// Go's `time.Duration` text (`0s`, `850ns`, `1.5µs`, `12.345678ms`, `1m30.5s`, `1h2m3s`); `None` for anything else.
@@ -288,9 +304,10 @@ mod tests {
             REJECTED.replace("ResponseComplete", "RequestReceived")
         );
         let batch = parse_event_list(list.as_bytes()).unwrap();
-        assert_eq!(batch.len(), 1);
-        assert!(batch[0].rejected());
+        assert_eq!((batch.requests.len(), batch.earlier_stages), (1, 1));
+        assert!(batch.requests[0].rejected());
         assert!(parse_event(b"{not json").is_err());
+        assert!(parse_event(br#"{"kind":"Event","verb":"get"}"#).is_err());
         assert!(parse_event(br#"{"kind":"Status","stage":"ResponseComplete"}"#).is_err());
         assert!(parse_event_list(br#"{"kind":"Event","items":[]}"#).is_err());
     }

@@ -65,6 +65,9 @@ pub struct Config {
     /// Who may use the HTTP API.
     #[serde(default)]
     pub web: WebConfig,
+    /// kube-apiserver's audit events: who got the 429s.
+    #[serde(default)]
+    pub audit: crate::audit::AuditConfig,
     /// The YAML the config was read from, to say on which line a key is.
     #[serde(skip)]
     text: Option<std::sync::Arc<str>>,
@@ -88,6 +91,7 @@ impl Default for Config {
             alerting: AlertingConfig::default(),
             shutdown_timeout: default_shutdown_timeout(),
             web: WebConfig::default(),
+            audit: crate::audit::AuditConfig::default(),
             text: None,
         }
     }
@@ -169,6 +173,7 @@ impl Config {
         let receivers = validate_receivers(&self.receivers, &at)?;
         self.route.validate(&receivers, &at)?;
         self.web.auth.validate(&at)?;
+        self.audit.validate(&at)?;
         if self.log.level.trim().is_empty() {
             return Err(format!("log.level must not be empty{}", at("log.level")));
         }

@@ -238,6 +238,7 @@ mod tests {
             }],
             alerts: vec![],
             config_findings: None,
+            audit: Vec::new(),
         }
     }
 

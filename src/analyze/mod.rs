@@ -1,5 +1,6 @@
 //! Headroom, rates, trends and the flows behind the pressure: pure functions over a replica's snapshots in the
 //! sliding window. Nothing here does I/O or reads a clock: times come in as seconds.
+mod audit;
 mod history;
 mod math;
 mod problem;
@@ -7,6 +8,7 @@ pub mod round;
 mod settings;
 mod status;
 
+pub use audit::{AuditLevel, AuditReport, AuditUser};
 pub use history::{Point, ReplicaHistory};
 pub use math::{counter_increase, histogram_quantile, share_above, theil_sen_slope};
 pub use problem::Problem;
@@ -29,6 +31,9 @@ pub struct StatusReport {
     /// read, and from `check` without `--review`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_findings: Option<Vec<apf::review::Finding>>,
+    /// Who got the 429s: per cluster, the audited requests of the window (absent without audit events).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub audit: Vec<AuditReport>,
 }
 
 /// One alert as `/api/v1/status` shows it.

@@ -57,6 +57,11 @@ pub fn whole<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     opt(v, 0, s)
 }
 
+/// A per-second rate: 3 decimals.
+pub fn rate<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round(*v, 3))
+}
+
 pub fn mean<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(round(*v, 2))
 }

@@ -34,6 +34,9 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
         }
         None => check_targets(&super::replicas(&config).await?, &analysis).await?,
     };
+    if args.file.is_none() && !config.audit.files.is_empty() {
+        report.audit = audit_of_window(&config, &report, &analysis);
+    }
     apply_rules(&mut report, &rules);
     if args.file.is_none() && !config.targets.prometheus.is_empty() {
         // A fleet: the worst replica first, whatever cluster it is in.
@@ -62,6 +65,34 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
         },
     }
     Ok(ExitCode::from(code))
+}
+
+/// Who got 429s over the last window, from the audit logs of `audit.files` (one look: the daemon follows them),
+/// classified on the FlowSchemas the first replica served.
+fn audit_of_window(
+    config: &crate::config::Config,
+    report: &StatusReport,
+    analysis: &Analysis,
+) -> Vec<crate::analyze::AuditReport> {
+    let Some((objects, source)) = report
+        .apiservers
+        .iter()
+        .find_map(|a| Some((a.objects.as_ref()?, a.display_name())))
+    else {
+        eprintln!("warning: audit.files: no replica served its FlowSchemas: the audit events are not classified");
+        return Vec::new();
+    };
+    let since =
+        std::time::SystemTime::now() - std::time::Duration::from_secs_f64(analysis.window_seconds);
+    let (ledger, problems) = crate::audit::recent(&config.audit, objects, since);
+    for p in problems {
+        eprintln!("warning: {p}");
+    }
+    let mut a =
+        crate::analyze::AuditReport::of(&ledger, analysis.window_seconds, analysis.top_flows);
+    a.cluster = config.audit.cluster.clone();
+    a.classified_on = Some(source);
+    vec![a]
 }
 
 /// The distinct manifests the alerts propose (one per flow to isolate, however many replicas and rules propose it),

@@ -218,6 +218,38 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
             )
         );
     }
+    for a in &report.audit {
+        let _ = writeln!(
+            out,
+            "Who got 429s{} (audit events, last {}): {} requests, {} answered 429",
+            a.cluster
+                .as_deref()
+                .map(|c| format!(" in cluster {c}"))
+                .unwrap_or_default(),
+            a.window_seconds
+                .map(|s| format!("{s:.0}s"))
+                .unwrap_or_default(),
+            a.requests,
+            a.rejected
+        );
+        for l in &a.levels {
+            for u in l.rejected_users() {
+                let _ = writeln!(
+                    out,
+                    "  {} {}: {}/s answered 429 of {}/s ({}{})",
+                    l.priority_level,
+                    u.user,
+                    shown(u.rejected_per_second),
+                    shown(u.requests_per_second),
+                    u.flow_schema,
+                    u.user_agent
+                        .as_deref()
+                        .map(|ua| format!(", {ua}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
     for alert in &report.alerts {
         let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
         let severity = crate::alert::rules::severity_status(Some(get("severity")));
@@ -279,6 +311,7 @@ mod tests {
             }],
             alerts: Vec::new(),
             config_findings: None,
+            audit: Vec::new(),
         }
     }
 

@@ -2,14 +2,17 @@
 //! the replica loops and the Prometheus loops (and the supervisor says when a replica or source goes); each one
 //! re-analyses the replicas it brings and publishes the whole report on a watch channel, which export and alerting
 //! read.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::analyze::{Analysis, ApiserverReport, Point, Problem, ReplicaHistory, StatusReport};
+use crate::analyze::{
+    Analysis, ApiserverReport, AuditReport, Point, Problem, ReplicaHistory, StatusReport,
+};
+use crate::audit::AuditBatch;
 use crate::scrape::prometheus::FleetReplica;
 use crate::scrape::{Endpoint, ReplicaScrape};
 use apf::model::{FlowcontrolObjects, ReplicaKey, ReplicaSnapshot};
@@ -57,6 +60,20 @@ struct ReplicaState {
     objects: Option<Arc<FlowcontrolObjects>>,
 }
 
+/// Requests held while no FlowSchemas are known to classify them (the first rounds): beyond, the oldest go.
+const AUDIT_PENDING_MAX: usize = 100_000;
+/// Slices of the window the audited requests are counted in: they leave it a tenth of it at a time.
+const AUDIT_SLICES: u32 = 10;
+
+/// The audited requests of one cluster.
+struct ClusterAudit {
+    window: apf::audit::Window,
+    /// Requests that came before the cluster's objects, with when they came.
+    pending: VecDeque<(f64, apf::parse::audit::AuditedRequest)>,
+    /// Where its objects came from at the last classification.
+    classified_on: Option<String>,
+}
+
 pub struct AnalysisStage {
     settings: watch::Receiver<Analysis>,
     started: Instant,
@@ -65,6 +82,10 @@ pub struct AnalysisStage {
     sources: BTreeMap<String, Option<Problem>>,
     report: watch::Sender<Arc<StatusReport>>,
     ready: watch::Sender<bool>,
+    /// Who got the 429s, by cluster (`None`: events not tied to one).
+    audit: BTreeMap<Option<String>, ClusterAudit>,
+    /// Distinct users kept per slice (`audit.max_users`).
+    audit_max_users: usize,
 }
 
 /// A replica scraped directly: no cluster.
@@ -88,13 +109,39 @@ impl AnalysisStage {
             sources: BTreeMap::new(),
             report,
             ready,
+            audit: BTreeMap::new(),
+            audit_max_users: 1000,
         }
     }
 
-    /// Takes updates until every sender is gone (the replica loops and the supervisor stopped).
-    pub async fn run(mut self, mut updates: mpsc::Receiver<Update>) {
-        while let Some(update) = updates.recv().await {
-            self.take(update);
+    /// Keeps at most `max_users` distinct audited users per slice of the window (`audit.max_users`).
+    pub fn with_audit_max_users(mut self, max_users: usize) -> Self {
+        self.audit_max_users = max_users.max(1);
+        self
+    }
+
+    /// Takes updates until every sender of rounds is gone (the replica loops and the supervisor stopped); audited
+    /// requests are counted as they come and shown at the next publication.
+    pub async fn run(
+        mut self,
+        mut updates: mpsc::Receiver<Update>,
+        mut audit: mpsc::Receiver<AuditBatch>,
+    ) {
+        let mut audit_open = true;
+        loop {
+            tokio::select! {
+                update = updates.recv() => match update {
+                    Some(update) => self.take(update),
+                    None => break,
+                },
+                batch = audit.recv(), if audit_open => match batch {
+                    Some(batch) => {
+                        let now = self.seconds(Instant::now());
+                        self.take_audit(batch, now);
+                    }
+                    None => audit_open = false,
+                },
+            }
         }
     }
 
@@ -267,7 +314,103 @@ impl AnalysisStage {
         state.report = report;
     }
 
-    fn publish(&self) {
+    /// The flowcontrol objects that classify `cluster`'s requests: those of its first replica that served them (for
+    /// events tied to no cluster, of any replica), and where they came from.
+    fn objects_of(&self, cluster: &Option<String>) -> Option<(Arc<FlowcontrolObjects>, String)> {
+        let of = |want: Option<&Option<String>>| {
+            self.replicas.iter().find_map(|(key, r)| {
+                let fits = want.is_none_or(|c| key.cluster == *c);
+                Some((r.objects.clone().filter(|_| fits)?, r.report.display_name()))
+            })
+        };
+        of(Some(cluster)).or_else(|| cluster.is_none().then(|| of(None)).flatten())
+    }
+
+    fn take_audit(&mut self, batch: AuditBatch, now: f64) {
+        let window = self.settings.borrow().window_seconds;
+        let limits = apf::audit::Limits {
+            max_users: self.audit_max_users,
+            keep_waits: false,
+        };
+        let objects = self.objects_of(&batch.cluster);
+        let entry = self
+            .audit
+            .entry(batch.cluster.clone())
+            .or_insert_with(|| ClusterAudit {
+                window: apf::audit::Window::new(
+                    Duration::from_secs_f64(window),
+                    AUDIT_SLICES,
+                    limits,
+                ),
+                pending: VecDeque::new(),
+                classified_on: None,
+            });
+        entry
+            .window
+            .set_window(Duration::from_secs_f64(window), AUDIT_SLICES);
+        let Some((objects, source)) = objects else {
+            entry
+                .pending
+                .extend(batch.requests.into_iter().map(|r| (now, r)));
+            while entry.pending.len() > AUDIT_PENDING_MAX {
+                entry.pending.pop_front();
+            }
+            return;
+        };
+        entry.classified_on = Some(source);
+        let (schemas, levels) = (&objects.flow_schemas, &objects.priority_levels);
+        // Requests held for the objects are counted when they came, as long as that is inside the window.
+        for (at, r) in std::mem::take(&mut entry.pending) {
+            if at > now - window {
+                let _ = entry.window.at(at).classify(&r, schemas, levels);
+            }
+        }
+        let ledger = entry.window.at(now);
+        for r in &batch.requests {
+            // No FlowSchema matched and no catch-all: counted as unmatched, shown nowhere else.
+            let _ = ledger.classify(r, schemas, levels);
+        }
+    }
+
+    /// Who got the 429s, per cluster, as of `now`.
+    fn audit_reports(&mut self, now: f64) -> Vec<AuditReport> {
+        let waiting: Vec<Option<String>> = self
+            .audit
+            .iter()
+            .filter(|(_, a)| !a.pending.is_empty())
+            .map(|(c, _)| c.clone())
+            .collect();
+        for cluster in waiting {
+            self.take_audit(
+                AuditBatch {
+                    cluster,
+                    requests: Vec::new(),
+                },
+                now,
+            );
+        }
+        let (top, window) = {
+            let s = self.settings.borrow();
+            (s.top_flows, s.window_seconds)
+        };
+        // The rates cover the window, or the time since the start while it is shorter: no event came before it
+        // that was not counted.
+        let seconds = now.min(window).max(1.0);
+        self.audit
+            .iter_mut()
+            .map(|(cluster, a)| {
+                let ledger = a.window.merged(now);
+                let mut report = AuditReport::of(&ledger, seconds, top);
+                report.cluster = cluster.clone();
+                report.classified_on = a.classified_on.clone();
+                report.pending_requests = a.pending.len() as u64;
+                report
+            })
+            .collect()
+    }
+
+    fn publish(&mut self) {
+        let audit = self.audit_reports(self.seconds(Instant::now()));
         // A Prometheus source that fails (or holds nothing) is a row of its own: one problem, one alert.
         let sources = self.sources.iter().filter_map(|(name, problem)| {
             Some(ApiserverReport {
@@ -285,6 +428,7 @@ impl AnalysisStage {
                 .collect(),
             alerts: Vec::new(),
             config_findings: self.review(),
+            audit,
         };
         self.report.send_replace(Arc::new(report));
     }

@@ -147,12 +147,14 @@ impl Daemon {
         let notify_metrics = NotifyMetrics::default();
         let reload_metrics = ReloadMetrics::default();
         reload_metrics.succeeded();
+        let audit_metrics = crate::audit::AuditMetrics::default();
 
         // Channels between the stages.
         let (sources_tx, sources_rx) = watch::channel(setup.targets.clone());
         let (targets_tx, targets_rx) = watch::channel(Arc::new(Targets::default()));
         let (analysis_tx, analysis_rx) = watch::channel(setup.analysis.clone());
         let (updates_tx, updates_rx) = mpsc::channel(64);
+        let (audit_tx, audit_rx) = mpsc::channel(256);
         let (report_tx, report_rx) = watch::channel(Arc::new(StatusReport::default()));
         let (ready_tx, ready_rx) = watch::channel(false);
         let (view_tx, view_rx) = watch::channel(Arc::new(AlertView::default()));
@@ -166,6 +168,7 @@ impl Daemon {
         discovery_metrics.register(&mut registry);
         notify_metrics.register(&mut registry);
         reload_metrics.register(&mut registry);
+        audit_metrics.register(&mut registry);
         registry.register_collector(Box::new(DerivedMetrics::new(
             report_rx.clone(),
             view_rx.clone(),
@@ -184,7 +187,20 @@ impl Daemon {
             scrape_metrics,
             scraping.clone(),
         ));
-        tasks.spawn(AnalysisStage::new(analysis_rx, report_tx, ready_tx).run(updates_rx));
+        tasks.spawn(
+            AnalysisStage::new(analysis_rx, report_tx, ready_tx)
+                .with_audit_max_users(setup.config.audit.max_users)
+                .run(updates_rx, audit_rx),
+        );
+        if !setup.config.audit.files.is_empty() {
+            let (config, tx, metrics, cancel) = (
+                setup.config.audit.clone(),
+                audit_tx.clone(),
+                audit_metrics.clone(),
+                scraping.clone(),
+            );
+            tasks.spawn_blocking(move || crate::audit::follow::run(config, tx, metrics, cancel));
+        }
         let stage = AlertStage::new(
             setup.alerting.clone(),
             leadership.clone(),
@@ -213,6 +229,14 @@ impl Daemon {
             registry: Arc::new(registry),
             reload: reload_tx,
             silences: silences_tx,
+            audit: setup
+                .config
+                .audit
+                .webhook
+                .then(|| crate::audit::AuditIntake {
+                    tx: audit_tx,
+                    metrics: audit_metrics,
+                }),
         };
         let guard = export::Guard::build(
             &setup.config.web.auth,

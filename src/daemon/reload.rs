@@ -96,6 +96,7 @@ impl Reloader {
         for (changed, key) in [
             (new.listen != self.running.listen, "listen"),
             (new.web != self.running.web, "web"),
+            (new.audit != self.running.audit, "audit"),
             (new.log != self.running.log, "log"),
             (
                 new.alerting.leader_election != self.running.alerting.leader_election,

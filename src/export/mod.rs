@@ -1,5 +1,6 @@
 //! What apf-monitor serves over HTTP: `/metrics`, `/healthz`, `/readyz`, `/api/v1/status`, the status page `/`,
-//! `/api/v1/silences` and `POST /-/reload`, each behind the guard of `web.auth` ([`auth`]).
+//! `/api/v1/silences`, `POST /-/reload` and `POST /api/v1/audit` (kube-apiserver's audit webhook), each behind the
+//! guard of `web.auth` ([`auth`]).
 //!
 //! Export owns no state: it serves what the daemon hands it ([`Surfaces`]): the analysis' latest report and the
 //! alerting stage's view (watch channels), the metric registry, and two request channels. Silences belong to the
@@ -56,6 +57,8 @@ pub struct Surfaces {
     pub registry: Arc<Registry>,
     pub reload: mpsc::Sender<ReloadRequest>,
     pub silences: mpsc::Sender<SilenceRequest>,
+    /// kube-apiserver's audit webhook; `None` when `audit.webhook` is off.
+    pub audit: Option<crate::audit::AuditIntake>,
 }
 
 impl Surfaces {
@@ -85,6 +88,10 @@ pub fn router(surfaces: Surfaces, guard: Arc<Guard>) -> Router {
         .route(
             "/api/v1/silences/{id}",
             get(get_silence).delete(expire_silence),
+        )
+        .route(
+            "/api/v1/audit",
+            post(audit_webhook).layer(axum::extract::DefaultBodyLimit::max(AUDIT_MAX_BODY)),
         )
         .layer(axum::middleware::from_fn_with_state(guard, auth::guard))
         .with_state(surfaces)
@@ -223,5 +230,65 @@ async fn expire_silence(
             .into_response(),
         Some(Err(e)) => json_error(StatusCode::NOT_FOUND, e),
         None => unavailable("the alerting stage"),
+    }
+}
+
+/// The largest webhook batch taken: kube-apiserver sends at most `--audit-webhook-batch-max-size` events (400 by
+/// default), a few KiB each at level Metadata.
+pub const AUDIT_MAX_BODY: usize = 16 << 20;
+
+#[derive(serde::Deserialize)]
+struct AuditQuery {
+    /// The cluster whose apiserver sends the batch, when apf-monitor watches several.
+    cluster: Option<String>,
+}
+
+/// kube-apiserver's webhook backend: an `EventList` per POST. 200 once the batch is taken; 400 for a body that is
+/// not one; 429 with `Retry-After` when the analysis is behind, which kube-apiserver's webhook client retries with
+/// back-off (k8s.io/apiserver `pkg/util/webhook` `DefaultShouldRetry`) rather than the batch being lost.
+async fn audit_webhook(
+    State(s): State<Surfaces>,
+    axum::extract::Query(q): axum::extract::Query<AuditQuery>,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::audit::read::{parse_batch, Tally};
+    let Some(intake) = &s.audit else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "the audit webhook is off (audit.webhook: false in the config)",
+        );
+    };
+    let mut tally = Tally::default();
+    let requests = match parse_batch(&body, &mut tally) {
+        Ok(r) => r,
+        Err(e) => {
+            intake.metrics.add(&tally);
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                format!("not an audit.k8s.io/v1 EventList: {e}"),
+            );
+        }
+    };
+    let batch = crate::audit::AuditBatch {
+        cluster: q.cluster.filter(|c| !c.is_empty()),
+        requests,
+    };
+    match intake.tx.try_send(batch) {
+        Ok(()) => {
+            intake.metrics.add(&tally);
+            (StatusCode::OK, axum::Json(serde_json::json!({}))).into_response()
+        }
+        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+            let mut r = json_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "the analysis of audit events is behind; retry the batch",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            r
+        }
+        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {
+            unavailable("the analysis of audit events")
+        }
     }
 }

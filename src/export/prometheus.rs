@@ -291,6 +291,32 @@ impl Collector for DerivedMetrics {
             gauge(&mut e, name, help, flows)?;
         }
 
+        // Who got the 429s (audit events): the top users of each level, over the window.
+        for (name, help, rejected) in [
+            ("apf_user_rejected_per_second", "Requests of the user answered 429 per second over the analysis window, from kube-apiserver's audit events; the top analysis.top_flows users of each level.", true),
+            ("apf_user_requests_per_second", "Requests of the user per second over the analysis window, from kube-apiserver's audit events; the top analysis.top_flows users of each level.", false),
+        ] {
+            let users = r.audit.iter().flat_map(|c| {
+                c.levels.iter().flat_map(move |l| {
+                    l.users.iter().map(move |u| {
+                        let labels: Vec<(&str, &str)> = c
+                            .cluster
+                            .as_deref()
+                            .map(|c| ("cluster", c))
+                            .into_iter()
+                            .chain([
+                                ("user", u.user.as_str()),
+                                ("flow_schema", u.flow_schema.as_str()),
+                                ("priority_level", l.priority_level.as_str()),
+                            ])
+                            .collect();
+                        (labels, if rejected { u.rejected_per_second } else { u.requests_per_second })
+                    })
+                })
+            });
+            gauge(&mut e, name, help, users)?;
+        }
+
         // The configuration review: a series per check (0 when it finds nothing) once the objects were read.
         if let Some(findings) = &r.config_findings {
             let counts = apf::review::CHECKS.iter().map(|(check, severity)| {

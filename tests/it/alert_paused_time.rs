@@ -37,6 +37,7 @@ fn report(free: f64) -> StatusReport {
         }],
         alerts: vec![],
         config_findings: None,
+        audit: Vec::new(),
     }
 }
 

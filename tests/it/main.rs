@@ -6,6 +6,7 @@ mod alert_paused_time;
 mod alerts_e2e;
 mod api_auth;
 mod audit_cli;
+mod audit_daemon;
 mod check_cli;
 mod daemon_lifecycle;
 mod dashboards;

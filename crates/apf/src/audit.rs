@@ -405,19 +405,14 @@ impl Window {
         }
     }
 
-    /// Every slice in the window ending at `now`, merged (within the cap), and the seconds it covers: the window,
-    /// or less while the first slice is younger than it.
-    pub fn merged(&mut self, now: f64) -> (Ledger, f64) {
+    /// Every slice in the window ending at `now`, merged (within the cap).
+    pub fn merged(&mut self, now: f64) -> Ledger {
         self.expire(now);
         let mut all = Ledger::new(self.limits);
         for (_, l) in &self.slices {
             all.merge(l);
         }
-        let covered = self
-            .slices
-            .front()
-            .map_or(0.0, |(start, _)| (now - start).clamp(0.0, self.window));
-        (all, covered)
+        all
     }
 
     pub fn set_window(&mut self, window: Duration, slices: u32) {
@@ -572,8 +567,7 @@ mod tests {
         }
         assert!(w.slices.len() <= 7, "{}", w.slices.len());
         assert!(w.slices.iter().all(|(_, l)| l.users.len() <= 50 + 1));
-        let (merged, covered) = w.merged(120.0);
-        assert_eq!(covered, 60.0);
+        let merged = w.merged(120.0);
         assert!(merged.users.len() <= 51);
         // Slices starting at 60, 70, ..., 110: 60 s of 1000 rejections a second.
         assert_eq!(
@@ -582,7 +576,7 @@ mod tests {
         );
         assert_eq!(merged.counts().requests, 60_000);
         // Nothing new for a while: everything expires.
-        let (empty, _) = w.merged(1000.0);
+        let empty = w.merged(1000.0);
         assert_eq!(empty.counts().requests, 0);
     }
 }

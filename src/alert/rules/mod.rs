@@ -4,7 +4,7 @@
 //! These files are the one owner of alert logic. Here: which way each rule fires, its defaults, how its settings are
 //! validated (the config is checked by building [`Rules`]), and the status a level gets from the rules that hold;
 //! `conditions.rs`: when each rule holds on a report and what its alert says; `describe.rs`: the level's numbers
-//! and flows in the annotations.
+//! and flows in the annotations; `audit.rs`: who was answered 429 on the level (audit events).
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use apf::model::ReplicaKey;
 
 use super::LabelSet;
 
+mod audit;
 mod conditions;
 mod describe;
 
@@ -327,6 +328,7 @@ impl Rules {
                 rule.evaluate(server, &is_active, &mut out);
             }
         }
+        audit::name_who_suffers(&mut out, report);
         out
     }
 }
@@ -495,6 +497,7 @@ mod tests {
             }],
             alerts: vec![],
             config_findings: None,
+            audit: Vec::new(),
         }
     }
 

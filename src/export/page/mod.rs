@@ -4,8 +4,9 @@
 //! filling its row, and one under the other on a phone, where each level is a card with its numbers labelled.
 //!
 //! Here: the page's frame, its style and the configuration review's findings; `alerts.rs`: the alerts, grouped;
-//! `levels.rs`: a replica's table of priority levels.
+//! `audit.rs`: who got 429s (audit events); `levels.rs`: a replica's table of priority levels.
 mod alerts;
+mod audit;
 mod levels;
 
 use std::fmt::Write;
@@ -16,6 +17,7 @@ use crate::analyze::{ApiserverReport, StatusReport};
 use apf::review::{Finding, Severity};
 
 use alerts::render_alerts;
+use audit::render_audit;
 use levels::render_replica;
 
 const STYLE: &str = "\
@@ -52,6 +54,7 @@ tr:has(+tr.flows) td{border-bottom:0}tr.flows td{padding-top:0}\
 .nums{font-size:12px}\
 svg.trend{display:block;width:5.5rem;height:1.6rem}\
 ul.flows{font-size:12px;margin:0;padding-left:1rem}\
+section.audit{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
 details.findings{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
 details.findings li{margin:.4rem 0}details.findings pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
 @media (max-width:40rem){\
@@ -90,6 +93,7 @@ pub fn render(report: &StatusReport) -> String {
         text(&worst_level(report))
     );
     render_alerts(&mut h, &report.alerts);
+    render_audit(&mut h, &report.audit);
     render_findings(
         &mut h,
         report.config_findings.as_deref().unwrap_or_default(),
@@ -245,6 +249,7 @@ mod tests {
                 ..Default::default()
             }],
             config_findings: None,
+            audit: Vec::new(),
         };
         let h = render(&report);
         assert!(h.contains("&lt;script&gt;x&lt;/script&gt;"), "{h}");
@@ -311,6 +316,7 @@ mod tests {
             ],
             alerts: Vec::new(),
             config_findings: None,
+            audit: Vec::new(),
         };
         let h = render(&report);
         let at = |needle: &str| h.find(needle).unwrap_or_else(|| panic!("{needle}: {h}"));
@@ -344,6 +350,7 @@ mod tests {
             }],
             alerts: Vec::new(),
             config_findings: None,
+            audit: Vec::new(),
         };
         let h = render(&report);
         assert!(
@@ -425,6 +432,7 @@ mod tests {
             apiservers: Vec::new(),
             alerts,
             config_findings: None,
+            audit: Vec::new(),
         });
         assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");
         assert!(h.contains("APFHeadroomLow on a"), "{h}");

@@ -143,8 +143,8 @@ fn service_account() -> (String, String) {
 
 #[test]
 fn every_object_of_the_deployment_is_rendered() {
-    // The scraper's, and the API's: the viewer and silencer roles, the auth delegator's binding.
-    assert_eq!(all("ClusterRole").len(), 3);
+    // The scraper's, and the API's: the viewer, silencer and audit sender roles, the auth delegator's binding.
+    assert_eq!(all("ClusterRole").len(), 4);
     assert_eq!(all("ClusterRoleBinding").len(), 2);
     for k in [
         "Namespace",
@@ -266,7 +266,8 @@ fn the_cluster_role_grants_exactly_what_the_scraper_reads() {
 }
 
 /// The API's guard asks the apiserver about each caller: the service account may review tokens and access (the
-/// built-in system:auth-delegator), the silencer role names exactly the write endpoints, and the config asks for it.
+/// built-in system:auth-delegator), the silencer and audit sender roles name exactly the write endpoints, and the
+/// config asks for it.
 #[test]
 fn the_api_is_guarded_by_rbac_the_deployment_grants() {
     let binding = named("ClusterRoleBinding", "apf-monitor-auth-delegator");
@@ -281,10 +282,9 @@ fn the_api_is_guarded_by_rbac_the_deployment_grants() {
         Some(ns.as_str())
     );
 
-    let writes: BTreeSet<String> = named("ClusterRole", "apf-monitor-silencer")["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let writes: BTreeSet<String> = ["apf-monitor-silencer", "apf-monitor-audit-sender"]
+        .into_iter()
+        .flat_map(|role| named("ClusterRole", role)["rules"].as_array().unwrap())
         .flat_map(|r| {
             let urls = strings(&r["nonResourceURLs"]);
             strings(&r["verbs"])
@@ -300,6 +300,7 @@ fn the_api_is_guarded_by_rbac_the_deployment_grants() {
             "post /api/v1/silences/*",
             "delete /api/v1/silences/*",
             "post /-/reload",
+            "post /api/v1/audit",
         ])
     );
     let viewer = named("ClusterRole", "apf-monitor-viewer");
@@ -604,7 +605,14 @@ rules:
     let own = all("Role")
         .into_iter()
         .chain(all("ClusterRole"))
-        .filter(|r| !["apf-monitor-viewer", "apf-monitor-silencer"].contains(&name(r)))
+        .filter(|r| {
+            ![
+                "apf-monitor-viewer",
+                "apf-monitor-silencer",
+                "apf-monitor-audit-sender",
+            ]
+            .contains(&name(r))
+        })
         .chain([&delegator]);
     for role in own {
         for r in role["rules"].as_array().unwrap() {
@@ -1163,7 +1171,14 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
     assert_eq!(bindings, ["apf-monitor-auth-delegator"]);
     let mut roles: Vec<&str> = of("ClusterRole").iter().map(|r| name(r)).collect();
     roles.sort();
-    assert_eq!(roles, ["apf-monitor-silencer", "apf-monitor-viewer"]);
+    assert_eq!(
+        roles,
+        [
+            "apf-monitor-audit-sender",
+            "apf-monitor-silencer",
+            "apf-monitor-viewer"
+        ]
+    );
     let roles = of("Role");
     assert_eq!(roles.len(), 1, "{roles:?}");
     assert_eq!(
@@ -1312,4 +1327,64 @@ fn the_tls_overlay_serves_https_with_the_certificate_it_mounts() {
             .unwrap()
             .to_string()
     ));
+}
+
+/// deploy/audit/ fits together and with the deployment: the policy audits every request once at Metadata, the
+/// sender's binding names the role the deployment defines (which allows exactly the webhook), its token is its
+/// service account's, and the kubeconfig points kube-apiserver at the webhook under a name the TLS certificate has.
+#[test]
+fn the_audit_examples_fit_the_deployment() {
+    let read = |f: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(deploy_dir().join("audit").join(f)).unwrap();
+        serde_saphyr::from_multiple::<Value>(&text)
+            .unwrap()
+            .into_iter()
+            .filter(|v| !v.is_null())
+            .collect()
+    };
+    let policy = &read("policy.yaml")[0];
+    assert_eq!(policy["apiVersion"], "audit.k8s.io/v1");
+    assert_eq!(kind(policy), "Policy");
+    assert_eq!(
+        set(&policy["omitStages"]),
+        set_of(&["RequestReceived", "ResponseStarted"])
+    );
+    let rules = policy["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["level"], "Metadata");
+
+    let sender = read("sender.yaml");
+    let of = |k: &str| sender.iter().find(|d| kind(d) == k).unwrap();
+    let sa = of("ServiceAccount");
+    let binding = of("ClusterRoleBinding");
+    let role = named("ClusterRole", binding["roleRef"]["name"].as_str().unwrap());
+    assert_eq!(
+        set(&role["rules"][0]["nonResourceURLs"]),
+        set_of(&["/api/v1/audit"])
+    );
+    assert_eq!(set(&role["rules"][0]["verbs"]), set_of(&["post"]));
+    assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"][0]["namespace"],
+        sa["metadata"]["namespace"]
+    );
+    assert_eq!(
+        of("Secret")["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        sa["metadata"]["name"]
+    );
+
+    let kubeconfig = &read("webhook-kubeconfig.yaml")[0];
+    let cluster = &kubeconfig["clusters"][0]["cluster"];
+    let server = cluster["server"].as_str().unwrap();
+    assert!(
+        server.starts_with("https://") && server.ends_with("/api/v1/audit"),
+        "{server}"
+    );
+    let tls: Vec<Value> = serde_saphyr::from_multiple(
+        &std::fs::read_to_string(deploy_dir().join("tls/certificate.yaml")).unwrap(),
+    )
+    .unwrap();
+    let certificate = tls.iter().find(|d| kind(d) == "Certificate").unwrap();
+    assert!(set(&certificate["spec"]["dnsNames"])
+        .contains(cluster["tls-server-name"].as_str().unwrap()));
 }

@@ -53,6 +53,11 @@ async fn rbac_decides_who_silences_and_reloads() {
         users: vec![
             user("oncall-token", "alice", &["oncall"]),
             user("viewer-token", "bob", &[]),
+            user(
+                "sender-token",
+                "system:serviceaccount:apf-monitor:apf-monitor-audit-sender",
+                &[],
+            ),
         ],
         grants: vec![
             Grant {
@@ -64,6 +69,12 @@ async fn rbac_decides_who_silences_and_reloads() {
                 subject: "bob".into(),
                 verbs: vec!["get".into()],
                 non_resource_urls: vec!["/metrics".into()],
+            },
+            // deploy/base/rbac-api.yaml's apf-monitor-audit-sender, bound as deploy/audit/sender.yaml binds it.
+            Grant {
+                subject: "system:serviceaccount:apf-monitor:apf-monitor-audit-sender".into(),
+                verbs: vec!["post".into()],
+                non_resource_urls: vec!["/api/v1/audit".into()],
             },
         ],
         ..ClusterOptions::new(
@@ -98,6 +109,18 @@ async fn rbac_decides_who_silences_and_reloads() {
     )
     .await;
     assert_eq!(code, 403, "alice may silence, not reload");
+
+    // kube-apiserver's audit webhook: its sender may post batches, and nothing else; nobody else may post them.
+    let audit = format!("{monitor}/api/v1/audit");
+    let batch = r#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}"#;
+    let (code, _) = call(Method::POST, &audit, None, batch).await;
+    assert_eq!(code, 401);
+    let (code, _) = call(Method::POST, &audit, Some("oncall-token"), batch).await;
+    assert_eq!(code, 403);
+    let (code, body) = call(Method::POST, &audit, Some("sender-token"), batch).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = call(Method::POST, &silences, Some("sender-token"), SILENCE).await;
+    assert_eq!(code, 403);
 
     // The on-call user silences and expires; reads stay open.
     let (code, body) = call(Method::POST, &silences, Some("oncall-token"), SILENCE).await;

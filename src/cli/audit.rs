@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::{init_logging, load_config, TargetArgs};
-use crate::audit::read::{read_file, Malformed, Tally};
+use crate::audit::read::{read_file, read_lines, Malformed, Tally};
 use apf::audit::{FlowRow, Ledger, Limits, UserRow};
 use apf::parse::audit::AuditedRequest;
 
@@ -19,7 +19,8 @@ pub struct AuditArgs {
     pub common: TargetArgs,
     /// An audit log as kube-apiserver writes it with --audit-log-format=json (one Event a line), plain or gzipped
     /// (rotated files: `audit-2026-11-24T10-00-00.000.log.gz`), or saved webhook batches (EventList). Repeatable;
-    /// give the rotated files too, e.g. --file /var/log/kubernetes/audit/audit*.
+    /// give the rotated files too, e.g. --file /var/log/kubernetes/audit/audit*. `-` reads standard input (an export
+    /// piped in).
     #[arg(long = "file", short = 'f', value_name = "LOG", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// FlowSchemas and PriorityLevelConfigurations from a file (`kubectl get
@@ -110,8 +111,8 @@ pub async fn run(args: AuditArgs) -> Result<()> {
             bail!("--since must be before --until");
         }
     }
-    // Every file is opened before the cluster is asked: a wrong path fails fast.
-    for f in &args.files {
+    // Every file is looked at before the cluster is asked: a wrong path fails fast.
+    for f in args.files.iter().filter(|f| f.as_os_str() != "-") {
         std::fs::metadata(f).with_context(|| format!("--file {}", f.display()))?;
     }
     let (schemas, levels, source) = if args.objects.is_empty() {
@@ -149,8 +150,14 @@ pub async fn run(args: AuditArgs) -> Result<()> {
                 malformed.push(m);
             }
         };
-        read_file(path, &mut tally, &mut bad, &mut each)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        if path.as_os_str() == "-" {
+            let mut stdin = std::io::stdin().lock();
+            read_lines(&mut stdin, "stdin", &mut tally, &mut bad, &mut each)
+                .context("cannot read standard input")?;
+        } else {
+            read_file(path, &mut tally, &mut bad, &mut each)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+        }
     }
     if let Some(e) = unmatched_first {
         eprintln!("warning: {e}: those requests are not counted");

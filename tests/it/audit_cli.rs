@@ -237,6 +237,25 @@ fn who_got_the_429s_event_for_event() {
         "{table}"
     );
 
+    // An export piped in: standard input, named so in the malformed line's place.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["audit", "-f", "-", "--output", "json"])
+        .args(objects)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&live_path).unwrap())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["requests"], 3 * 60 + 1);
+    assert_eq!(v["malformed"][0]["file"], "stdin");
+
     // Bad input: a file that is not there, no objects without a cluster.
     let out = run(&["--file", "/nonexistent/audit.log", "--objects", fs.as_str()]);
     assert!(!out.status.success());

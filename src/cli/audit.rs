@@ -373,8 +373,9 @@ fn render(r: &AuditReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nA 429 counts whatever answered it (APF, or rarely a webhook or the max-in-flight filter); waits are the \
-         apiserver.latency.k8s.io/apf-queue-wait annotation (kube-apiserver 1.31+)."
+        "\nA 429 counts whatever answered it (APF, or rarely a webhook or the max-in-flight filter). Waits are the \
+         apiserver.latency.k8s.io/apf-queue-wait annotation (kube-apiserver 1.31+), which it writes only on requests \
+         slower than 500 ms: the percentiles are of those."
     );
     out
 }

@@ -330,7 +330,8 @@ pub struct UserRow {
     pub requests: u64,
     /// Answered 429: by APF, or by whatever else answered 429 on the way.
     pub rejected: u64,
-    /// Requests with the queue-wait annotation (kube-apiserver 1.31+), which the percentiles cover.
+    /// Requests with the queue-wait annotation, which the percentiles cover: kube-apiserver (1.31+) writes it only
+    /// on requests slower than 500 ms in all that waited (k8s.io/apiserver `endpoints/filters/audit.go`).
     pub queue_waits: u64,
     pub queue_wait_p50_seconds: Option<f64>,
     pub queue_wait_p99_seconds: Option<f64>,

@@ -1,8 +1,9 @@
 //! kube-apiserver's audit events (`audit.k8s.io/v1`, k8s.io/apiserver `pkg/apis/audit/v1/types.go`), read into what
 //! APF saw of each request: who (the impersonated user when there is one, as APF classifies after impersonation),
 //! what (verb and resource, or a non-resource path), whether it was turned away (429) and how long it waited in an
-//! APF queue (the `apiserver.latency.k8s.io/apf-queue-wait` annotation, 1.31+). A request is counted once, on its
-//! `ResponseComplete` (or `Panic`) stage.
+//! APF queue (the `apiserver.latency.k8s.io/apf-queue-wait` annotation, 1.31+, written only on requests slower than
+//! 500 ms in all: k8s.io/apiserver `endpoints/filters/audit.go` `writeLatencyToAnnotation`). A request is counted
+//! once, on its `ResponseComplete` (or `Panic`) stage.
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -39,7 +39,9 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         (None, true) => Some(apf_sim::generate_token()),
         (None, false) => None,
     };
+    let audit = audit_options(&args)?;
     let cluster = apf_sim::Cluster::start(apf_sim::ClusterOptions {
+        audit,
         seed: args.seed,
         server_concurrency: args.server_concurrency,
         replicas,
@@ -107,6 +109,16 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     if let Some(c) = &ca_file {
         println!("  CA certificate: {}", c.display());
     }
+    if let Some(log) = &args.audit_log {
+        println!("audit log: {}", absolute(log).display());
+        println!(
+            "  apf-monitor audit --kubeconfig {k} --file {}*",
+            absolute(log).display()
+        );
+    }
+    if let Some(url) = &args.audit_webhook {
+        println!("audit events posted to: {url}");
+    }
     println!("  kubectl --kubeconfig {k} get flowschemas,prioritylevelconfigurations");
     println!("  kubectl --kubeconfig {k} get endpointslices -n default");
     println!("  kubectl --kubeconfig {k} version");
@@ -117,6 +129,50 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     shutdown_signal().await;
     cluster.stop().await;
     Ok(())
+}
+
+/// Where `simulate --audit-log` and `--audit-webhook` send the audit events.
+fn audit_options(args: &SimulateArgs) -> Result<Option<apf_sim::AuditOptions>> {
+    if args.audit_log.is_none() && args.audit_webhook.is_none() {
+        return Ok(None);
+    }
+    let webhook = match &args.audit_webhook {
+        Some(url) => {
+            let parsed = reqwest::Url::parse(url)
+                .with_context(|| format!("--audit-webhook {url}: not a URL"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "http" | "https"),
+                "--audit-webhook {url}: give an http:// or https:// URL"
+            );
+            let token = match &args.audit_webhook_token_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("--audit-webhook-token-file {}", path.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                None => None,
+            };
+            Some(apf_sim::AuditWebhookOptions {
+                token,
+                batch_max_wait: args.audit_webhook_batch_max_wait.0,
+                ..apf_sim::AuditWebhookOptions::new(url.clone())
+            })
+        }
+        None => None,
+    };
+    Ok(Some(apf_sim::AuditOptions {
+        log: args
+            .audit_log
+            .as_ref()
+            .map(|path| apf_sim::AuditLogOptions {
+                path: absolute(path),
+                max_size_mb: args.audit_log_maxsize,
+                max_backups: args.audit_log_maxbackup,
+                compress: args.audit_log_compress,
+            }),
+        webhook,
+    }))
 }
 
 /// Replica 0's address: `--listen`'s with one replica (as `simulate` always was); with more, consecutive loopback
@@ -161,6 +217,20 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     // Alerts go to the console receiver, whose lines are the point of the demo.
     init_logging(LogFormat::Text, "warn,apf_monitor::alerts=info")?;
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("cannot open a local port")?,
+    };
+    let listen = listener.local_addr()?;
+    // Off loopback, writes need a token (web.auth): the replicas present one made for this run.
+    let webhook_token = (!listen.ip().is_loopback()).then(apf_sim::generate_token);
+    let tokens_file =
+        std::env::temp_dir().join(format!("apf-monitor-demo-{}.tokens", std::process::id()));
+    if let Some(t) = &webhook_token {
+        apf_sim::write_private(&tokens_file, &format!("{t}\n"))?;
+    }
     // A small cluster over TLS with a bearer token, found the way a real one is: from its EndpointSlices.
     let replicas = usize::from(args.replicas);
     let options = apf_sim::ClusterOptions {
@@ -168,6 +238,15 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         replicas,
         tls: true,
         token: Some(apf_sim::generate_token()),
+        // Who got the 429s: the replicas post their audit events to the daemon, as kube-apiserver's audit webhook
+        // would (the demo listens on loopback, where writes need no token).
+        audit: Some(apf_sim::AuditOptions {
+            webhook: Some(apf_sim::AuditWebhookOptions {
+                token: webhook_token.clone(),
+                ..apf_sim::AuditWebhookOptions::new(format!("http://{listen}/api/v1/audit"))
+            }),
+            log: None,
+        }),
         ..apf_sim::ClusterOptions::new(version, cluster_load(&scenario, replicas))
     };
     let cluster = match apf_sim::Cluster::start(options.clone()).await {
@@ -193,13 +272,6 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         .kubeconfig(&kubeconfig)
         .context("cannot write the simulated cluster's kubeconfig")?;
 
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
-        Ok(l) => l,
-        Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("cannot open a local port")?,
-    };
-    let listen = listener.local_addr()?;
     let mut config = Config::default();
     config.listen = listen;
     config.scrape.interval = args.interval;
@@ -212,6 +284,10 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     config.route.group_wait = values::DurationValue(Duration::from_secs(5));
     config.route.group_interval = values::Interval(Duration::from_secs(30));
     config.alerting.leader_election.enabled = Some(false);
+    if webhook_token.is_some() {
+        config.web.auth.mode = Some(crate::export::AuthMode::Tokens);
+        config.web.auth.tokens_file = Some(tokens_file.clone());
+    }
     config
         .check()
         .map_err(|e| anyhow::anyhow!("the demo's config: {e}"))?;
@@ -287,6 +363,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     let stopped = daemon.stop().await;
     cluster.stop().await;
     let _ = std::fs::remove_file(&kubeconfig);
+    let _ = std::fs::remove_file(&tokens_file);
     stopped
 }
 
@@ -354,6 +431,37 @@ pub fn demo_lines(report: &StatusReport, elapsed: Duration, hot: &str) -> Vec<St
                 top
             ));
         }
+    }
+    // Who got the 429s, from the replicas' audit events: the most rejected users of the cluster.
+    for a in &report.audit {
+        let mut users: Vec<(&str, &crate::analyze::AuditUser)> = a
+            .levels
+            .iter()
+            .flat_map(|l| {
+                l.rejected_users()
+                    .map(move |u| (l.priority_level.as_str(), u))
+            })
+            .collect();
+        users.sort_by(|x, y| y.1.rejected_per_second.total_cmp(&x.1.rejected_per_second));
+        if users.is_empty() {
+            continue;
+        }
+        let named: Vec<String> = users
+            .iter()
+            .take(3)
+            .map(|(level, u)| {
+                format!(
+                    "{} {}/s in {level}",
+                    u.user,
+                    crate::analyze::round::shown(u.rejected_per_second)
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "[{:>4}s] who got 429s (audit events): {}",
+            elapsed.as_secs(),
+            named.join(", ")
+        ));
     }
     lines
 }

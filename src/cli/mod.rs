@@ -231,6 +231,29 @@ pub struct SimulateArgs {
         default_value = "apf-monitor-sim.kubeconfig"
     )]
     pub kubeconfig_out: PathBuf,
+    /// Write an audit event for every request, as kube-apiserver's --audit-log-path with --audit-log-format=json
+    /// does (level Metadata, stage ResponseComplete), every replica into this file.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// With --audit-log: rotate past this many MiB, into NAME-2006-01-02T15-04-05.000.log (0: never).
+    #[arg(long, value_name = "MB", default_value_t = 100, requires = "audit_log")]
+    pub audit_log_maxsize: u64,
+    /// With --audit-log: rotated files kept (0: every one).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "audit_log")]
+    pub audit_log_maxbackup: usize,
+    /// With --audit-log: gzip the rotated files.
+    #[arg(long, requires = "audit_log")]
+    pub audit_log_compress: bool,
+    /// POST the audit events in EventList batches to this URL, as kube-apiserver's audit webhook does, e.g.
+    /// http://127.0.0.1:9864/api/v1/audit (apf-monitor serve).
+    #[arg(long, value_name = "URL")]
+    pub audit_webhook: Option<String>,
+    /// With --audit-webhook: a bearer token to present, read from this file.
+    #[arg(long, value_name = "FILE", requires = "audit_webhook")]
+    pub audit_webhook_token_file: Option<PathBuf>,
+    /// With --audit-webhook: the longest a batch waits before it is sent (kube-apiserver's default is 30s).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = values::parse_interval, requires = "audit_webhook")]
+    pub audit_webhook_batch_max_wait: values::Interval,
 }
 
 #[derive(Debug, Args)]

@@ -247,3 +247,80 @@ fn check_lists_who_got_429s_in_the_window() {
         "{table}"
     );
 }
+
+/// The simulated cluster as kube-apiserver with both audit backends: its replicas post their events to `serve`'s
+/// webhook and write them to a log, which `apf-monitor audit` reads on the cluster's own objects. Under the storm
+/// the agent is answered 429 in workload-low, in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_cluster_audits_to_the_webhook_and_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let monitor = format!("http://{}", listener.local_addr().unwrap());
+    let (_cluster, _kdir, kubeconfig) = common::sim_cluster(apf_sim::ClusterOptions {
+        replicas: 2,
+        audit: Some(apf_sim::AuditOptions {
+            log: Some(apf_sim::AuditLogOptions {
+                path: log.clone(),
+                max_size_mb: 0,
+                max_backups: 0,
+                compress: false,
+            }),
+            webhook: Some(apf_sim::AuditWebhookOptions::new(format!(
+                "{monitor}/api/v1/audit"
+            ))),
+        }),
+        ..apf_sim::ClusterOptions::new(
+            apf_sim::KubeVersion::new(34, 0),
+            Scenario::load(&ScenarioSource::Storm).unwrap(),
+        )
+    })
+    .await;
+    let mut config = apf_monitor::config::Config::default();
+    config.scrape.interval = Interval(Duration::from_secs(1));
+    config.scrape.timeout = Interval(Duration::from_secs(1));
+    config.analysis.window = Interval(Duration::from_secs(60));
+    config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
+    let loader: apf_monitor::daemon::Loader = std::sync::Arc::new(move || Ok(config.clone()));
+    let _daemon = apf_monitor::daemon::Daemon::start(loader, listener)
+        .await
+        .unwrap();
+
+    let agent = "system:serviceaccount:monitoring:agent";
+    let status_url = format!("{monitor}/api/v1/status");
+    let users = eventually(Duration::from_secs(60), || async {
+        let s: Value = serde_json::from_str(&get_text(&status_url).await?).ok()?;
+        let users = level_users(&s, "workload-low")?.clone();
+        (user(&users, agent)?["rejected"].as_u64()? > 0).then_some(users)
+    })
+    .await
+    .expect("the agent's 429s, from the replicas' webhook");
+    assert_eq!(
+        user(&users, agent).unwrap()["flow_schema"],
+        "service-accounts"
+    );
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["audit", "--output", "json", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--file")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["malformed_lines"], 0);
+    let a = user(v["users"].as_array().unwrap(), agent).unwrap();
+    assert_eq!(a["priority_level"], "workload-low");
+    assert!(a["rejected"].as_u64().unwrap() > 0);
+    // 1.34 annotates the slow requests with their queue wait.
+    assert!(v["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["queue_waits"].as_u64() > Some(0)));
+}

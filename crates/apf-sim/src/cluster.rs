@@ -63,6 +63,8 @@ pub struct ClusterOptions {
     pub users: Vec<SimUser>,
     /// What RBAC grants them on non-resource URLs, for SubjectAccessReviews.
     pub grants: Vec<Grant>,
+    /// Where the replicas' audit events go (a log file, a webhook); `None`: nowhere.
+    pub audit: Option<crate::audit::AuditOptions>,
 }
 
 impl ClusterOptions {
@@ -81,6 +83,7 @@ impl ClusterOptions {
             clock_tick: Some(Duration::from_millis(100)),
             users: Vec::new(),
             grants: Vec::new(),
+            audit: None,
         }
     }
 }
@@ -194,6 +197,8 @@ pub struct Cluster {
     store: Store,
     pki: Option<Pki>,
     serving: Mutex<Serving>,
+    /// The replicas whose audit events the sink drains; the sink stops when the cluster goes.
+    audit: Option<crate::audit::Feed>,
 }
 
 impl Cluster {
@@ -204,7 +209,21 @@ impl Cluster {
         }
         let pki = if opts.tls { Some(Pki::new()?) } else { None };
         let store = Store::new();
+        let audit = match &opts.audit {
+            Some(a) => {
+                let feed: crate::audit::Feed = Default::default();
+                crate::audit::spawn(a.clone(), std::sync::Arc::downgrade(&feed)).map_err(
+                    |source| ClusterError::Write {
+                        path: a.log.as_ref().map(|l| l.path.clone()).unwrap_or_default(),
+                        source,
+                    },
+                )?;
+                Some(feed)
+            }
+            None => None,
+        };
         let cluster = Cluster {
+            audit,
             store,
             pki,
             serving: Mutex::new(Serving {
@@ -268,6 +287,12 @@ impl Cluster {
             seed: self.opts.seed.wrapping_add(index as u64),
             server_concurrency: self.opts.server_concurrency,
         });
+        if let Some(feed) = &self.audit {
+            sim.enable_audit();
+            feed.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(sim.clone());
+        }
         let bind = SocketAddr::new(ip, self.opts.listen_port);
         let listener = tokio::net::TcpListener::bind(bind)
             .await

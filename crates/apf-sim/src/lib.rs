@@ -54,6 +54,7 @@
 
 mod admission;
 mod api;
+mod audit;
 mod auth;
 mod cluster;
 mod controller;
@@ -75,6 +76,7 @@ mod tls;
 mod writes;
 
 pub use apf::KubeVersion;
+pub use audit::{AuditLogOptions, AuditOptions, AuditWebhookOptions};
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };

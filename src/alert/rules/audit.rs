@@ -62,7 +62,7 @@ pub(super) fn name_who_suffers(candidates: &mut [Candidate], report: &StatusRepo
         c.annotations
             .entry("remediation".into())
             .and_modify(|r| {
-                r.push('\n');
+                r.push(' ');
                 r.push_str(&line);
             })
             .or_insert(line);
@@ -134,7 +134,7 @@ mod tests {
              (service-accounts, u2/1.0) and 2 more"
         );
         assert!(c[0].annotations["remediation"]
-            .starts_with("Isolate flow agent\nAnswered 429 (audit events): u0 5.00/s"));
+            .starts_with("Isolate flow agent Answered 429 (audit events): u0 5.00/s"));
         // Nobody audited on that level: nothing said.
         assert!(!c[1].annotations.contains_key("rejected_users"));
     }

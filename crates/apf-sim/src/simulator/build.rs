@@ -101,6 +101,7 @@ impl Simulator {
             scenario_ns: (opts.scenario.duration.as_nanos() as u64).max(TICK_NS),
             rng: StdRng::seed_from_u64(opts.seed),
             wall_start: SystemTime::now(),
+            audit: None,
             load_share: 1.0,
         };
         state.configure(schemas, levels);

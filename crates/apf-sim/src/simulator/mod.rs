@@ -107,6 +107,59 @@ impl Simulator {
         self.lock().load_share
     }
 
+    /// From now on, every request that ends is noted for the audit sink ([`Simulator::drain_audit`]).
+    pub(crate) fn enable_audit(&self) {
+        let mut st = self.lock();
+        if st.audit.is_none() {
+            st.audit = Some(crate::audit::Outbox::default());
+        }
+    }
+
+    /// The requests that ended since the last call, with what their events name; `None` without audit.
+    pub(crate) fn drain_audit(&self) -> Option<crate::audit::AuditDrain> {
+        let mut st = self.lock();
+        let minor = st.version.minor;
+        let wall_start = st.wall_start;
+        let flows = st
+            .flows
+            .iter()
+            .map(|f| {
+                let mut groups = f.rate.groups.clone();
+                for g in apf::matching::implied_groups(&f.user) {
+                    if !groups.contains(&g) {
+                        groups.push(g);
+                    }
+                }
+                crate::audit::FlowIdentity {
+                    name: f.rate.name.clone(),
+                    user: f.user.clone(),
+                    groups,
+                    verb: f.verb.clone(),
+                    resource: f.resource.clone(),
+                    namespace: f.namespace.clone(),
+                }
+            })
+            .collect();
+        let outbox = st.audit.as_mut()?;
+        let records: Vec<_> = outbox.records.drain(..).collect();
+        let first_id = outbox.next_id;
+        outbox.next_id += records.len() as u64;
+        if outbox.dropped > 0 {
+            tracing::warn!(
+                dropped = outbox.dropped,
+                "audit: events were dropped, the sink is behind"
+            );
+            outbox.dropped = 0;
+        }
+        Some(crate::audit::AuditDrain {
+            records,
+            flows,
+            wall_start,
+            minor,
+            first_id,
+        })
+    }
+
     /// Advances simulated time by `dt`, deterministically for a seed.
     pub fn step(&self, dt: Duration) {
         let mut st = self.lock();
@@ -174,7 +227,7 @@ impl Simulator {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::scenario::ScenarioSource;
 

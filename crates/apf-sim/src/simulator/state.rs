@@ -215,4 +215,6 @@ pub(crate) struct State {
     pub wall_start: SystemTime,
     /// The part of the scenario's rates this replica receives (a cluster splits its load between replicas).
     pub(super) load_share: f64,
+    /// The requests that ended since the audit sink last drained them; `None` while no sink is attached.
+    pub(crate) audit: Option<crate::audit::Outbox>,
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
+
+use crate::audit::AuditRecord;
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -114,6 +116,16 @@ impl State {
                 st.executing_seats -= r.seats;
                 st.execution.observe(&bounds, r.dur_ns as f64 / 1e9);
                 self.count_request(r.flow, "200");
+                if let Some(outbox) = &mut self.audit {
+                    let waited = r.start_ns - r.arrive_ns;
+                    outbox.push(AuditRecord {
+                        flow: r.flow,
+                        code: 200,
+                        arrive_ns: r.arrive_ns,
+                        end_ns: r.start_ns + r.dur_ns,
+                        waited_ns: (r.queue.is_some() && waited > 0).then_some(waited),
+                    });
+                }
             }
         }
     }
@@ -151,6 +163,16 @@ impl State {
         };
         h.observe(&bounds, waited_ns as f64 / 1e9);
         self.count_request(flow, "429");
+        if let Some(outbox) = &mut self.audit {
+            outbox.push(AuditRecord {
+                flow,
+                code: 429,
+                arrive_ns: r.arrive_ns,
+                end_ns: r.arrive_ns + waited_ns,
+                // Only a request that queued has a wait (time-out); one refused at arrival has none.
+                waited_ns: (reason == TIME_OUT).then_some(waited_ns),
+            });
+        }
     }
 
     fn time_out(&mut self, now: u64) {

@@ -88,7 +88,7 @@ async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser
 async fn layout(page_html: &str, window: &str) -> serde_json::Value {
     const MEASURE: &str = r#"<script>
 (function () {
-  var out = {pageOverflow: document.documentElement.scrollWidth - window.innerWidth, rows: [], tables: []};
+  var out = {pageOverflow: document.documentElement.scrollWidth - window.innerWidth, rows: [], tables: [], audit: []};
   document.querySelectorAll('.replicas').forEach(function (grid) {
     var right = grid.getBoundingClientRect().right, rows = {};
     grid.querySelectorAll(':scope > .replica').forEach(function (r) {
@@ -99,6 +99,9 @@ async fn layout(page_html: &str, window: &str) -> serde_json::Value {
   });
   document.querySelectorAll('.replica .scroll').forEach(function (s) {
     out.tables.push(s.scrollWidth - s.clientWidth);
+  });
+  document.querySelectorAll('section.audit').forEach(function (s) {
+    out.audit.push(s.scrollWidth - s.clientWidth);
   });
   var pre = document.createElement('pre');
   pre.id = 'layout';
@@ -132,7 +135,8 @@ async fn layout(page_html: &str, window: &str) -> serde_json::Value {
 }
 
 /// Three replicas: at 1,400 px no row of replicas ends in a blank half (the last one fills its row); on a phone
-/// (390 px) nothing is wider than the screen, and no replica's table needs a sideways scroll.
+/// (390 px) nothing is wider than the screen, and no replica's table (nor who got 429s, with a long service account
+/// name) needs a sideways scroll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_fills_its_rows_on_a_desktop_and_fits_a_phone() {
     let mut config = None;
@@ -158,10 +162,25 @@ async fn the_page_fills_its_rows_on_a_desktop_and_fits_a_phone() {
         sims.push(sim);
     }
     let monitor = common::start_monitor(&config.unwrap()).await;
+    // Who got 429s: kube-apiserver's webhook batch with a long service account and user agent.
+    let long =
+        "system:serviceaccount:observability-platform-agents:kube-state-metrics-shard-collector";
+    let event = format!(
+        r#"{{"kind":"Event","stage":"ResponseComplete","verb":"list","user":{{"username":"{long}"}},"userAgent":"kube-state-metrics/v2.13.0 (linux/amd64) kubernetes/0123456789abcdef","objectRef":{{"resource":"pods"}},"responseStatus":{{"code":429}},"stageTimestamp":"2026-11-25T07:00:00.000000Z"}}"#
+    );
+    let batch = format!(r#"{{"kind":"EventList","items":[{event},{event}]}}"#);
     let page = common::eventually(Duration::from_secs(30), || async {
+        // Until the objects are read the requests wait; posting again only adds to them.
+        let _ = reqwest::Client::new()
+            .post(format!("{monitor}/api/v1/audit"))
+            .body(batch.clone())
+            .send()
+            .await;
         let page = common::get_text(&format!("{monitor}/")).await?;
-        (page.matches("class=\"replica\"").count() == 3 && page.contains("workload-low"))
-            .then_some(page)
+        (page.matches("class=\"replica\"").count() == 3
+            && page.contains("workload-low")
+            && page.contains(long))
+        .then_some(page)
     })
     .await
     .expect("three replicas on the page");
@@ -179,10 +198,11 @@ async fn the_page_fills_its_rows_on_a_desktop_and_fits_a_phone() {
     assert!(phone["pageOverflow"].as_f64().unwrap() <= 0.0, "{phone}");
     let tables = phone["tables"].as_array().unwrap();
     assert_eq!(tables.len(), 3, "{phone}");
-    for overflow in tables {
+    for overflow in tables.iter().chain(phone["audit"].as_array().unwrap()) {
         assert!(
             overflow.as_f64().unwrap() <= 0.0,
             "a table scrolls sideways: {phone}"
         );
     }
+    assert_eq!(phone["audit"].as_array().unwrap().len(), 1, "{phone}");
 }

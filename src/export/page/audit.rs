@@ -51,8 +51,10 @@ pub(super) fn render_audit(h: &mut String, reports: &[AuditReport]) {
                 for u in l.rejected_users() {
                     let _ = write!(
                         h,
-                        "<tr><td>{}</td><td><b>{}</b></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                         <td class=\"muted\">{}</td><td class=\"muted\">{}</td></tr>",
+                        "<tr><td data-label=\"priority level\">{}</td><td class=\"user\"><b>{}</b></td>\
+                         <td data-label=\"flow schema\">{}</td><td class=\"num\" data-label=\"429/s\">{}</td>\
+                         <td class=\"num\" data-label=\"requests/s\">{}</td><td class=\"muted\" data-label=\"user agent\">{}</td>\
+                         <td class=\"muted\" data-label=\"last 429\">{}</td></tr>",
                         text(&l.priority_level),
                         text(&u.user),
                         text(&u.flow_schema),

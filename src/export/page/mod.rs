@@ -55,6 +55,7 @@ tr:has(+tr.flows) td{border-bottom:0}tr.flows td{padding-top:0}\
 svg.trend{display:block;width:5.5rem;height:1.6rem}\
 ul.flows{font-size:12px;margin:0;padding-left:1rem}\
 section.audit{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
+section.audit td{overflow-wrap:anywhere}\
 details.findings{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
 details.findings li{margin:.4rem 0}details.findings pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
 @media (max-width:40rem){\
@@ -64,6 +65,10 @@ details.findings li{margin:.4rem 0}details.findings pre{overflow:auto;background
 .replica td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted)}\
 .replica td.num{text-align:left}.replica tr.flows{display:block;padding-top:0}.replica tr.flows td:first-child{display:none}\
 .replica tr:has(+tr.flows){border-bottom:0}\
+section.audit thead{display:none}section.audit table,section.audit tbody{display:block}\
+section.audit tr{display:grid;grid-template-columns:1fr 1fr;gap:.2rem .6rem;padding:.4rem 0;border-bottom:1px solid var(--line)}\
+section.audit td{display:block;border:0;padding:0;min-width:0}section.audit td.user{grid-column:1/-1}\
+section.audit td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted)}section.audit td.num{text-align:left}\
 }\
 ";
 

@@ -4,7 +4,7 @@
 mod event;
 mod sink;
 
-pub(crate) use event::{AuditRecord, FlowIdentity};
+pub(crate) use event::{render, AuditRecord, FlowIdentity};
 #[cfg(test)]
 pub(crate) use sink::drain;
 pub(crate) use sink::{spawn, Feed};

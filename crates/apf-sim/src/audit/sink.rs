@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
-use super::event::render;
 use crate::simulator::Simulator;
 
 /// The log backend's settings.
@@ -256,17 +255,9 @@ impl Webhook {
 /// The events every simulator of `feed` noted since the last call, as JSON lines.
 pub(crate) fn drain(feed: &Feed) -> Vec<String> {
     let sims = feed.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut lines = Vec::new();
-    for sim in sims {
-        let Some(d) = sim.drain_audit() else { continue };
-        for (i, r) in d.records.iter().enumerate() {
-            if let Some(f) = d.flows.get(r.flow) {
-                let e = render(r, f, d.wall_start, d.minor, d.first_id + i as u64);
-                lines.push(e.to_string());
-            }
-        }
-    }
-    lines
+    sims.iter()
+        .flat_map(Simulator::drain_audit_events)
+        .collect()
 }
 
 /// Drains the cluster's events into the log and the webhook until the cluster is gone (its feed dropped), then

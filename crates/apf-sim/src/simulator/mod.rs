@@ -107,8 +107,9 @@ impl Simulator {
         self.lock().load_share
     }
 
-    /// From now on, every request that ends is noted for the audit sink ([`Simulator::drain_audit`]).
-    pub(crate) fn enable_audit(&self) {
+    /// From now on, every request that ends is noted for the audit sink ([`Simulator::drain_audit`]); a
+    /// [`crate::Cluster`] with `audit` does it for each replica.
+    pub fn enable_audit(&self) {
         let mut st = self.lock();
         if st.audit.is_none() {
             st.audit = Some(crate::audit::Outbox::default());
@@ -158,6 +159,24 @@ impl Simulator {
             minor,
             first_id,
         })
+    }
+
+    /// The audit events (JSON lines) of the requests that ended since the last call: what a cluster's sink writes.
+    pub fn drain_audit_events(&self) -> Vec<String> {
+        let Some(d) = self.drain_audit() else {
+            return Vec::new();
+        };
+        d.records
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let f = d.flows.get(r.flow)?;
+                Some(
+                    crate::audit::render(r, f, d.wall_start, d.minor, d.first_id + i as u64)
+                        .to_string(),
+                )
+            })
+            .collect()
     }
 
     /// Advances simulated time by `dt`, deterministically for a seed.

@@ -26,6 +26,8 @@ pub struct AuditReport {
     pub overflow_requests: u64,
     /// Requests held until the cluster's FlowSchemas are read (the first rounds), not counted yet.
     pub pending_requests: u64,
+    /// Requests no FlowSchema matched, on objects without a catch-all: not counted.
+    pub unmatched_requests: u64,
     /// Levels with the most rejections first.
     pub levels: Vec<AuditLevel>,
 }
@@ -107,6 +109,7 @@ impl AuditReport {
             rejected,
             overflow_requests: counts.overflow_requests,
             pending_requests: 0,
+            unmatched_requests: counts.unmatched,
             levels,
         }
     }

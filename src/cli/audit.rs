@@ -360,7 +360,7 @@ fn render(r: &AuditReport) -> String {
             f.priority_level.clone(),
             f.requests.to_string(),
             f.rejected.to_string(),
-            f.users.to_string(),
+            format!("{}{}", f.users, if f.more_users { "+" } else { "" }),
         ]);
     }
     out.push_str(&columns(&rows));

@@ -23,6 +23,9 @@ pub const OTHER_FLOWS: &str = "(other flows)";
 const MAX_USER_AGENTS: usize = 5;
 /// Impersonators named per user.
 const MAX_IMPERSONATORS: usize = 5;
+/// Users told apart per flow (a flow of ByNamespace has as many as the namespace has clients); the rest are
+/// counted under `(other)`, and the flow's `users` says "at least".
+const MAX_FLOW_USERS: usize = 100;
 
 /// A user as APF saw it: the user (the impersonated one when the request impersonated) and where its requests went.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -192,7 +195,7 @@ impl Ledger {
         let f = self.flows.entry(flow).or_default();
         f.requests += 1;
         f.rejected += u64::from(rejected);
-        add_capped(&mut f.users, &request.user, 1, self.limits.max_users);
+        add_capped(&mut f.users, &request.user, 1, MAX_FLOW_USERS);
     }
 
     /// Adds `other`'s counts to this ledger, within this ledger's cap.
@@ -230,7 +233,7 @@ impl Ledger {
             f.requests += o.requests;
             f.rejected += o.rejected;
             for (u, n) in &o.users {
-                add_capped(&mut f.users, u, *n, self.limits.max_users);
+                add_capped(&mut f.users, u, *n, MAX_FLOW_USERS);
             }
         }
     }
@@ -288,8 +291,13 @@ impl Ledger {
                 flow_distinguisher: k.flow_distinguisher.clone(),
                 requests: f.requests,
                 rejected: f.rejected,
-                users: f.users.len() as u64,
-                top_users: by_count(&f.users).into_iter().take(3).collect(),
+                users: f.users.keys().filter(|u| *u != "(other)").count() as u64,
+                more_users: f.users.contains_key("(other)"),
+                top_users: by_count(&f.users)
+                    .into_iter()
+                    .filter(|u| u != "(other)")
+                    .take(3)
+                    .collect(),
             })
             .collect();
         rows.sort_by(|a, b| {
@@ -354,8 +362,10 @@ pub struct FlowRow {
     pub flow_distinguisher: String,
     pub requests: u64,
     pub rejected: u64,
-    /// Distinct users in the flow.
+    /// Distinct users in the flow, told apart up to 100.
     pub users: u64,
+    /// More users than `users` sent requests in the flow.
+    pub more_users: bool,
     /// The users with the most requests in it, most first.
     pub top_users: Vec<String>,
 }
@@ -535,6 +545,26 @@ mod tests {
         assert_eq!(users.iter().map(|u| u.rejected).sum::<u64>(), 10);
         assert!(l.flows().len() <= 4);
         assert_eq!(l.flows().iter().map(|f| f.rejected).sum::<u64>(), 10);
+    }
+
+    #[test]
+    fn a_flow_tells_apart_at_most_a_hundred_users() {
+        let (fs, pl) = objects();
+        let mut l = Ledger::new(Limits::default());
+        for i in 0..150 {
+            let user = format!("system:serviceaccount:kube-system:controller-{i}");
+            l.classify(&request(&user, 200, None, ""), &fs, &pl)
+                .unwrap();
+        }
+        // kube-system-service-accounts distinguishes by namespace: one flow.
+        let flows = l.flows();
+        assert_eq!(flows.len(), 1);
+        assert_eq!(flows[0].flow_schema, "kube-system-service-accounts");
+        assert_eq!(
+            (flows[0].requests, flows[0].users, flows[0].more_users),
+            (150, 100, true)
+        );
+        assert_eq!(l.users().len(), 150);
     }
 
     #[test]

@@ -8,14 +8,15 @@
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
 # Dependencies in a layer of their own, rebuilt only when a manifest or Cargo.lock changes: a build of the workspace
-# (the daemon, crates/apf, crates/apf-sim) against dummy sources (crates/apf names a bench, so it must exist too).
+# (the daemon, crates/apf, crates/apf-sim) against dummy sources (the benches the manifests name must exist too).
 COPY Cargo.toml Cargo.lock ./
 COPY crates/apf/Cargo.toml crates/apf/
 COPY crates/apf-sim/Cargo.toml crates/apf-sim/
-RUN mkdir -p src crates/apf/src crates/apf/benches crates/apf-sim/src \
+RUN mkdir -p src crates/apf/src crates/apf/benches crates/apf-sim/src crates/apf-sim/benches \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs crates/apf/src/lib.rs crates/apf-sim/src/lib.rs \
-    && echo 'fn main() {}' > crates/apf/benches/parse.rs \
+    && for b in crates/apf/benches/parse.rs crates/apf/benches/audit.rs crates/apf-sim/benches/audit.rs; do \
+         echo 'fn main() {}' > "$b"; done \
     && cargo build --release --locked \
     && rm -rf src crates
 COPY src src

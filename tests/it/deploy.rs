@@ -1113,6 +1113,17 @@ fn the_dockerfile_builds_every_crate_of_the_workspace() {
         .lines()
         .find(|l| l.trim_start().starts_with("RUN touch"))
         .unwrap();
+    // The top manifest's benches are not copied in (.dockerignore): their dummies must stay for both builds.
+    for bench in manifest
+        .split("[[bench]]")
+        .skip(1)
+        .filter_map(|b| b.split('"').nth(1))
+    {
+        assert!(
+            dockerfile.contains(&format!("benches/{bench}.rs")),
+            "no dummy bench {bench} for the top crate"
+        );
+    }
     for name in &crates {
         let dir = format!("crates/{name}");
         assert!(

@@ -170,8 +170,10 @@ impl Follower {
                 continue;
             }
             match File::open(&path) {
-                Ok(file) => {
+                Ok(mut file) => {
                     let offset = if self.first { meta.len() } else { 0 };
+                    // Started in the middle of a line: its rest is the past too.
+                    let mid_line = offset > 0 && !ends_with_newline(&mut file, offset);
                     self.files.insert(
                         id,
                         Followed {
@@ -179,7 +181,7 @@ impl Follower {
                             file,
                             offset,
                             partial: Vec::new(),
-                            skipping: false,
+                            skipping: mid_line,
                             seen: true,
                         },
                     );
@@ -203,6 +205,14 @@ impl Follower {
         }
         out
     }
+}
+
+/// Whether the byte before `offset` is a newline.
+fn ends_with_newline(file: &mut File, offset: u64) -> bool {
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(offset - 1))
+        .and_then(|_| file.read_exact(&mut last))
+        .is_ok_and(|()| last[0] == b'\n')
 }
 
 /// Reads `f` from its offset; true when it is at its end.
@@ -381,6 +391,20 @@ mod tests {
         // copytruncate: the file starts again.
         std::fs::write(&log, format!("{}\n", event("f", 429))).unwrap();
         assert_eq!(users(&f.poll()), ["f"]);
+    }
+
+    #[test]
+    fn a_line_cut_at_start_is_the_past_not_a_malformed_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.log");
+        let line = event("half", 429);
+        append(&log, &line[..30]);
+        let mut f = Follower::new(vec![log.clone()]);
+        f.poll();
+        append(&log, &format!("{}\n{}\n", &line[30..], event("whole", 200)));
+        let p = f.poll();
+        assert_eq!(users(&p), ["whole"]);
+        assert_eq!(p.tally.malformed, 0);
     }
 
     #[test]

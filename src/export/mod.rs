@@ -3,8 +3,9 @@
 //! guard of `web.auth` ([`auth`]).
 //!
 //! Export owns no state: it serves what the daemon hands it ([`Surfaces`]): the analysis' latest report and the
-//! alerting stage's view (watch channels), the metric registry, and two request channels. Silences belong to the
-//! alerting stage and the config to the daemon, so their endpoints send a request and wait for the answer.
+//! alerting stage's view (watch channels), the metric registry, and request channels. Silences belong to the
+//! alerting stage and the config to the daemon, so their endpoints send a request and wait for the answer; audit
+//! batches go to the analysis stage, which counts them.
 pub mod auth;
 mod listener;
 mod page;

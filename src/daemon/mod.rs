@@ -14,7 +14,9 @@
 //!                                                                   └──────────────────────────────┘
 //! ```
 //! Export's silences API and reload endpoint send requests ([`crate::export::SilenceRequest`],
-//! [`crate::export::ReloadRequest`]) to the stage that owns what they change.
+//! [`crate::export::ReloadRequest`]) to the stage that owns what they change. Audit events (the followed files of
+//! `audit.files`, on a blocking thread, and export's `POST /api/v1/audit`) go to the analysis as
+//! `mpsc<`[`crate::audit::AuditBatch`]`>`, which counts them in its window.
 //!
 //! The stop ([`Daemon::stop`]): scraping ends; the alerting stage sends what every group owes, delivers what is
 //! queued (retries included) until `shutdown_timeout`, and saves its state; the Lease is released; the HTTP server

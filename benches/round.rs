@@ -5,7 +5,6 @@
 //! Run: `cargo bench --bench round -- --warm-up-time 1 --measurement-time 5`
 
 use std::hint::black_box;
-use std::io::Read;
 use std::time::Duration;
 
 use apf_monitor::scrape::{scrape_replica, Endpoint, ScrapePlan};
@@ -14,38 +13,8 @@ use apf_monitor::values::parse_target_url;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures_util::StreamExt;
 
-/// The real 1.34 capture (3.4 MB; tests/fixtures, sources in SOURCES.md there).
-fn capture() -> Vec<u8> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/metrics-v1.34.txt.gz"
-    );
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    out
-}
-
-/// Serves `body` at `/metrics` on a loopback port; its base URL.
-async fn sender(body: bytes::Bytes) -> String {
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let body = body.clone();
-            async move { body }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("bind: {e}"));
-    let addr = listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("local_addr: {e}"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
+mod common;
+use common::{capture, hundred_mb, sender};
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -54,7 +23,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let one = capture();
-    let big = one.repeat((100 << 20) / one.len() + 1);
+    let big = hundred_mb(&one);
     for (name, body) in [("capture-3.4MB", one), ("100MB", big)] {
         let len = body.len() as u64;
         let url = rt.block_on(sender(bytes::Bytes::from(body)));

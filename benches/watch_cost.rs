@@ -5,7 +5,7 @@
 //! Run: `cargo bench --bench watch_cost` (both workloads, 30 s each), or `-- idle 60` for one workload and its length.
 //! Linux only: the figures come from `/proc/self/stat` and `/proc/self/status`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,48 +13,21 @@ use apf_monitor::config::Config;
 use apf_monitor::targets::StaticTarget;
 use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 
-const SENDER: &str = "APF_MONITOR_BENCH_SENDER";
+mod common;
 
-/// The real 1.34 capture (tests/fixtures, sources in SOURCES.md there).
-fn capture() -> Vec<u8> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/metrics-v1.34.txt.gz"
-    );
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    out
-}
+const SENDER: &str = "APF_MONITOR_BENCH_SENDER";
 
 /// The child: three loopback servers of `/metrics`, their URLs on standard output, until killed.
 fn sender(workload: &str) {
-    let one = capture();
+    let one = common::capture();
     let body = bytes::Bytes::from(match workload {
-        "large" => one.repeat((100 << 20) / one.len() + 1),
+        "large" => common::hundred_mb(&one),
         _ => one,
     });
     let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
     rt.block_on(async move {
         for _ in 0..3 {
-            let body = body.clone();
-            let app = axum::Router::new().route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let body = body.clone();
-                    async move { body }
-                }),
-            );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .unwrap_or_else(|e| panic!("bind: {e}"));
-            let addr = listener
-                .local_addr()
-                .unwrap_or_else(|e| panic!("addr: {e}"));
-            println!("http://{addr}");
-            tokio::spawn(async move { axum::serve(listener, app).await });
+            println!("{}", common::sender(body.clone()).await);
         }
         std::future::pending::<()>().await;
     });

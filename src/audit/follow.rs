@@ -68,6 +68,8 @@ pub struct Polled {
 pub struct Follower {
     patterns: Vec<PathBuf>,
     files: HashMap<FileId, Followed>,
+    /// Gzipped backups seen: not opened again at each poll.
+    finished: std::collections::HashSet<FileId>,
     /// Files that exist at the first poll are read from their end: the past is the offline command's.
     first: bool,
 }
@@ -98,6 +100,7 @@ impl Follower {
         Follower {
             patterns,
             files: HashMap::new(),
+            finished: Default::default(),
             first: true,
         }
     }
@@ -153,6 +156,7 @@ impl Follower {
         for f in self.files.values_mut() {
             f.seen = false;
         }
+        let mut seen_ids = std::collections::HashSet::new();
         for path in self.matched(&mut out.problems) {
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
@@ -161,12 +165,17 @@ impl Follower {
                 continue;
             }
             let id = file_id(&meta);
+            seen_ids.insert(id);
             if let Some(f) = self.files.get_mut(&id) {
                 f.seen = true;
                 f.path = path;
                 continue;
             }
+            if self.finished.contains(&id) {
+                continue;
+            }
             if is_gzip(&path) {
+                self.finished.insert(id);
                 continue;
             }
             match File::open(&path) {
@@ -192,6 +201,7 @@ impl Follower {
             }
         }
         self.first = false;
+        self.finished.retain(|id| seen_ids.contains(id));
         let mut gone = Vec::new();
         for (id, f) in &mut self.files {
             let at_end = read_new(f, &mut out);
@@ -356,7 +366,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("audit.log");
         append(&log, &format!("{}\n", event("old", 200)));
-        let mut f = Follower::new(vec![dir.path().join("audit*.log")]);
+        let mut f = Follower::new(vec![dir.path().join("audit*")]);
         // What was there at start is the past.
         assert!(f.poll().requests.is_empty());
         // A line written in two pieces is read once whole.
@@ -388,6 +398,8 @@ mod tests {
             p.problems
         );
         assert_eq!(f.files.len(), 1);
+        // The backup is known as finished: later polls do not open it again.
+        assert_eq!(f.finished.len(), 1);
         // copytruncate: the file starts again.
         std::fs::write(&log, format!("{}\n", event("f", 429))).unwrap();
         assert_eq!(users(&f.poll()), ["f"]);

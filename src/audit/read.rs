@@ -91,7 +91,7 @@ pub fn read_lines(
                 if chunk.is_empty() {
                     break;
                 }
-                match memchr_newline(chunk) {
+                match chunk.iter().position(|b| *b == b'\n') {
                     Some(i) => {
                         reader.consume(i + 1);
                         break;
@@ -123,10 +123,6 @@ pub fn read_lines(
             }),
         }
     }
-}
-
-fn memchr_newline(s: &[u8]) -> Option<usize> {
-    s.iter().position(|b| *b == b'\n')
 }
 
 /// Opens `path`, gunzipping it when it starts with gzip's magic bytes (a rotated, compressed log), whatever its

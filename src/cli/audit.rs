@@ -315,7 +315,7 @@ fn render(r: &AuditReport) -> String {
     for u in &r.users {
         let mut user = u.user.clone();
         if let Some(by) = u.impersonated_by.first() {
-            user.push_str(&format!(" (as {by})"));
+            user.push_str(&format!(" (impersonated by {by})"));
         }
         rows.push(vec![
             user,

@@ -110,7 +110,7 @@ impl AnalysisStage {
             report,
             ready,
             audit: BTreeMap::new(),
-            audit_max_users: 1000,
+            audit_max_users: crate::audit::AuditConfig::default().max_users,
         }
     }
 

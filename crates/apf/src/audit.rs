@@ -155,47 +155,44 @@ impl Ledger {
     /// Counts `request`, which APF put where `m` says.
     pub fn record(&mut self, request: &AuditedRequest, m: &Match) {
         self.counts.requests += 1;
-        let mut key = UserKey {
+        let rejected = request.rejected();
+        let at = (rejected && !request.timestamp.is_empty()).then(|| request.timestamp.clone());
+        let one = |name: &str| BTreeMap::from([(name.to_string(), 1)]);
+        let user = UserTally {
+            requests: 1,
+            rejected: u64::from(rejected),
+            waits: request
+                .queue_wait
+                .filter(|_| self.limits.keep_waits)
+                .map(|w| u64::try_from(w.as_nanos()).unwrap_or(u64::MAX))
+                .into_iter()
+                .collect(),
+            user_agents: if request.user_agent.is_empty() {
+                BTreeMap::new()
+            } else {
+                one(&request.user_agent)
+            },
+            impersonators: request.impersonator.as_deref().map(one).unwrap_or_default(),
+            first_rejection: at.clone(),
+            last_rejection: at,
+        };
+        let key = UserKey {
             user: request.user.clone(),
             flow_schema: m.flow_schema.clone(),
             priority_level: m.priority_level.clone(),
         };
-        if !self.users.contains_key(&key) && self.users.len() >= self.limits.max_users {
-            key.user = OTHER_USERS.into();
-            self.counts.overflow_requests += 1;
-        }
-        let rejected = request.rejected();
-        let at = (!request.timestamp.is_empty()).then(|| request.timestamp.clone());
-        let t = self.users.entry(key).or_default();
-        t.requests += 1;
-        if rejected {
-            t.rejected += 1;
-            earlier(&mut t.first_rejection, &at, true);
-            earlier(&mut t.last_rejection, &at, false);
-        }
-        if let (true, Some(w)) = (self.limits.keep_waits, request.queue_wait) {
-            t.waits
-                .push(u64::try_from(w.as_nanos()).unwrap_or(u64::MAX));
-        }
-        if !request.user_agent.is_empty() {
-            add_capped(&mut t.user_agents, &request.user_agent, 1, MAX_USER_AGENTS);
-        }
-        if let Some(by) = &request.impersonator {
-            add_capped(&mut t.impersonators, by, 1, MAX_IMPERSONATORS);
-        }
-
-        let mut flow = FlowKey {
+        self.add_user(key, &user);
+        let flow = FlowTally {
+            requests: 1,
+            rejected: u64::from(rejected),
+            users: one(&request.user),
+        };
+        let key = FlowKey {
             flow_schema: m.flow_schema.clone(),
             priority_level: m.priority_level.clone(),
             flow_distinguisher: m.flow_distinguisher.clone(),
         };
-        if !self.flows.contains_key(&flow) && self.flows.len() >= self.limits.max_users {
-            flow.flow_distinguisher = OTHER_FLOWS.into();
-        }
-        let f = self.flows.entry(flow).or_default();
-        f.requests += 1;
-        f.rejected += u64::from(rejected);
-        add_capped(&mut f.users, &request.user, 1, MAX_FLOW_USERS);
+        self.add_flow(key, &flow);
     }
 
     /// Adds `other`'s counts to this ledger, within this ledger's cap.
@@ -204,37 +201,45 @@ impl Ledger {
         self.counts.unmatched += other.counts.unmatched;
         self.counts.overflow_requests += other.counts.overflow_requests;
         for (key, o) in &other.users {
-            let mut key = key.clone();
-            if !self.users.contains_key(&key) && self.users.len() >= self.limits.max_users {
-                key.user = OTHER_USERS.into();
-                self.counts.overflow_requests += o.requests;
-            }
-            let t = self.users.entry(key).or_default();
-            t.requests += o.requests;
-            t.rejected += o.rejected;
-            if self.limits.keep_waits {
-                t.waits.extend_from_slice(&o.waits);
-            }
-            for (ua, n) in &o.user_agents {
-                add_capped(&mut t.user_agents, ua, *n, MAX_USER_AGENTS);
-            }
-            for (by, n) in &o.impersonators {
-                add_capped(&mut t.impersonators, by, *n, MAX_IMPERSONATORS);
-            }
-            earlier(&mut t.first_rejection, &o.first_rejection, true);
-            earlier(&mut t.last_rejection, &o.last_rejection, false);
+            self.add_user(key.clone(), o);
         }
         for (key, o) in &other.flows {
-            let mut key = key.clone();
-            if !self.flows.contains_key(&key) && self.flows.len() >= self.limits.max_users {
-                key.flow_distinguisher = OTHER_FLOWS.into();
-            }
-            let f = self.flows.entry(key).or_default();
-            f.requests += o.requests;
-            f.rejected += o.rejected;
-            for (u, n) in &o.users {
-                add_capped(&mut f.users, u, *n, MAX_FLOW_USERS);
-            }
+            self.add_flow(key.clone(), o);
+        }
+    }
+
+    /// Adds `o` to the user's tally; a new user past the cap is counted under [`OTHER_USERS`], as overflow.
+    fn add_user(&mut self, mut key: UserKey, o: &UserTally) {
+        if !self.users.contains_key(&key) && self.users.len() >= self.limits.max_users {
+            key.user = OTHER_USERS.into();
+            self.counts.overflow_requests += o.requests;
+        }
+        let t = self.users.entry(key).or_default();
+        t.requests += o.requests;
+        t.rejected += o.rejected;
+        if self.limits.keep_waits {
+            t.waits.extend_from_slice(&o.waits);
+        }
+        for (ua, n) in &o.user_agents {
+            add_capped(&mut t.user_agents, ua, *n, MAX_USER_AGENTS);
+        }
+        for (by, n) in &o.impersonators {
+            add_capped(&mut t.impersonators, by, *n, MAX_IMPERSONATORS);
+        }
+        earlier(&mut t.first_rejection, &o.first_rejection, true);
+        earlier(&mut t.last_rejection, &o.last_rejection, false);
+    }
+
+    /// Adds `o` to the flow's tally; a new flow past the cap is counted under [`OTHER_FLOWS`].
+    fn add_flow(&mut self, mut key: FlowKey, o: &FlowTally) {
+        if !self.flows.contains_key(&key) && self.flows.len() >= self.limits.max_users {
+            key.flow_distinguisher = OTHER_FLOWS.into();
+        }
+        let f = self.flows.entry(key).or_default();
+        f.requests += o.requests;
+        f.rejected += o.rejected;
+        for (u, n) in &o.users {
+            add_capped(&mut f.users, u, *n, MAX_FLOW_USERS);
         }
     }
 

@@ -1,20 +1,24 @@
 //! A scrape round of `/metrics` against the bare download of the same bytes from the same sender: how close a round
-//! (fetch, streaming parse, snapshot) comes to the limit the network and the HTTP client set. The sender is an axum
-//! server on loopback serving the body from memory, so it is not what is measured.
+//! (fetch, streaming parse, snapshot) comes to the limit the network and the HTTP client set. The sender is another
+//! process serving the body by sendfile(2) on loopback, so it is not what is measured.
+//!
+//! The same for a round over a Prometheus holding 100 clusters of 3 replicas (458k APF series; a fake in the child
+//! process, answering as Prometheus would): the round's queries, JSON decoding and snapshots of the 300 replicas,
+//! against the bare download of the same answers.
 //!
 //! Run: `cargo bench --bench round -- --warm-up-time 1 --measurement-time 5`
 
 use std::hint::black_box;
 use std::time::Duration;
 
+use apf_monitor::scrape::prometheus::{read_round, PrometheusSource};
 use apf_monitor::scrape::{scrape_replica, Endpoint, ScrapePlan};
-use apf_monitor::targets::{build_static, StaticTarget};
+use apf_monitor::targets::{build_static, PrometheusTarget, StaticTarget};
 use apf_monitor::values::parse_target_url;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use futures_util::StreamExt;
 
 mod common;
-use common::{capture, hundred_mb, sender};
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -22,11 +26,10 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("runtime: {e}"));
-    let one = capture();
-    let big = hundred_mb(&one);
-    for (name, body) in [("capture-3.4MB", one), ("100MB", big)] {
-        let len = body.len() as u64;
-        let url = rt.block_on(sender(bytes::Bytes::from(body)));
+    for (name, body) in [("capture-3.4MB", "capture"), ("100MB", "100MB")] {
+        let len = common::body(body).len() as u64;
+        let senders = common::spawn_senders(body, 1);
+        let url = senders.urls[0].clone();
         let target = build_static(
             &[StaticTarget::from_url(
                 parse_target_url(&url).unwrap_or_else(|e| panic!("{url}: {e}")),
@@ -70,7 +73,75 @@ fn bench(c: &mut Criterion) {
         });
         group.finish();
     }
+    fleet(c, &rt);
+}
+
+fn fleet(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let senders = common::spawn_prometheus(100);
+    let url = senders.urls[0].clone();
+    let (cluster_label, apiserver_label) = common::FLEET_LABELS;
+    let config = PrometheusTarget {
+        cluster_label: cluster_label.into(),
+        apiserver_label: apiserver_label.into(),
+        ..PrometheusTarget::from_url(
+            parse_target_url(&url).unwrap_or_else(|e| panic!("{url}: {e}")),
+        )
+    };
+    let source = PrometheusSource::build(&config, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("source: {e}"));
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default()
+    };
+    // The first round makes the answers the download reads back.
+    let first = rt
+        .block_on(read_round(&source, now(), 60.0, |_| false))
+        .unwrap_or_else(|e| panic!("round: {e}"));
+    assert_eq!(first.replicas.len(), 300, "every replica of the fleet");
+    let client = reqwest::Client::new();
+    let mut group = c.benchmark_group("prometheus-100x3");
+    group.sample_size(10);
+    group.bench_function("bare download of the answers (baseline)", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let mut n = 0usize;
+                // As the round does, 8 answers in flight.
+                let downloads = (0..).map(|i| {
+                    let client = &client;
+                    let url = &url;
+                    async move {
+                        let response =
+                            client.get(format!("{url}/answers/{i}")).send().await.ok()?;
+                        if !response.status().is_success() {
+                            return None;
+                        }
+                        response.bytes().await.ok().map(|b| b.len())
+                    }
+                });
+                let mut answers = futures_util::stream::iter(downloads).buffered(8);
+                while let Some(Some(len)) = answers.next().await {
+                    n += len;
+                }
+                black_box(n)
+            })
+        })
+    });
+    group.bench_function("round", |b| {
+        b.iter(|| {
+            let round = rt.block_on(read_round(&source, now(), 60.0, |_| false));
+            black_box(round.map(|r| r.replicas.len()).unwrap_or(0))
+        })
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    // Run again as the sender, this program serves and never returns.
+    common::serve_if_sender();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

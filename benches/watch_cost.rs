@@ -1,37 +1,20 @@
 //! What watching costs: the daemon's own CPU time over wall time, and its peak memory, while it scrapes three
 //! replicas, each serving the real 1.34 capture (`idle`: every second) or 100 MB (`large`: every 2 s). The replicas
-//! are a child process (this program run again as the sender), so the figures are the daemon's alone.
+//! are a child process (this program run again as the sender, by sendfile(2)), so the figures are the daemon's alone.
 //!
-//! Run: `cargo bench --bench watch_cost` (both workloads, 30 s each), or `-- idle 60` for one workload and its length.
+//! `fleet`: the daemon reading a Prometheus that holds 100 clusters of 3 replicas (458k APF series; a fake in the
+//! child process, answering as Prometheus would), every 5 s (the default interval).
+//!
+//! Run: `cargo bench --bench watch_cost` (every workload, 30 s each), or `-- idle 60` for one workload and its length.
 //! Linux only: the figures come from `/proc/self/stat` and `/proc/self/status`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apf_monitor::config::Config;
-use apf_monitor::targets::StaticTarget;
+use apf_monitor::targets::{PrometheusTarget, StaticTarget};
 use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 
 mod common;
-
-const SENDER: &str = "APF_MONITOR_BENCH_SENDER";
-
-/// The child: three loopback servers of `/metrics`, their URLs on standard output, until killed.
-fn sender(workload: &str) {
-    let one = common::capture();
-    let body = bytes::Bytes::from(match workload {
-        "large" => common::hundred_mb(&one),
-        _ => one,
-    });
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
-    rt.block_on(async move {
-        for _ in 0..3 {
-            println!("{}", common::sender(body.clone()).await);
-        }
-        std::future::pending::<()>().await;
-    });
-}
 
 /// The process's user + system CPU time, every thread's (exited ones too), in seconds.
 fn cpu_seconds() -> f64 {
@@ -59,37 +42,70 @@ fn peak_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn run(workload: &str, seconds: u64) {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    let mut child = Command::new(exe)
-        .env(SENDER, workload)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("sender: {e}"));
-    let stdout = child
-        .stdout
-        .take()
-        .unwrap_or_else(|| panic!("sender stdout"));
-    let urls: Vec<String> = BufReader::new(stdout)
-        .lines()
-        .take(3)
-        .map(|l| l.unwrap_or_else(|e| panic!("sender: {e}")))
-        .collect();
-    let interval = if workload == "large" { 2 } else { 1 };
+/// Forgets the peak so far (Linux's clear_refs 5), so each workload's peak is its own.
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The daemon's config for a workload, its round interval in seconds, how many replicas it should see, and the
+/// child process serving them.
+fn workload_config(workload: &str) -> (Config, u64, usize, common::Senders) {
     let mut config = Config::default();
     config.listen = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
+    let url = |u: &str| parse_target_url(u).unwrap_or_else(|e| panic!("{u}: {e}"));
+    if workload == "fleet" {
+        let clusters = 100;
+        let senders = common::spawn_prometheus(clusters);
+        let (cluster_label, apiserver_label) = common::FLEET_LABELS;
+        config.targets.prometheus = vec![PrometheusTarget {
+            cluster_label: cluster_label.into(),
+            apiserver_label: apiserver_label.into(),
+            ..PrometheusTarget::from_url(url(&senders.urls[0]))
+        }];
+        let interval = config.scrape.interval.0.as_secs();
+        return (config, interval, clusters * common::FLEET_REPLICAS, senders);
+    }
+    let body = if workload == "large" {
+        "100MB"
+    } else {
+        "capture"
+    };
+    let senders = common::spawn_senders(body, 3);
+    let interval = if workload == "large" { 2 } else { 1 };
     config.scrape.interval = Interval(Duration::from_secs(interval));
     config.scrape.timeout = Interval(Duration::from_secs(interval));
     config.scrape.debug_dumps = false;
     config.scrape.objects_interval = DurationValue(Duration::ZERO);
-    config.targets.static_targets = urls
+    config.targets.static_targets = senders
+        .urls
         .iter()
         .enumerate()
         .map(|(i, u)| StaticTarget {
             name: Some(format!("replica-{i}")),
-            ..StaticTarget::from_url(parse_target_url(u).unwrap_or_else(|e| panic!("{u}: {e}")))
+            ..StaticTarget::from_url(url(u))
         })
         .collect();
+    (config, interval, 3, senders)
+}
+
+/// The daemon's last round of each source or replica, in seconds, from its own `/metrics`.
+async fn last_rounds(addr: std::net::SocketAddr) -> Vec<f64> {
+    let text = match reqwest::get(format!("http://{addr}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apf_monitor_scrape_duration_seconds{")
+                && (l.contains("endpoint=\"metrics\"") || l.contains("endpoint=\"prometheus\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+fn run(workload: &str, seconds: u64) {
+    reset_peak();
+    let (config, interval, replicas, senders) = workload_config(workload);
     let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall, daemon) = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -105,29 +121,30 @@ fn run(workload: &str, seconds: u64) {
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64(), daemon)
     });
+    let peak = peak_mib();
     let status = daemon.status();
     let scraped = status
         .apiservers
         .iter()
         .filter(|a| a.scraped_at.is_some() && a.errors.is_empty())
         .count();
+    let rounds = rt.block_on(last_rounds(daemon.local_addr()));
+    let slowest = rounds.iter().copied().fold(0.0, f64::max);
     println!(
-        "{workload}: {:.2} % of one core ({cpu:.2} s of CPU in {wall:.1} s), peak {:.1} MiB; {scraped} of 3 \
-         replicas read without error, every {interval} s",
+        "{workload}: {:.2} % of one core ({cpu:.2} s of CPU in {wall:.1} s), peak {peak:.1} MiB; {scraped} of \
+         {replicas} replicas read without error, every {interval} s; last round {:.0} ms (slowest source)",
         100.0 * cpu / wall,
-        peak_mib()
+        slowest * 1000.0
     );
     rt.block_on(async {
         let _ = daemon.stop().await;
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(senders);
 }
 
 fn main() {
-    if let Ok(workload) = std::env::var(SENDER) {
-        return sender(&workload);
-    }
+    // Run again as the sender, this program serves and never returns.
+    common::serve_if_sender();
     // `cargo bench` passes `--bench`; a workload and a length may follow `--`.
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -137,7 +154,7 @@ fn main() {
         .iter()
         .find_map(|a| a.parse::<u64>().ok())
         .unwrap_or(30);
-    let chosen: Vec<&str> = ["idle", "large"]
+    let chosen: Vec<&str> = ["idle", "large", "fleet"]
         .into_iter()
         .filter(|w| {
             args.is_empty()

@@ -194,13 +194,33 @@ impl ScrapeError {
     }
 }
 
-/// GETs `path` from the target and hands the body to `on_chunk` as it arrives, at most `max_body` bytes, all
+/// Where a body's chunks go as they arrive.
+pub trait BodySink: Send {
+    fn accept(&mut self, chunk: bytes::Bytes) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// The whole body, for the small ones (dumps, object lists).
+impl BodySink for Vec<u8> {
+    async fn accept(&mut self, chunk: bytes::Bytes) {
+        self.extend_from_slice(&chunk);
+    }
+}
+
+/// To a task parsing what came before while this chunk was read; bounded, so a slow parse slows the download
+/// rather than piling up the body. A receiver gone (its task ended early) makes the rest of the body unread.
+impl BodySink for tokio::sync::mpsc::Sender<bytes::Bytes> {
+    async fn accept(&mut self, chunk: bytes::Bytes) {
+        let _ = self.send(chunk).await;
+    }
+}
+
+/// GETs `path` from the target and hands the body to `sink` as it arrives, at most `max_body` bytes, all
 /// within the target's timeout. No compression is asked for: it costs the apiserver CPU (EKS guide).
 pub async fn fetch(
     target: &Target,
     path: &str,
     max_body: u64,
-    on_chunk: impl FnMut(&[u8]),
+    sink: &mut impl BodySink,
 ) -> Result<(), ScrapeError> {
     let work = async {
         match &target.transport {
@@ -210,7 +230,7 @@ pub async fn fetch(
                     .send()
                     .await
                     .map_err(|e| classify(e, target.timeout))?;
-                read(http::Response::from(response), max_body, on_chunk).await
+                read(http::Response::from(response), max_body, sink).await
             }
             // The kube client adds the credentials (token files re-read, exec plugins refreshed) and verifies TLS
             // against the cluster CA with the configured server name.
@@ -221,7 +241,7 @@ pub async fn fetch(
                         ScrapeError::Body(format!("cannot build the request for {path}: {e}"))
                     })?;
                 let response = client.send(request).await.map_err(classify_kube)?;
-                read(response, max_body, on_chunk).await
+                read(response, max_body, sink).await
             }
         }
     };
@@ -251,7 +271,7 @@ pub(crate) fn with_token(
 async fn read<B>(
     response: http::Response<B>,
     max_body: u64,
-    mut on_chunk: impl FnMut(&[u8]),
+    sink: &mut impl BodySink,
 ) -> Result<(), ScrapeError>
 where
     B: http_body::Body<Data = bytes::Bytes> + Unpin,
@@ -286,14 +306,14 @@ where
     let mut total: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ScrapeError::Body(chain_of(&e)))?;
-        let Some(chunk) = frame.data_ref() else {
+        let Ok(chunk) = frame.into_data() else {
             continue;
         };
         total += chunk.len() as u64;
         if total > max_body {
             return Err(ScrapeError::TooLarge { limit: max_body });
         }
-        on_chunk(chunk);
+        sink.accept(chunk).await;
     }
     Ok(())
 }

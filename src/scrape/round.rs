@@ -159,22 +159,39 @@ async fn maybe<T>(
     Some((started, work.await))
 }
 
+/// Chunks of `/metrics` read but not yet parsed, at most: the parse runs in its own task beside the download, so a
+/// round takes about as long as the download alone, and holds at most this many chunks besides the parser's line.
+const CHUNKS_AHEAD: usize = 8;
+
 /// `/metrics`, parsed chunk by chunk as it arrives: the body is never held whole.
 async fn scrape_metrics(
     target: &Target,
     plan: &ScrapePlan,
 ) -> Result<(ReplicaSnapshot, ParseStats), ScrapeError> {
-    let mut parser = ExpositionParser::new(model::is_wanted_sample, plan.max_line_bytes);
-    let mut builder = SnapshotBuilder::new();
-    fetch(
+    let max_line_bytes = plan.max_line_bytes;
+    let (mut chunks, mut arriving) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHUNKS_AHEAD);
+    let parse = tokio::spawn(async move {
+        let mut parser = ExpositionParser::new(model::is_wanted_sample, max_line_bytes);
+        let mut builder = SnapshotBuilder::new();
+        while let Some(chunk) = arriving.recv().await {
+            parser.feed(&chunk, &mut builder);
+        }
+        let stats = parser.finish(&mut builder);
+        (builder.finish(), stats)
+    });
+    let fetched = fetch(
         target,
         endpoints::METRICS_PATH,
         plan.max_body_bytes,
-        |chunk| parser.feed(chunk, &mut builder),
+        &mut chunks,
     )
-    .await?;
-    let stats = parser.finish(&mut builder);
-    let snapshot = builder.finish();
+    .await;
+    // The parse ends once the last chunk is in: the sender dropped closes the channel.
+    drop(chunks);
+    let parsed = parse.await;
+    fetched?;
+    let (snapshot, stats) =
+        parsed.map_err(|e| ScrapeError::Parse(format!("the parse of /metrics failed: {e}")))?;
     if stats.samples == 0 && stats.invalid_lines > 0 && stats.skipped_samples == 0 {
         let first = stats
             .first_errors
@@ -191,10 +208,7 @@ async fn scrape_metrics(
 
 async fn fetch_text(target: &Target, path: &str, max_body: u64) -> Result<String, ScrapeError> {
     let mut body = Vec::new();
-    fetch(target, path, max_body, |chunk| {
-        body.extend_from_slice(chunk)
-    })
-    .await?;
+    fetch(target, path, max_body, &mut body).await?;
     // A dump is ASCII but for user names and paths; a stray invalid byte must not lose the whole dump.
     Ok(match String::from_utf8(body) {
         Ok(text) => text,
@@ -233,11 +247,7 @@ pub async fn fetch_flowcontrol_list(
     for version in endpoints::FLOWCONTROL_READ_VERSIONS {
         let path = endpoints::flowcontrol_path(version, resource);
         let mut body = Vec::new();
-        match fetch(target, &path, max_body, |chunk| {
-            body.extend_from_slice(chunk)
-        })
-        .await
-        {
+        match fetch(target, &path, max_body, &mut body).await {
             Ok(()) => return Ok((path, body)),
             // Not served in this version: try an older one.
             Err(ScrapeError::Http {

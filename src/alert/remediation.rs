@@ -490,8 +490,8 @@ mod tests {
         )];
         let lists = |minor| ListCosts {
             minor: Some(minor),
-            objects: [("pods".to_string(), 12_000.0)].into(),
-            bytes: [("pods".to_string(), 48e6)].into(),
+            objects: std::sync::Arc::new([("pods".to_string(), 12_000.0)].into()),
+            bytes: std::sync::Arc::new([("pods".to_string(), 48e6)].into()),
         };
         // 1.34 prices by bytes: 48 MB is 480 → capped at 100 seats; a page of 100 pods (400 kB) is 4.
         let r = remediate(&l, std::slice::from_ref(&l), &lists(34), None);

@@ -20,6 +20,17 @@ pub struct ReplicaHistory {
 
 impl ReplicaHistory {
     pub fn push(&mut self, point: Point) {
+        // Objects per resource speak for the latest scrape only (the LIST estimate): the points before it do without
+        // them, which in a large fleet was most of what the window held. A point still shared (never, between
+        // rounds) keeps them.
+        if let Some(previous) = self
+            .points
+            .back_mut()
+            .and_then(|p| Arc::get_mut(&mut p.snapshot))
+        {
+            previous.resource_objects = Default::default();
+            previous.resource_size_bytes = Default::default();
+        }
         self.points.push_back(point);
     }
 
@@ -62,5 +73,48 @@ impl ReplicaHistory {
 
     pub fn is_empty(&self) -> bool {
         self.points.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(at: f64, pods: f64) -> Point {
+        let snapshot = ReplicaSnapshot {
+            resource_objects: Arc::new([("pods".to_string(), pods)].into()),
+            resource_size_bytes: Arc::new([("pods".to_string(), pods * 1000.0)].into()),
+            ..Default::default()
+        };
+        Point {
+            at,
+            wall_time: String::new(),
+            snapshot: Arc::new(snapshot),
+        }
+    }
+
+    #[test]
+    fn only_the_latest_point_keeps_objects_per_resource() {
+        let mut h = ReplicaHistory::default();
+        h.push(point(0.0, 1.0));
+        h.push(point(5.0, 2.0));
+        h.push(point(10.0, 3.0));
+        let kept: Vec<usize> = h
+            .iter()
+            .map(|p| p.snapshot.resource_objects.len())
+            .collect();
+        assert_eq!(kept, [0, 0, 1]);
+        let latest = h.latest().map(|p| p.snapshot.clone()).unwrap_or_default();
+        assert_eq!(latest.resource_objects.get("pods"), Some(&3.0));
+        assert_eq!(latest.resource_size_bytes.get("pods"), Some(&3000.0));
+        // A point someone still holds is left whole.
+        let held = h.latest().map(|p| p.snapshot.clone());
+        h.push(point(15.0, 4.0));
+        assert_eq!(held.map(|s| s.resource_objects.len()), Some(1));
+        let kept: Vec<usize> = h
+            .iter()
+            .map(|p| p.snapshot.resource_objects.len())
+            .collect();
+        assert_eq!(kept, [0, 0, 1, 1]);
     }
 }

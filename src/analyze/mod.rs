@@ -16,6 +16,7 @@ pub use settings::AnalysisConfig;
 pub use status::{waiting_width, LevelStatus};
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -71,7 +72,7 @@ pub struct ApiserverReport {
     pub list_costs: ListCosts,
     /// The flowcontrol objects the replica serves, when read: the remediation matches a flow against them.
     #[serde(skip)]
-    pub objects: Option<std::sync::Arc<apf::model::FlowcontrolObjects>>,
+    pub objects: Option<Arc<apf::model::FlowcontrolObjects>>,
 }
 
 impl ApiserverReport {
@@ -109,9 +110,9 @@ pub struct ListCosts {
     /// The replica's minor version: how it prices a LIST (by objects, or by bytes from 1.34).
     pub minor: Option<u32>,
     /// Objects stored, by bare resource name (`pods`).
-    pub objects: BTreeMap<String, f64>,
+    pub objects: Arc<BTreeMap<String, f64>>,
     /// Their estimated size in bytes.
-    pub bytes: BTreeMap<String, f64>,
+    pub bytes: Arc<BTreeMap<String, f64>>,
 }
 
 impl ListCosts {
@@ -462,7 +463,7 @@ pub fn analyze_single(
     history.push(Point {
         at: 0.0,
         wall_time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        snapshot: std::sync::Arc::new(snapshot),
+        snapshot: Arc::new(snapshot),
     });
     analysis.analyze_replica(apiserver, &history, 0.0)
 }
@@ -483,13 +484,13 @@ pub fn analyze_pair(
         history.push(Point {
             at: -span,
             wall_time: humantime::format_rfc3339_seconds(then).to_string(),
-            snapshot: std::sync::Arc::new(b),
+            snapshot: Arc::new(b),
         });
     }
     history.push(Point {
         at: 0.0,
         wall_time: humantime::format_rfc3339_seconds(now).to_string(),
-        snapshot: std::sync::Arc::new(snapshot),
+        snapshot: Arc::new(snapshot),
     });
     analysis.analyze_replica(apiserver, &history, 0.0)
 }

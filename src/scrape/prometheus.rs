@@ -9,7 +9,10 @@ use serde::Deserialize;
 
 use super::{classify, ScrapeError};
 use crate::targets::{PrometheusTarget, TargetError, TokenFile};
+use std::borrow::Cow;
+
 use apf::model::{ReplicaKey, ReplicaSnapshot};
+use apf::parse::exposition::{self, Label};
 
 /// Where and what to read, with the client that reads it.
 #[derive(Clone)]
@@ -143,25 +146,24 @@ async fn newest_samples(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let query = format!("max by ({c}, {a}) ({})", stamps.join(" or "));
-    let samples = instant_query(source, &query, time).await?;
-    Ok(samples
-        .into_iter()
-        .filter_map(|s| {
+    let body = query_body(source, &query, time).await?;
+    let mut newest = BTreeMap::new();
+    read_vector(&body, |labels, value| {
+        let find = |wanted: &str| {
+            labels
+                .iter()
+                .find(|l| l.name == wanted)
+                .map(|l| l.value.to_string())
+        };
+        if let Some(apiserver) = find(a) {
             let key = ReplicaKey {
-                cluster: s.labels.get(c).cloned(),
-                apiserver: s.labels.get(a)?.clone(),
+                cluster: find(c),
+                apiserver,
             };
-            Some((key, s.value))
-        })
-        .collect())
-}
-
-/// One sample of an instant vector.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VectorSample {
-    /// Every label, `__name__` included where the query keeps it.
-    pub labels: BTreeMap<String, String>,
-    pub value: f64,
+            newest.insert(key, value);
+        }
+    })?;
+    Ok(newest)
 }
 
 /// One replica of a round: its snapshot now and, when asked for, one window earlier.
@@ -239,6 +241,9 @@ pub fn with_names(selector: &str, names: &[String]) -> Option<String> {
     })
 }
 
+/// The most reserved up front for an answer from its announced length; a longer one grows as it comes.
+const MAX_ANSWER_RESERVE: u64 = 64 << 20;
+
 /// At most this many queries of a round in flight: the store evaluates them in parallel, and this process holds
 /// only their answers while it folds each into the snapshots.
 const QUERIES_IN_FLIGHT: usize = 8;
@@ -277,57 +282,86 @@ async fn snapshots(
     // spawned task's future cannot prove Send for.
     let requests: Vec<_> = queries
         .into_iter()
-        .map(|(name, q)| async move {
-            instant_query(source, &q, time)
-                .await
-                .map(|samples| (name, samples))
-        })
+        .map(|(name, q)| async move { query_body(source, &q, time).await.map(|body| (name, body)) })
         .collect();
     let mut answers = futures_util::stream::iter(requests).buffered(QUERIES_IN_FLIGHT);
     let mut fleet = apf::model::FleetBuilder::new(&source.cluster_label, &source.apiserver_label);
     while let Some(answer) = answers.next().await {
-        let (name, samples) = answer?;
-        for s in samples {
-            fleet.add(name, &s.labels, s.value);
-        }
+        let (name, body) = answer?;
+        read_vector(&body, |labels, value| fleet.add(name, labels, value))?;
     }
     Ok(fleet.finish())
 }
 
+/// One series of an instant vector, its strings borrowed from the body where they hold no escapes: a round over a
+/// large fleet reads hundreds of thousands of label values, and copying each was most of its time.
 #[derive(Deserialize)]
-struct Answer {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
-    #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-    /// Thanos and Mimir say when a store or querier did not answer.
-    #[serde(default)]
-    warnings: Vec<String>,
+struct Series<'a> {
+    #[serde(borrow)]
+    metric: Labels<'a>,
+    #[serde(borrow)]
+    value: (f64, Text<'a>),
 }
 
-#[derive(Deserialize)]
-struct Data {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    result: Vec<Series>,
+/// A string of the answer: borrowed from the body, or made where JSON escapes had to be undone.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(Visitor(std::marker::PhantomData))
+    }
 }
 
-#[derive(Deserialize)]
-struct Series {
-    metric: BTreeMap<String, String>,
-    value: (f64, String),
+/// A series' labels, in the answer's order.
+struct Labels<'a>(Vec<(Text<'a>, Text<'a>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Labels<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Labels<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of label names and values")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut labels = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(pair) = map.next_entry()? {
+                    labels.push(pair);
+                }
+                Ok(Labels(labels))
+            }
+        }
+        d.deserialize_map(Visitor(std::marker::PhantomData))
+    }
 }
 
-/// An instant query at `time` (unix seconds), within the source's timeout. A partial answer (warnings) is an
-/// error: numbers from some of the stores only would be presented as the whole.
-pub async fn instant_query(
+/// The body of an instant query's answer at `time` (unix seconds), within the source's timeout. A failed request
+/// whose body is not an API answer (a proxy's page) is an HTTP error with an excerpt; an API answer, even a failed
+/// one, is for [`read_vector`] to read.
+async fn query_body(
     source: &PrometheusSource,
     query: &str,
     time: f64,
-) -> Result<Vec<VectorSample>, ScrapeError> {
+) -> Result<Vec<u8>, ScrapeError> {
     let url = format!("{}/api/v1/query", source.url);
     let mut request = source
         .client
@@ -336,66 +370,219 @@ pub async fn instant_query(
         .headers(source.headers.clone())
         .form(&[("query", query.to_string()), ("time", format!("{time:.3}"))]);
     request = super::with_token(request, source.token.as_ref())?;
-    let response = request
+    let mut response = request
         .send()
         .await
         .map_err(|e| classify(e, source.timeout))?;
     let status = response.status();
-    let body = response
-        .text()
+    // Into one buffer of the announced length: collecting the chunks and then joining them held each answer twice.
+    let mut body = Vec::with_capacity(
+        response
+            .content_length()
+            .map_or(0, |n| n.min(MAX_ANSWER_RESERVE) as usize),
+    );
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| classify(e, source.timeout))?;
-    let answer: Answer = match serde_json::from_str(&body) {
-        Ok(a) => a,
-        Err(_) if !status.is_success() => {
-            return Err(ScrapeError::Http {
-                status: status.as_u16(),
-                detail: body
-                    .chars()
-                    .take(200)
-                    .collect::<String>()
-                    .trim()
-                    .replace('\n', " "),
-            })
-        }
-        Err(e) => {
-            return Err(ScrapeError::Parse(format!(
-                "not a Prometheus API answer: {e}"
+        .map_err(|e| classify(e, source.timeout))?
+    {
+        body.extend_from_slice(&chunk);
+    }
+    if !status.is_success() && matches!(read_vector(&body, |_, _| {}), Err(ScrapeError::Parse(_))) {
+        return Err(ScrapeError::Http {
+            status: status.as_u16(),
+            detail: String::from_utf8_lossy(&body[..body.len().min(600)])
+                .chars()
+                .take(200)
+                .collect::<String>()
+                .trim()
+                .replace('\n', " "),
+        });
+    }
+    Ok(body)
+}
+
+/// What an answer says besides its samples.
+#[derive(Default)]
+struct Envelope {
+    status: Option<String>,
+    error_type: Option<String>,
+    error: Option<String>,
+    /// Thanos and Mimir say when a store or querier did not answer.
+    warnings: Vec<String>,
+    result_type: Option<String>,
+    has_data: bool,
+}
+
+/// Each sample of an instant vector answer, to `each` with its labels (`__name__` too, where the query keeps it),
+/// as the answer is read: the series are never held all at once. On an error, what `each` saw must be dropped: a
+/// partial answer (warnings, which come after the data) is one, as numbers from some of the stores only would be
+/// presented as the whole.
+fn read_vector(body: &[u8], mut each: impl FnMut(&[Label<'_>], f64)) -> Result<(), ScrapeError> {
+    use serde::de::DeserializeSeed;
+    let mut envelope = Envelope::default();
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    AnswerSeed {
+        each: &mut each,
+        envelope: &mut envelope,
+        labels: Vec::new(),
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|()| deserializer.end())
+    .map_err(|e| ScrapeError::Parse(format!("not a Prometheus API answer: {e}")))?;
+    match envelope.status.as_deref() {
+        Some("success") => {}
+        Some(_) => {
+            return Err(ScrapeError::Query(format!(
+                "{} ({})",
+                envelope.error.unwrap_or_default(),
+                envelope.error_type.unwrap_or_default()
             )))
         }
-    };
-    if answer.status != "success" {
-        return Err(ScrapeError::Query(format!(
-            "{} ({})",
-            answer.error.unwrap_or_default(),
-            answer.error_type.unwrap_or_default()
-        )));
+        None => {
+            return Err(ScrapeError::Parse(
+                "not a Prometheus API answer: no status".into(),
+            ))
+        }
     }
-    if !answer.warnings.is_empty() {
+    if !envelope.warnings.is_empty() {
         return Err(ScrapeError::Query(format!(
             "partial answer, not used: {}",
-            answer.warnings.join("; ")
+            envelope.warnings.join("; ")
         )));
     }
-    let data = answer
-        .data
-        .ok_or_else(|| ScrapeError::Parse("a Prometheus API answer without data".into()))?;
-    if data.result_type != "vector" {
-        return Err(ScrapeError::Parse(format!(
+    if !envelope.has_data {
+        return Err(ScrapeError::Parse(
+            "a Prometheus API answer without data".into(),
+        ));
+    }
+    match envelope.result_type.as_deref() {
+        Some("vector") => Ok(()),
+        other => Err(ScrapeError::Parse(format!(
             "a {} where a vector was asked for",
-            data.result_type
-        )));
+            other.unwrap_or("result of no type")
+        ))),
     }
-    Ok(data
-        .result
-        .into_iter()
-        .filter_map(|s| {
-            Some(VectorSample {
-                labels: s.metric,
-                value: s.value.1.parse().ok()?,
-            })
-        })
-        .collect())
+}
+
+/// Reads an answer's object: its envelope into `envelope`, each sample of `data.result` to `each`.
+struct AnswerSeed<'e, F> {
+    each: &'e mut F,
+    envelope: &'e mut Envelope,
+    /// Reused from series to series.
+    labels: Vec<Label<'static>>,
+}
+
+impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::DeserializeSeed<'de> for AnswerSeed<'_, F> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for AnswerSeed<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Prometheus API answer")
+    }
+    fn visit_map<M: serde::de::MapAccess<'de>>(mut self, mut map: M) -> Result<(), M::Error> {
+        use serde::de::IgnoredAny;
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "status" => self.envelope.status = Some(map.next_value()?),
+                "errorType" => self.envelope.error_type = map.next_value()?,
+                "error" => self.envelope.error = map.next_value()?,
+                "warnings" => {
+                    self.envelope.warnings = map.next_value::<Option<_>>()?.unwrap_or_default()
+                }
+                "data" => {
+                    self.envelope.has_data = true;
+                    map.next_value_seed(DataSeed(&mut self))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `data`: `resultType`, then `result` read series by series.
+struct DataSeed<'s, 'e, F>(&'s mut AnswerSeed<'e, F>);
+
+impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::DeserializeSeed<'de> for DataSeed<'_, '_, F> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for DataSeed<'_, '_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("the answer's data")
+    }
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        use serde::de::IgnoredAny;
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "resultType" => self.0.envelope.result_type = Some(map.next_value()?),
+                // Read as vector samples unless the type, where it came first (Prometheus writes it first; a
+                // proxy may sort the keys), says otherwise: another type is an error either way.
+                "result"
+                    if self
+                        .0
+                        .envelope
+                        .result_type
+                        .as_deref()
+                        .is_none_or(|t| t == "vector") =>
+                {
+                    map.next_value_seed(ResultSeed(&mut *self.0))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `data.result` of a vector: each series to `each` as it is read.
+struct ResultSeed<'s, 'e, F>(&'s mut AnswerSeed<'e, F>);
+
+impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::DeserializeSeed<'de> for ResultSeed<'_, '_, F> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for ResultSeed<'_, '_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of series")
+    }
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        let seed = self.0;
+        let mut labels = std::mem::take(&mut seed.labels);
+        while let Some(series) = seq.next_element::<Series<'de>>()? {
+            // A value that is not a number (never, from Prometheus) is left out.
+            let Ok(value) = series.value.1 .0.parse::<f64>() else {
+                continue;
+            };
+            let mut reused = exposition::recycle(labels);
+            reused.extend(series.metric.0.iter().map(|(name, value)| Label {
+                name: &name.0,
+                value: Cow::Borrowed(&value.0),
+            }));
+            (seed.each)(&reused, value);
+            labels = exposition::recycle(reused);
+        }
+        seed.labels = labels;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -414,5 +601,69 @@ mod tests {
             Some(r#"{__name__=~"a_b|c"}"#)
         );
         assert_eq!(with_names("job=apiserver", &names), None);
+    }
+
+    #[test]
+    fn an_answer_is_read_in_place_escapes_and_all() {
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"__name__":"x","instance":"10.0.0.1:6443","priority_level":"a\"b\u00e9"},"value":[1.5,"42"]},
+            {"metric":{"instance":"10.0.0.2:6443"},"value":[1.5,"NaN"]},
+            {"metric":{"instance":"10.0.0.3:6443"},"value":[1.5,"not a number"]}]}}"#;
+        let mut seen = Vec::new();
+        let read = read_vector(body, |labels, value| {
+            let labels: Vec<(String, String)> = labels
+                .iter()
+                .map(|l| (l.name.to_string(), l.value.to_string()))
+                .collect();
+            seen.push((labels, value));
+        });
+        assert!(read.is_ok(), "{read:?}");
+        assert_eq!(seen.len(), 2, "the value that is no number is left out");
+        assert_eq!(
+            seen[0].0,
+            [
+                ("__name__".to_string(), "x".to_string()),
+                ("instance".to_string(), "10.0.0.1:6443".to_string()),
+                ("priority_level".to_string(), "a\"b\u{e9}".to_string()),
+            ]
+        );
+        assert_eq!(seen[0].1, 42.0);
+        assert!(seen[1].1.is_nan());
+    }
+
+    #[test]
+    fn keys_in_any_order_read_the_same() {
+        let body = br#"{"data":{"result":[{"value":[1.5,"7"],"metric":{"instance":"a"}}],"resultType":"vector"},
+            "status":"success"}"#;
+        let mut values = Vec::new();
+        let read = read_vector(body, |_, v| values.push(v));
+        assert!(read.is_ok(), "{read:?}");
+        assert_eq!(values, [7.0]);
+    }
+
+    #[test]
+    fn failed_partial_and_foreign_answers_are_errors() {
+        let read = |body: &str| read_vector(body.as_bytes(), |_, _| {}).map_err(|e| e.to_string());
+        let failed = read(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#);
+        assert!(
+            matches!(&failed, Err(e) if e.contains("parse error (bad_data)")),
+            "{failed:?}"
+        );
+        let partial = read(
+            r#"{"status":"success","warnings":["store 2 down"],"data":{"resultType":"vector","result":[]}}"#,
+        );
+        assert!(
+            matches!(&partial, Err(e) if e.contains("partial answer") && e.contains("store 2 down"))
+        );
+        let matrix = read(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#);
+        assert!(
+            matches!(&matrix, Err(e) if e.contains("a matrix where a vector")),
+            "{matrix:?}"
+        );
+        let html = read("<html>login</html>");
+        assert!(
+            matches!(&html, Err(e) if e.contains("not a Prometheus API answer")),
+            "{html:?}"
+        );
     }
 }

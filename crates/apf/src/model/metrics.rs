@@ -188,14 +188,15 @@ impl SnapshotBuilder {
         }
     }
 
-    pub fn finish(self) -> ReplicaSnapshot {
+    pub fn finish(mut self) -> ReplicaSnapshot {
+        let objects = if self.resource_objects.is_empty() {
+            std::mem::take(&mut self.storage_objects)
+        } else {
+            std::mem::take(&mut self.resource_objects)
+        };
         let mut snap = ReplicaSnapshot {
-            resource_objects: if self.resource_objects.is_empty() {
-                self.storage_objects.clone()
-            } else {
-                self.resource_objects.clone()
-            },
-            resource_size_bytes: self.resource_size.clone(),
+            resource_objects: std::sync::Arc::new(objects),
+            resource_size_bytes: std::sync::Arc::new(std::mem::take(&mut self.resource_size)),
             generation: Some(self.generation()),
             kubernetes_version: self.git_version.clone(),
             duplicate_series: self.duplicate_series,

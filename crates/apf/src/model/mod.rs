@@ -138,9 +138,10 @@ pub struct ReplicaSnapshot {
     pub duplicate_series: u64,
     /// Objects stored per resource (`apiserver_resource_objects`, else `apiserver_storage_objects`), keyed by the
     /// bare resource name the dumps use (`pods`): what a LIST of it reads.
-    pub resource_objects: BTreeMap<String, f64>,
+    /// Shared, not copied, by the reports made from the snapshot.
+    pub resource_objects: std::sync::Arc<BTreeMap<String, f64>>,
     /// Their estimated size in bytes (`apiserver_resource_size_estimate_bytes`), what a LIST costs from 1.34.
-    pub resource_size_bytes: BTreeMap<String, f64>,
+    pub resource_size_bytes: std::sync::Arc<BTreeMap<String, f64>>,
 }
 
 impl ReplicaSnapshot {

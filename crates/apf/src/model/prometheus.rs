@@ -19,7 +19,9 @@ pub struct ReplicaKey {
 pub struct FleetBuilder<'a> {
     cluster_label: &'a str,
     apiserver_label: &'a str,
-    builders: BTreeMap<ReplicaKey, SnapshotBuilder>,
+    /// By cluster (`""`: none; a Prometheus has no empty label values), then replica: found with the sample's own
+    /// strings, no key built for each of the fleet's samples.
+    builders: BTreeMap<String, BTreeMap<String, SnapshotBuilder>>,
     unlabelled: usize,
 }
 
@@ -34,40 +36,56 @@ impl<'a> FleetBuilder<'a> {
     }
 
     /// One sample of family `name`. Without the apiserver label it cannot be told apart: skipped and counted.
-    pub fn add(&mut self, name: &str, labels: &BTreeMap<String, String>, value: f64) {
-        let Some(apiserver) = labels.get(self.apiserver_label) else {
+    pub fn add(&mut self, name: &str, labels: &[Label<'_>], value: f64) {
+        let find = |wanted: &str| {
+            labels
+                .iter()
+                .find(|l| l.name == wanted)
+                .map(|l| l.value.as_ref())
+        };
+        let Some(apiserver) = find(self.apiserver_label) else {
             self.unlabelled += 1;
             return;
         };
-        let key = ReplicaKey {
-            cluster: labels.get(self.cluster_label).cloned(),
-            apiserver: apiserver.clone(),
+        let cluster = find(self.cluster_label).unwrap_or("");
+        if !self.builders.contains_key(cluster) {
+            self.builders.insert(cluster.to_string(), BTreeMap::new());
+        }
+        let Some(replicas) = self.builders.get_mut(cluster) else {
+            return;
         };
-        let sample_labels: Vec<Label<'_>> = labels
-            .iter()
-            .filter(|(k, _)| k.as_str() != "__name__")
-            .map(|(k, v)| Label {
-                name: k,
-                value: std::borrow::Cow::Borrowed(v),
-            })
-            .collect();
-        self.builders.entry(key).or_default().sample(&Sample {
-            name,
-            labels: &sample_labels,
-            value,
-            timestamp_ms: None,
-        });
+        if !replicas.contains_key(apiserver) {
+            replicas.insert(apiserver.to_string(), SnapshotBuilder::new());
+        }
+        if let Some(builder) = replicas.get_mut(apiserver) {
+            builder.sample(&Sample {
+                name,
+                labels,
+                value,
+                timestamp_ms: None,
+            });
+        }
     }
 
     /// Each replica's snapshot, and how many samples were skipped for want of the apiserver label.
     pub fn finish(self) -> (BTreeMap<ReplicaKey, ReplicaSnapshot>, usize) {
-        (
-            self.builders
-                .into_iter()
-                .map(|(k, b)| (k, b.finish()))
-                .collect(),
-            self.unlabelled,
-        )
+        let snapshots = self
+            .builders
+            .into_iter()
+            .flat_map(|(cluster, replicas)| {
+                let cluster = Some(cluster).filter(|c| !c.is_empty());
+                replicas.into_iter().map(move |(apiserver, b)| {
+                    (
+                        ReplicaKey {
+                            cluster: cluster.clone(),
+                            apiserver,
+                        },
+                        b.finish(),
+                    )
+                })
+            })
+            .collect();
+        (snapshots, self.unlabelled)
     }
 }
 
@@ -127,7 +145,19 @@ mod tests {
         ];
         let mut fleet = FleetBuilder::new("cluster", "instance");
         for (labels, value) in &samples {
-            fleet.add(&labels["__name__"], labels, *value);
+            let labels: Vec<Label<'_>> = labels
+                .iter()
+                .map(|(name, value)| Label {
+                    name,
+                    value: value.as_str().into(),
+                })
+                .collect();
+            let name = labels
+                .iter()
+                .find(|l| l.name == "__name__")
+                .map(|l| l.value.to_string())
+                .unwrap_or_default();
+            fleet.add(&name, &labels, *value);
         }
         let (snaps, unlabelled) = fleet.finish();
         assert_eq!(unlabelled, 0);

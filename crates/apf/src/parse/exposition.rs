@@ -386,7 +386,7 @@ fn parse_sample(
 /// of an empty `IntoIter` keeps the buffer, so no allocation happens per line.
 /// (`filter` could not change the lifetime; `filter_map` can, without a panicking `map`.)
 #[allow(clippy::unnecessary_filter_map)]
-fn recycle<'b>(mut v: Vec<Label<'_>>) -> Vec<Label<'b>> {
+pub fn recycle<'b>(mut v: Vec<Label<'_>>) -> Vec<Label<'b>> {
     v.clear();
     v.into_iter().filter_map(|_| None).collect()
 }

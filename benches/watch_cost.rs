@@ -2,6 +2,9 @@
 //! replicas, each serving the real 1.34 capture (`idle`: every second) or 100 MB (`large`: every 2 s). The replicas
 //! are a child process (this program run again as the sender, by sendfile(2)), so the figures are the daemon's alone.
 //!
+//! `soak`: two replicas scraped every 250 ms, each serving the capture and `dump_requests` of 6000 flows of which 600
+//! are new at every read, over the default one-minute window (90 s at least, so that the window fills).
+//!
 //! `fleet`: the daemon reading a Prometheus that holds 100 clusters of 3 replicas (458k APF series; a fake in the
 //! child process, answering as Prometheus would), every 5 s (the default interval).
 //!
@@ -65,16 +68,16 @@ fn workload_config(workload: &str) -> (Config, u64, usize, common::Senders) {
         let interval = config.scrape.interval.0.as_secs();
         return (config, interval, clusters * common::FLEET_REPLICAS, senders);
     }
-    let body = if workload == "large" {
-        "100MB"
-    } else {
-        "capture"
+    // What each replica serves, how many there are, every how many milliseconds, and whether the dumps are read.
+    let (body, replicas, every_ms, dumps) = match workload {
+        "large" => ("100MB", 3, 2000, false),
+        "soak" => ("soak", 2, 250, true),
+        _ => ("capture", 3, 1000, false),
     };
-    let senders = common::spawn_senders(body, 3);
-    let interval = if workload == "large" { 2 } else { 1 };
-    config.scrape.interval = Interval(Duration::from_secs(interval));
-    config.scrape.timeout = Interval(Duration::from_secs(interval));
-    config.scrape.debug_dumps = false;
+    let senders = common::spawn_senders(body, replicas);
+    config.scrape.interval = Interval(Duration::from_millis(every_ms));
+    config.scrape.timeout = Interval(Duration::from_millis(every_ms));
+    config.scrape.debug_dumps = dumps;
     config.scrape.objects_interval = DurationValue(Duration::ZERO);
     config.targets.static_targets = senders
         .urls
@@ -85,7 +88,7 @@ fn workload_config(workload: &str) -> (Config, u64, usize, common::Senders) {
             ..StaticTarget::from_url(url(u))
         })
         .collect();
-    (config, interval, 3, senders)
+    (config, every_ms.div_ceil(1000), replicas, senders)
 }
 
 /// The daemon's last round of each source or replica, in seconds, from its own `/metrics`.
@@ -132,7 +135,7 @@ fn run(workload: &str, seconds: u64) {
     let slowest = rounds.iter().copied().fold(0.0, f64::max);
     println!(
         "{workload}: {:.2} % of one core ({cpu:.2} s of CPU in {wall:.1} s), peak {peak:.1} MiB; {scraped} of \
-         {replicas} replicas read without error, every {interval} s; last round {:.0} ms (slowest source)",
+         {replicas} replicas read without error; last round {:.0} ms (slowest source)",
         100.0 * cpu / wall,
         slowest * 1000.0
     );
@@ -154,7 +157,7 @@ fn main() {
         .iter()
         .find_map(|a| a.parse::<u64>().ok())
         .unwrap_or(30);
-    let chosen: Vec<&str> = ["idle", "large", "fleet"]
+    let chosen: Vec<&str> = ["idle", "large", "fleet", "soak"]
         .into_iter()
         .filter(|w| {
             args.is_empty()
@@ -163,6 +166,12 @@ fn main() {
         })
         .collect();
     for w in chosen {
+        // The soak is about what a full window holds: it runs past the one-minute window.
+        let seconds = if w == "soak" {
+            seconds.max(90)
+        } else {
+            seconds
+        };
         run(w, seconds);
     }
 }

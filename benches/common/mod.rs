@@ -7,8 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
 
-/// Set in the child: what it serves (`capture`, `100MB`, or `prometheus`: a store holding many clusters) and on how
-/// many ports (for `prometheus`: how many clusters).
+/// Set in the child: what it serves (`capture`, `100MB`, `soak`: the capture and churning dumps, or `prometheus`: a
+/// store holding many clusters) and on how many ports (for `prometheus`: how many clusters).
 const SENDER: &str = "APF_MONITOR_BENCH_SENDER";
 
 /// The real 1.34 capture (3.4 MB; tests/fixtures, sources in SOURCES.md there).
@@ -30,7 +30,7 @@ pub fn hundred_mb(one: &[u8]) -> Vec<u8> {
     one.repeat((100 << 20) / one.len() + 1)
 }
 
-/// A body by its name: `capture` or `100MB`.
+/// A body by its name: `capture` (also the soak's `/metrics`) or `100MB`.
 pub fn body(name: &str) -> Vec<u8> {
     match name {
         "100MB" => hundred_mb(&capture()),
@@ -90,6 +90,7 @@ pub fn serve_if_sender() {
     if name == "prometheus" {
         fake_prometheus(replicas);
     }
+    let soak = name == "soak";
     let file = std::sync::Arc::new(memfd(&body(name)));
     let mut threads = Vec::new();
     for _ in 0..replicas {
@@ -102,7 +103,7 @@ pub fn serve_if_sender() {
         threads.push(std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let file = file.clone();
-                std::thread::spawn(move || serve_connection(stream, &file));
+                std::thread::spawn(move || serve_connection(stream, &file, soak));
             }
         }));
     }
@@ -134,8 +135,9 @@ fn memfd(body: &[u8]) -> MemFile {
     }
 }
 
-/// HTTP/1.1 with keep-alive: each GET of `/metrics` answered with the file by sendfile(2), anything else 404.
-fn serve_connection(mut stream: TcpStream, file: &MemFile) {
+/// HTTP/1.1 with keep-alive: each GET of `/metrics` answered with the file by sendfile(2); with `dumps`, the three
+/// APF debug dumps too (see [`soak_dump`]); anything else 404.
+fn serve_connection(mut stream: TcpStream, file: &MemFile, dumps: bool) {
     // Without it the body's last segment waits for the client's delayed acknowledgement (Nagle).
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(match stream.try_clone() {
@@ -157,7 +159,20 @@ fn serve_connection(mut stream: TcpStream, file: &MemFile) {
                 break;
             }
         }
-        if !request_line.starts_with("GET /metrics ") {
+        let path = request_line.split(' ').nth(1).unwrap_or("");
+        if dumps {
+            if let Some(dump) = soak_dump(path) {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+                    dump.len()
+                );
+                if stream.write_all(head.as_bytes()).is_err() || stream.write_all(&dump).is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        if path != "/metrics" {
             let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
             continue;
         }
@@ -180,6 +195,50 @@ fn serve_connection(mut stream: TcpStream, file: &MemFile) {
             }
         }
     }
+}
+
+/// Flows in each `dump_requests` of the soak, and how many of them are new at each read.
+pub const SOAK_FLOWS: usize = 6000;
+pub const SOAK_NEW_FLOWS: usize = 600;
+
+/// The debug dumps of the soak: the real 1.28-era dumps of the Kubernetes website for the levels and queues, and a
+/// `dump_requests` (with request details, as the daemon asks) of [`SOAK_FLOWS`] flows, one waiting request each, of
+/// which [`SOAK_NEW_FLOWS`] are new at every read: service accounts of namespaces that come and go, the flows a
+/// busy multi-tenant cluster churns through.
+fn soak_dump(path: &str) -> Option<Vec<u8>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static READS: AtomicUsize = AtomicUsize::new(0);
+    let fixture = |name: &str| {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let dump = path.strip_prefix("/debug/api_priority_and_fairness/")?;
+    if dump.starts_with("dump_priority_levels") {
+        return Some(fixture("k8swebsite-2023-dump_priority_levels.txt"));
+    }
+    if dump.starts_with("dump_queues") {
+        return Some(fixture("k8swebsite-2023-dump_queues.txt"));
+    }
+    if !dump.starts_with("dump_requests") {
+        return None;
+    }
+    let first = READS.fetch_add(1, Ordering::Relaxed) * SOAK_NEW_FLOWS;
+    let mut out = String::from(
+        "PriorityLevelName, FlowSchemaName,   QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime, \
+         InitialSeats, FinalSeats, AdditionalLatency, StartTime, UserName, Verb, APIPath, Namespace, Name, \
+         APIVersion, Resource, SubResource\n",
+    );
+    for flow in first..first + SOAK_FLOWS {
+        let level = ["workload-low", "workload-high", "global-default"][flow % 3];
+        let user = format!("system:serviceaccount:tenant-{flow}:agent");
+        out.push_str(&format!(
+            "{level}, service-accounts, {}, 0, {user}, 2023-07-18T00:13:08.986534842Z, 1, 0, 0s, \
+             0001-01-01T00:00:00Z, {user}, list, /api/v1/namespaces/tenant-{flow}/pods, tenant-{flow}, , v1, \
+             pods,\n",
+            flow % 64
+        ));
+    }
+    Some(out.into_bytes())
 }
 
 /// Replicas per cluster in the fake Prometheus.

@@ -1,8 +1,12 @@
-//! The snapshots of one replica inside the sliding window (plus one before it, the baseline of rates).
-use std::collections::VecDeque;
+//! The snapshots of one replica inside the sliding window (plus one before it, the baseline of rates), and the
+//! flows of its dumps summed over the window.
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use apf::model::ReplicaSnapshot;
+
+use super::flows::{self, FlowWindow};
+use super::FlowReport;
 
 #[derive(Debug, Clone)]
 pub struct Point {
@@ -13,13 +17,36 @@ pub struct Point {
     pub snapshot: Arc<ReplicaSnapshot>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReplicaHistory {
     points: VecDeque<Point>,
+    /// The dumps' flows, summed over the window apart from the points: only their means are read.
+    flows: FlowWindow,
+    /// A tenth of the window last pruned to: the flows' slices.
+    slice_seconds: f64,
+}
+
+impl Default for ReplicaHistory {
+    fn default() -> Self {
+        Self {
+            points: VecDeque::new(),
+            flows: FlowWindow::default(),
+            // A tenth of the default window until the first prune says which.
+            slice_seconds: 60.0 / flows::SLICES,
+        }
+    }
 }
 
 impl ReplicaHistory {
-    pub fn push(&mut self, point: Point) {
+    pub fn push(&mut self, mut point: Point) {
+        // The flows go to the window's sums, not into the history's points.
+        let flows = match Arc::get_mut(&mut point.snapshot) {
+            Some(snapshot) => snapshot.flows.take(),
+            None => point.snapshot.flows.clone(),
+        };
+        if let Some(flows) = flows {
+            self.flows.add(point.at, self.slice_seconds, &flows);
+        }
         // Objects per resource speak for the latest scrape only (the LIST estimate): the points before it do without
         // them, which in a large fleet was most of what the window held. A point still shared (never, between
         // rounds) keeps them.
@@ -40,6 +67,18 @@ impl ReplicaHistory {
         while self.points.len() >= 2 && self.points[1].at <= now - window {
             self.points.pop_front();
         }
+        self.flows.prune(now, window);
+        self.slice_seconds = window / flows::SLICES;
+    }
+
+    /// Each flow's mean waiting requests and seats over the window's dumps, the `n` with the most pressure per level.
+    pub fn top_flows(&self, now: f64, window: f64, n: usize) -> BTreeMap<String, Vec<FlowReport>> {
+        self.flows.top_by_level(now, window, n)
+    }
+
+    /// (flow schema, priority level, user) of every user seen in the window's dumps (the flows kept of them).
+    pub fn flow_users(&self) -> impl Iterator<Item = (String, String, String)> + '_ {
+        self.flows.users()
     }
 
     /// The points of the window ending at `now`, with the baseline point before it when there is one.

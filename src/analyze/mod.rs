@@ -1,6 +1,7 @@
 //! Headroom, rates, trends and the flows behind the pressure: pure functions over a replica's snapshots in the
 //! sliding window. Nothing here does I/O or reads a clock: times come in as seconds.
 mod audit;
+mod flows;
 mod history;
 mod math;
 mod problem;
@@ -258,7 +259,7 @@ impl Analysis {
             .collect();
         let span = points.last().map(|l| l.at).unwrap_or(0.0)
             - points.first().map(|f| f.at).unwrap_or(0.0);
-        let flows = self.top_flows_by_level(&inside);
+        let flows = history.top_flows(now, self.window_seconds, self.top_flows);
         for (name, level) in &snap.levels {
             let mut lr = if name == EXEMPT {
                 // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (README, Metrics).
@@ -406,50 +407,6 @@ impl Analysis {
             top_flows: Vec::new(),
             headroom_trend,
         }
-    }
-
-    /// Mean waiting requests and executing seats per flow over the dumps in the window; the top N per level.
-    fn top_flows_by_level<'a>(&self, inside: &[&'a Point]) -> BTreeMap<&'a str, Vec<FlowReport>> {
-        let with_flows: Vec<_> = inside
-            .iter()
-            .filter_map(|p| p.snapshot.flows.as_ref())
-            .collect();
-        let n = with_flows.len() as f64;
-        let mut sums: BTreeMap<(&str, &str, &str), FlowReport> = BTreeMap::new();
-        for flows in &with_flows {
-            for f in flows.iter() {
-                let entry = sums
-                    .entry((&f.priority_level, &f.flow_schema, &f.flow))
-                    .or_insert_with(|| FlowReport {
-                        flow_schema: f.flow_schema.clone(),
-                        flow: f.flow.clone(),
-                        ..Default::default()
-                    });
-                entry.waiting_requests += f.waiting_requests as f64 / n;
-                entry.executing_seats += f.executing_seats as f64 / n;
-                for u in &f.users {
-                    if entry.users.len() < 3 && !entry.users.contains(u) {
-                        entry.users.push(u.clone());
-                    }
-                }
-                if entry.example_request.is_none() {
-                    entry.example_request = f.example_request.clone();
-                }
-            }
-        }
-        let mut by_level: BTreeMap<&str, Vec<FlowReport>> = BTreeMap::new();
-        for ((level, _, _), flow) in sums {
-            by_level.entry(level).or_default().push(flow);
-        }
-        for flows in by_level.values_mut() {
-            // Pressure a flow puts on its level: what it waits for plus what it holds.
-            flows.sort_by(|a, b| {
-                (b.waiting_requests + b.executing_seats)
-                    .total_cmp(&(a.waiting_requests + a.executing_seats))
-            });
-            flows.truncate(self.top_flows);
-        }
-        by_level
     }
 }
 

@@ -451,8 +451,7 @@ impl AnalysisStage {
         let traffic: BTreeSet<(String, String, String)> = self
             .replicas
             .values()
-            .flat_map(|r| r.history.iter())
-            .flat_map(|p| p.snapshot.flow_users())
+            .flat_map(|r| r.history.flow_users())
             .collect();
         let traffic: Vec<_> = traffic.into_iter().collect();
         Some(review(&ReviewInput {

@@ -8,7 +8,8 @@
 //! `fleet`: the daemon reading a Prometheus that holds 100 clusters of 3 replicas (458k APF series; a fake in the
 //! child process, answering as Prometheus would), every 5 s (the default interval).
 //!
-//! Run: `cargo bench --bench watch_cost` (every workload, 30 s each), or `-- idle 60` for one workload and its length.
+//! Run: `cargo bench --bench watch_cost` (every workload, 30 s each), or `-- idle 60` for one workload and its length;
+//! `fleet:N` reads N clusters instead of 100.
 //! Linux only: the figures come from `/proc/self/stat` and `/proc/self/status`.
 
 use std::time::{Duration, Instant};
@@ -56,8 +57,12 @@ fn workload_config(workload: &str) -> (Config, u64, usize, common::Senders) {
     let mut config = Config::default();
     config.listen = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
     let url = |u: &str| parse_target_url(u).unwrap_or_else(|e| panic!("{u}: {e}"));
-    if workload == "fleet" {
-        let clusters = 100;
+    if let Some(size) = workload.strip_prefix("fleet") {
+        // `fleet:N` for N clusters; 100 by default.
+        let clusters = size
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100);
         let senders = common::spawn_prometheus(clusters);
         let (cluster_label, apiserver_label) = common::FLEET_LABELS;
         config.targets.prometheus = vec![PrometheusTarget {
@@ -157,14 +162,25 @@ fn main() {
         .iter()
         .find_map(|a| a.parse::<u64>().ok())
         .unwrap_or(30);
-    let chosen: Vec<&str> = ["idle", "large", "fleet", "soak"]
-        .into_iter()
-        .filter(|w| {
-            args.is_empty()
-                || args.iter().any(|a| a == w)
-                || args.iter().all(|a| a.parse::<u64>().is_ok())
-        })
+    let named: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| a.parse::<u64>().is_err())
         .collect();
+    let chosen: Vec<&str> = if named.is_empty() {
+        vec!["idle", "large", "fleet", "soak"]
+    } else {
+        named
+    };
+    for w in &chosen {
+        let known = ["idle", "large", "fleet", "soak"].contains(w)
+            || w.strip_prefix("fleet:")
+                .is_some_and(|n| n.parse::<usize>().is_ok());
+        if !known {
+            eprintln!("unknown workload {w:?}: idle, large, fleet, fleet:N (clusters) or soak");
+            std::process::exit(2);
+        }
+    }
     for w in chosen {
         // The soak is about what a full window holds: it runs past the one-minute window.
         let seconds = if w == "soak" {

@@ -167,7 +167,11 @@ impl AnalysisStage {
                 baseline_age_seconds,
                 at,
                 wall,
-            } => self.record_fleet(source, outcome, baseline_age_seconds, at, wall),
+            } => {
+                self.record_fleet(source, outcome, baseline_age_seconds, at, wall);
+                // A fleet's round freed what its answers and builders took (tens of MiB for 300 replicas).
+                super::memory::give_back_free_memory();
+            }
             Update::SourceRemoved { source } => {
                 self.sources.remove(&source);
                 self.replicas

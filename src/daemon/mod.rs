@@ -24,6 +24,7 @@
 mod alerting;
 mod analysis;
 mod leader;
+mod memory;
 mod prometheus;
 mod reload;
 mod replica;
@@ -128,7 +129,7 @@ impl Daemon {
         leadership: Option<Leadership>,
     ) -> anyhow::Result<Daemon> {
         setup.prepare()?;
-        return_large_buffers();
+        memory::return_large_buffers();
         let leadership = match leadership {
             Some(l) => l,
             None => {
@@ -341,17 +342,5 @@ impl Daemon {
         }
         tracing::info!("stopped");
         Ok(())
-    }
-}
-
-/// Buffers of 256 KiB and more (a fleet's Prometheus answers, a large scrape's chunks) are mapped apart and given
-/// back to the system when freed. glibc otherwise raises that threshold to the largest buffer freed so far and
-/// carves later ones out of its heaps, which then stay as large as the worst round left them: with a fleet of 300
-/// replicas, a fifth of the daemon's memory (README, Performance). Not glibc: nothing to do.
-fn return_large_buffers() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets a parameter of the allocator; it takes the allocator's own lock.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
     }
 }

@@ -1,0 +1,23 @@
+//! How the daemon's memory goes back to the system: glibc keeps what was freed for later, which after a large round
+//! is most of the process (README, Performance). Not glibc: nothing to do.
+
+/// Buffers of 256 KiB and more (a fleet's Prometheus answers, a large scrape's chunks) are mapped apart and given
+/// back to the system when freed. glibc otherwise raises that threshold to the largest buffer freed so far and
+/// carves later ones out of its heaps, which then stay as large as the worst round left them.
+pub(super) fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a parameter of the allocator; it takes the allocator's own lock.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
+/// Gives the free pages of every heap back to the system, after a round that freed much (a fleet's, every interval:
+/// for 300 replicas 62.5-66.5 MiB at peak against 66.9-71.1 without, for 0.2 % of a core; README, Performance).
+pub(super) fn give_back_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's heaps; it takes their locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

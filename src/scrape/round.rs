@@ -159,8 +159,9 @@ async fn maybe<T>(
     Some((started, work.await))
 }
 
-/// Chunks of `/metrics` read but not yet parsed, at most: the parse runs in its own task beside the download, so a
-/// round takes about as long as the download alone, and holds at most this many chunks besides the parser's line.
+/// Chunks of `/metrics` read but not yet parsed, at most: the parse runs in its own task beside the download,
+/// overlapping it where a core is free (on two cores the download alone keeps both busy; README, Performance), and a
+/// round holds at most this many chunks besides the parser's line.
 const CHUNKS_AHEAD: usize = 8;
 
 /// `/metrics`, parsed chunk by chunk as it arrives: the body is never held whole.

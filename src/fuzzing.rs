@@ -181,3 +181,42 @@ pub fn audit(data: &[u8]) {
         }
     }
 }
+
+/// A Prometheus HTTP API answer, as a round (an instant vector) and `report` (a range's matrix) read it, against
+/// serde_json's untyped reading of the same bytes: an answer read without error is a successful answer of the type
+/// asked for, and every sample with a number is delivered once.
+pub fn prometheus_answer(data: &[u8]) {
+    use crate::scrape::prometheus::answer::{read_matrix, read_vector};
+    use serde_json::Value;
+    let mut vector = 0usize;
+    let as_vector = read_vector(data, |_, _| vector += 1);
+    let mut matrix = 0usize;
+    let as_matrix = read_matrix(data, |_, _, _| matrix += 1);
+    let number = |pair: &Value| {
+        pair.get(1)
+            .and_then(Value::as_str)
+            .is_some_and(|v| v.parse::<f64>().is_ok())
+    };
+    for (ok, kind, delivered) in [
+        (as_vector.is_ok(), "vector", vector),
+        (as_matrix.is_ok(), "matrix", matrix),
+    ] {
+        if !ok {
+            continue;
+        }
+        let answer: Value = serde_json::from_slice(data).expect("read without error, so JSON");
+        assert_eq!(answer["status"], "success");
+        assert_eq!(answer["data"]["resultType"], kind);
+        let series = answer["data"]["result"].as_array().map_or(&[][..], |r| r);
+        let samples: usize = series
+            .iter()
+            .map(|s| match kind {
+                "vector" => usize::from(number(&s["value"])),
+                _ => s["values"]
+                    .as_array()
+                    .map_or(0, |v| v.iter().filter(|p| number(p)).count()),
+            })
+            .sum();
+        assert_eq!(delivered, samples, "{kind}: samples delivered");
+    }
+}

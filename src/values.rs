@@ -26,6 +26,25 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {text:?} ({e}); write it like 5s, 1m or 1m30s"))
 }
 
+/// A point in time: RFC 3339 (`2026-11-24T10:00:00Z`), `now`, or a duration before `now` (`90m`, `-6h`, `2d`).
+pub fn parse_time(text: &str, now: std::time::SystemTime) -> Result<std::time::SystemTime, String> {
+    let text = text.trim();
+    if text == "now" {
+        return Ok(now);
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return Ok(t);
+    }
+    if let Ok(d) = humantime::parse_duration(text.strip_prefix('-').unwrap_or(text)) {
+        return now
+            .checked_sub(d)
+            .ok_or_else(|| format!("{text}: before the epoch"));
+    }
+    Err(format!(
+        "{text}: not a time: give RFC 3339 (2026-11-24T10:00:00Z), now, or a duration before now (90m, -6h)"
+    ))
+}
+
 pub fn parse_interval(text: &str) -> Result<Interval, String> {
     let d = parse_duration(text)?;
     if d.is_zero() {
@@ -123,6 +142,22 @@ impl<'de> Deserialize<'de> for TargetUrl {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_time_is_rfc_3339_now_or_a_duration_before_now() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(parse_time("now", now), Ok(now));
+        let six_hours = now - Duration::from_secs(6 * 3600);
+        assert_eq!(parse_time("-6h", now), Ok(six_hours));
+        assert_eq!(parse_time("6h", now), Ok(six_hours));
+        assert_eq!(
+            parse_time("2027-01-15T08:00:00Z", now),
+            Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+        );
+        let e = parse_time("yesterday", now).unwrap_err();
+        assert!(e.contains("yesterday: not a time"), "{e}");
+    }
     use super::*;
 
     #[test]

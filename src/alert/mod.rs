@@ -5,6 +5,7 @@
 //! (`notify/`), which import them; nothing here imports `notify/`.
 pub mod engine;
 pub mod remediation;
+pub mod replay;
 pub mod route;
 pub mod rules;
 mod settings;

@@ -3,6 +3,7 @@
 mod audit;
 mod flows;
 mod history;
+pub mod incidents;
 mod math;
 mod problem;
 pub mod round;

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use super::table::{columns, seconds};
 use super::{init_logging, load_config, TargetArgs};
 use crate::audit::read::{read_file, read_lines, Malformed, Tally};
 use apf::audit::{FlowRow, Ledger, Limits, UserRow};
@@ -78,15 +79,7 @@ struct AuditReport {
 
 /// A time flag: RFC 3339, or a duration before `now`.
 fn parse_time(flag: &str, text: &str, now: SystemTime) -> Result<SystemTime> {
-    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
-        return Ok(t);
-    }
-    if let Ok(d) = humantime::parse_duration(text) {
-        return now
-            .checked_sub(d)
-            .with_context(|| format!("--{flag} {text}: before the epoch"));
-    }
-    bail!("--{flag} {text}: not a time: give RFC 3339 (2026-11-24T10:00:00Z) or a duration before now (90m, 2h)")
+    crate::values::parse_time(text, now).map_err(|e| anyhow::anyhow!("--{flag} {e}"))
 }
 
 /// The event's time, as kube-apiserver writes it (RFC 3339 in UTC with microseconds).
@@ -197,45 +190,6 @@ pub async fn run(args: AuditArgs) -> Result<()> {
         AuditOutput::Table => print!("{}", render(&report)),
     }
     Ok(())
-}
-
-/// Columns padded to their widest cell, two spaces apart; the last one unpadded.
-fn columns(rows: &[Vec<String>]) -> String {
-    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..n)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, cell) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// A wait as people read it: `850µs`, `12ms`, `1.2s`, `95s`.
-fn seconds(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(s) if s < 1e-3 => format!("{:.0}µs", s * 1e6),
-        Some(s) if s < 1.0 => format!("{:.0}ms", s * 1e3),
-        Some(s) if s < 10.0 => format!("{:.1}s", s),
-        Some(s) => format!("{s:.0}s"),
-    }
 }
 
 /// An RFC 3339 time to the second (`2026-11-24 10:00:16`); the whole text when it is not one.

@@ -8,6 +8,7 @@ mod demo;
 mod matching;
 mod objects;
 mod plan;
+mod report;
 mod review;
 mod serve;
 mod table;
@@ -59,6 +60,9 @@ pub enum Command {
     /// Who got the 429s: kube-apiserver's audit log (plain, gzipped, rotated) classified with kube-apiserver's own
     /// matching, per user and per flow, worst first.
     Audit(audit::AuditArgs),
+    /// Look back: APF incidents in a Prometheus's history, replica by replica (first and last 429, flow schemas,
+    /// queues, waits), and when apf-monitor's rules would have warned, replayed on the same history.
+    Report(report::ReportArgs),
 }
 
 /// Flags of every command that reads a cluster: the config file, the replicas or the apiserver access, the logs.
@@ -304,6 +308,7 @@ pub fn main() -> ExitCode {
             Command::Plan(args) => (plan::plan(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Match(args) => (matching::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Audit(args) => (audit::run(args).await.map(|()| ExitCode::SUCCESS), 1),
+            Command::Report(args) => (report::run(args).await.map(|()| ExitCode::SUCCESS), 1),
         }
     });
     match result {

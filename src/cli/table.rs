@@ -280,6 +280,45 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
     out
 }
 
+/// Columns padded to their widest cell, two spaces apart; the last one unpadded.
+pub(super) fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, cell) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A wait as people read it: `850µs`, `12ms`, `1.2s`, `95s`.
+pub(super) fn seconds(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(s) if s < 1e-3 => format!("{:.0}µs", s * 1e6),
+        Some(s) if s < 1.0 => format!("{:.0}ms", s * 1e3),
+        Some(s) if s < 10.0 => format!("{:.1}s", s),
+        Some(s) => format!("{s:.0}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,6 +34,7 @@ fn every_corpus_input_passes_its_target_check() {
         ("config", apf_monitor::fuzzing::config),
         ("silence", apf_monitor::fuzzing::silence),
         ("audit", apf_monitor::fuzzing::audit),
+        ("prometheus_answer", apf_monitor::fuzzing::prometheus_answer),
     ] {
         assert!(replay(target, check) > 0, "no corpus for {target}");
     }

@@ -22,6 +22,7 @@ mod notify_http;
 mod plan_cli;
 mod prometheus_scrape;
 mod prometheus_source;
+mod report_cli;
 mod review_cli;
 mod serve_resilience;
 mod serve_sim;

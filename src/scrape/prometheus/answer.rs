@@ -12,8 +12,12 @@ use apf::parse::exposition::{self, Label};
 struct Series<'a> {
     #[serde(borrow)]
     metric: Labels<'a>,
-    #[serde(borrow)]
-    value: (f64, Text<'a>),
+    /// An instant vector's one sample.
+    #[serde(borrow, default)]
+    value: Option<(f64, Text<'a>)>,
+    /// A range query's (a matrix's) samples, oldest first.
+    #[serde(borrow, default)]
+    values: Vec<(f64, Text<'a>)>,
 }
 
 /// A string of the answer: borrowed from the body, or made where JSON escapes had to be undone.
@@ -77,18 +81,41 @@ struct Envelope {
     warnings: Vec<String>,
     result_type: Option<String>,
     has_data: bool,
+    /// The result type asked for: another is not read.
+    wanted: &'static str,
 }
 
 /// Each sample of an instant vector answer, to `each` with its labels (`__name__` too, where the query keeps it),
 /// as the answer is read: the series are never held all at once. On an error, what `each` saw must be dropped: a
 /// partial answer (warnings, which come after the data) is one, as numbers from some of the stores only would be
 /// presented as the whole.
-pub(super) fn read_vector(
+pub(crate) fn read_vector(
     body: &[u8],
     mut each: impl FnMut(&[Label<'_>], f64),
 ) -> Result<(), ScrapeError> {
+    read_answer(body, "vector", |labels, _, value| each(labels, value))
+}
+
+/// Each sample of a range query's answer (a matrix), to `each` with its labels and time (unix seconds), series by
+/// series; errors as [`read_vector`]'s.
+pub(crate) fn read_matrix(
+    body: &[u8],
+    each: impl FnMut(&[Label<'_>], f64, f64),
+) -> Result<(), ScrapeError> {
+    read_answer(body, "matrix", each)
+}
+
+/// An answer whose result is of type `wanted` (`vector` or `matrix`), each sample to `each(labels, time, value)`.
+fn read_answer(
+    body: &[u8],
+    wanted: &'static str,
+    mut each: impl FnMut(&[Label<'_>], f64, f64),
+) -> Result<(), ScrapeError> {
     use serde::de::DeserializeSeed;
-    let mut envelope = Envelope::default();
+    let mut envelope = Envelope {
+        wanted,
+        ..Envelope::default()
+    };
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     AnswerSeed {
         each: &mut each,
@@ -125,9 +152,9 @@ pub(super) fn read_vector(
         ));
     }
     match envelope.result_type.as_deref() {
-        Some("vector") => Ok(()),
+        Some(t) if t == wanted => Ok(()),
         other => Err(ScrapeError::Parse(format!(
-            "a {} where a vector was asked for",
+            "a {} where a {wanted} was asked for",
             other.unwrap_or("result of no type")
         ))),
     }
@@ -141,14 +168,14 @@ struct AnswerSeed<'e, F> {
     labels: Vec<Label<'static>>,
 }
 
-impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::DeserializeSeed<'de> for AnswerSeed<'_, F> {
+impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::DeserializeSeed<'de> for AnswerSeed<'_, F> {
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for AnswerSeed<'_, F> {
+impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::Visitor<'de> for AnswerSeed<'_, F> {
     type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a Prometheus API answer")
@@ -162,6 +189,10 @@ impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for AnswerSeed<'_
                 "error" => self.envelope.error = map.next_value()?,
                 "warnings" => {
                     self.envelope.warnings = map.next_value::<Option<_>>()?.unwrap_or_default()
+                }
+                // Read twice, its samples would be delivered twice.
+                "data" if self.envelope.has_data => {
+                    return Err(serde::de::Error::duplicate_field("data"))
                 }
                 "data" => {
                     self.envelope.has_data = true;
@@ -179,24 +210,31 @@ impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for AnswerSeed<'_
 /// `data`: `resultType`, then `result` read series by series.
 struct DataSeed<'s, 'e, F>(&'s mut AnswerSeed<'e, F>);
 
-impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::DeserializeSeed<'de> for DataSeed<'_, '_, F> {
+impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::DeserializeSeed<'de>
+    for DataSeed<'_, '_, F>
+{
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for DataSeed<'_, '_, F> {
+impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::Visitor<'de> for DataSeed<'_, '_, F> {
     type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("the answer's data")
     }
     fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
         use serde::de::IgnoredAny;
+        let mut result_read = false;
         while let Some(key) = map.next_key::<Text<'de>>()? {
             match key.0.as_ref() {
+                "resultType" if self.0.envelope.result_type.is_some() => {
+                    return Err(serde::de::Error::duplicate_field("resultType"))
+                }
                 "resultType" => self.0.envelope.result_type = Some(map.next_value()?),
-                // Read as vector samples unless the type, where it came first (Prometheus writes it first; a
+                "result" if result_read => return Err(serde::de::Error::duplicate_field("result")),
+                // Read as the type asked for unless the type, where it came first (Prometheus writes it first; a
                 // proxy may sort the keys), says otherwise: another type is an error either way.
                 "result"
                     if self
@@ -204,8 +242,9 @@ impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for DataSeed<'_, 
                         .envelope
                         .result_type
                         .as_deref()
-                        .is_none_or(|t| t == "vector") =>
+                        .is_none_or(|t| t == self.0.envelope.wanted) =>
                 {
+                    result_read = true;
                     map.next_value_seed(ResultSeed(&mut *self.0))?;
                 }
                 _ => {
@@ -217,17 +256,19 @@ impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for DataSeed<'_, 
     }
 }
 
-/// `data.result` of a vector: each series to `each` as it is read.
+/// `data.result`: each series to `each` as it is read.
 struct ResultSeed<'s, 'e, F>(&'s mut AnswerSeed<'e, F>);
 
-impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::DeserializeSeed<'de> for ResultSeed<'_, '_, F> {
+impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::DeserializeSeed<'de>
+    for ResultSeed<'_, '_, F>
+{
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for ResultSeed<'_, '_, F> {
+impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::Visitor<'de> for ResultSeed<'_, '_, F> {
     type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a list of series")
@@ -236,16 +277,17 @@ impl<'de, F: FnMut(&[Label<'_>], f64)> serde::de::Visitor<'de> for ResultSeed<'_
         let seed = self.0;
         let mut labels = std::mem::take(&mut seed.labels);
         while let Some(series) = seq.next_element::<Series<'de>>()? {
-            // A value that is not a number (never, from Prometheus) is left out.
-            let Ok(value) = series.value.1 .0.parse::<f64>() else {
-                continue;
-            };
             let mut reused = exposition::recycle(labels);
             reused.extend(series.metric.0.iter().map(|(name, value)| Label {
                 name: &name.0,
                 value: Cow::Borrowed(&value.0),
             }));
-            (seed.each)(&reused, value);
+            for (time, text) in series.value.iter().chain(&series.values) {
+                // A value that is not a number (never, from Prometheus) is left out.
+                if let Ok(value) = text.0.parse::<f64>() {
+                    (seed.each)(&reused, *time, value);
+                }
+            }
             labels = exposition::recycle(reused);
         }
         seed.labels = labels;
@@ -283,6 +325,32 @@ mod tests {
         );
         assert_eq!(seen[0].1, 42.0);
         assert!(seen[1].1.is_nan());
+    }
+
+    #[test]
+    fn a_range_answer_gives_every_sample_with_its_time() {
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"priority_level":"workload-low"},"values":[[1800000000,"3"],[1800000015,"4.5"]]},
+            {"metric":{"priority_level":"global-default"},"values":[[1800000015,"1"]]}]}}"#;
+        let mut seen = Vec::new();
+        read_matrix(body, |labels, time, value| {
+            seen.push((labels[0].value.to_string(), time, value))
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            [
+                ("workload-low".to_string(), 1_800_000_000.0, 3.0),
+                ("workload-low".to_string(), 1_800_000_015.0, 4.5),
+                ("global-default".to_string(), 1_800_000_015.0, 1.0),
+            ]
+        );
+        // Each asks for its own type.
+        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        let e = read_matrix(vector, |_, _, _| {}).unwrap_err().to_string();
+        assert!(e.contains("a vector where a matrix was asked for"), "{e}");
+        let e = read_vector(body, |_, _| {}).unwrap_err().to_string();
+        assert!(e.contains("a matrix where a vector was asked for"), "{e}");
     }
 
     #[test]

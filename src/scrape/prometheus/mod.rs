@@ -5,12 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-mod answer;
+pub(crate) mod answer;
+mod range;
 
 use super::{classify, ScrapeError};
 use crate::targets::{PrometheusTarget, TargetError, TokenFile};
 use answer::read_vector;
 use apf::model::{ReplicaKey, ReplicaSnapshot};
+pub use range::{read_range, resolution, Moment, STEPS_PER_QUERY};
 
 /// Where and what to read, with the client that reads it.
 #[derive(Clone)]
@@ -133,14 +135,8 @@ async fn newest_samples(
     let stamps = apf::model::limit_families()
         .iter()
         .map(|family| {
-            with_names(&source.selector, std::slice::from_ref(family))
+            selector_with(source, std::slice::from_ref(family))
                 .map(|selector| format!("timestamp({selector})"))
-                .ok_or_else(|| {
-                    ScrapeError::Query(format!(
-                        "selector {:?}: expected label matchers in braces",
-                        source.selector
-                    ))
-                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let query = format!("max by ({c}, {a}) ({})", stamps.join(" or "));
@@ -256,26 +252,7 @@ async fn snapshots(
     time: f64,
 ) -> Result<(BTreeMap<ReplicaKey, ReplicaSnapshot>, usize), ScrapeError> {
     use futures_util::StreamExt;
-    let queries = series
-        .iter()
-        .map(|(name, labels)| {
-            let by: Vec<&str> = [
-                source.cluster_label.as_str(),
-                source.apiserver_label.as_str(),
-            ]
-            .into_iter()
-            .chain(labels.iter().copied())
-            .collect();
-            let selector =
-                with_names(&source.selector, std::slice::from_ref(name)).ok_or_else(|| {
-                    ScrapeError::Query(format!(
-                        "selector {:?}: expected label matchers in braces",
-                        source.selector
-                    ))
-                })?;
-            Ok((name, format!("sum by ({}) ({selector})", by.join(", "))))
-        })
-        .collect::<Result<Vec<_>, ScrapeError>>()?;
+    let queries = family_queries(source, series)?;
     // Made before they are streamed: a future built inside the stream would borrow for any lifetime, which a
     // spawned task's future cannot prove Send for.
     let requests: Vec<_> = queries
@@ -291,6 +268,37 @@ async fn snapshots(
     Ok(fleet.finish())
 }
 
+/// One query per family: `sum by (cluster, apiserver, <the labels the model reads>)` of its series in the selector.
+fn family_queries<'s>(
+    source: &PrometheusSource,
+    series: &'s [(String, &[&str])],
+) -> Result<Vec<(&'s String, String)>, ScrapeError> {
+    series
+        .iter()
+        .map(|(name, labels)| {
+            let by: Vec<&str> = [
+                source.cluster_label.as_str(),
+                source.apiserver_label.as_str(),
+            ]
+            .into_iter()
+            .chain(labels.iter().copied())
+            .collect();
+            let selector = selector_with(source, std::slice::from_ref(name))?;
+            Ok((name, format!("sum by ({}) ({selector})", by.join(", "))))
+        })
+        .collect()
+}
+
+/// The source's selector with a name matcher for `names`.
+fn selector_with(source: &PrometheusSource, names: &[String]) -> Result<String, ScrapeError> {
+    with_names(&source.selector, names).ok_or_else(|| {
+        ScrapeError::Query(format!(
+            "selector {:?}: expected label matchers in braces",
+            source.selector
+        ))
+    })
+}
+
 /// The body of an instant query's answer at `time` (unix seconds), within the source's timeout. A failed request
 /// whose body is not an API answer (a proxy's page) is an HTTP error with an excerpt; an API answer, even a failed
 /// one, is for [`read_vector`] to read.
@@ -299,13 +307,27 @@ async fn query_body(
     query: &str,
     time: f64,
 ) -> Result<Vec<u8>, ScrapeError> {
-    let url = format!("{}/api/v1/query", source.url);
+    api_body(
+        source,
+        "query",
+        &[("query", query.to_string()), ("time", format!("{time:.3}"))],
+    )
+    .await
+}
+
+/// The body of an answer of the HTTP API's `endpoint` (`query`, `query_range`) to the `form`.
+async fn api_body(
+    source: &PrometheusSource,
+    endpoint: &str,
+    form: &[(&str, String)],
+) -> Result<Vec<u8>, ScrapeError> {
+    let url = format!("{}/api/v1/{endpoint}", source.url);
     let mut request = source
         .client
         .post(&url)
         .timeout(source.timeout)
         .headers(source.headers.clone())
-        .form(&[("query", query.to_string()), ("time", format!("{time:.3}"))]);
+        .form(form);
     request = super::with_token(request, source.token.as_ref())?;
     let mut response = request
         .send()

@@ -138,6 +138,44 @@ pub async fn prometheus_with(scrape_configs: &str, rules: &str) -> Process {
     p
 }
 
+/// Prometheus holding a past made with `promtool tsdb create-blocks-from openmetrics` (the Debian package's
+/// backfill) from `openmetrics` (samples with timestamps, `# EOF` last), scraping nothing.
+pub async fn prometheus_history(openmetrics: &str) -> Process {
+    let bin = binary("prometheus", "prometheus");
+    let promtool = binary("promtool", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("history.om");
+    std::fs::write(&input, openmetrics).unwrap();
+    let data = dir.path().join("data");
+    let out = Command::new(promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port();
+    let config_file = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config_file,
+        "global:\n  scrape_interval: 15s\nscrape_configs: []\n",
+    )
+    .unwrap();
+    let args = vec![
+        format!("--config.file={}", config_file.display()),
+        format!("--storage.tsdb.path={}", data.display()),
+        format!("--web.listen-address=127.0.0.1:{port}"),
+    ];
+    let p = spawn(bin, args, dir, format!("http://127.0.0.1:{port}"));
+    wait_ready(&p, "/-/ready").await;
+    p
+}
+
 /// An instant query's result vector.
 pub async fn prom_query(p: &Process, query: &str) -> Vec<serde_json::Value> {
     let url = format!("{}/api/v1/query", p.url);

@@ -1,0 +1,156 @@
+//! What `report` answers, as JSON shows it (`{"incidents": [...], "from", "to", "step", "sources"}`) and the table,
+//! Markdown and page render it.
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{alerts_of, rfc3339};
+use crate::alert::replay::Episode;
+use crate::analyze::incidents::Incident;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub incidents: Vec<IncidentReport>,
+    pub from: String,
+    pub to: String,
+    /// The time between two points read, e.g. `30s`.
+    pub step: String,
+    pub sources: Vec<String>,
+    /// Replicas with APF series in the window.
+    pub replicas: usize,
+}
+
+/// One stretch of rejections (or, with --include-pressure, of no headroom) on one level of one replica.
+#[derive(Debug, Clone, Serialize)]
+pub struct IncidentReport {
+    pub cluster: Option<String>,
+    pub apiserver: String,
+    pub priority_level: String,
+    /// The first point of the stretch.
+    pub started_at: String,
+    /// The first point whose counters show a 429: the first came after the point before it.
+    pub first_rejection: Option<String>,
+    pub last_rejection: Option<String>,
+    pub peak_rejected_per_second: f64,
+    pub rejected_total: f64,
+    /// Worst first.
+    pub flow_schemas: Vec<SchemaReport>,
+    /// When APFHeadroomLow's condition began to hold before the first 429 (its threshold from the config).
+    pub headroom_low_since: Option<String>,
+    pub max_waiting_requests: Option<f64>,
+    /// queues x queueLengthLimit, where the level's configuration was known.
+    pub queue_capacity_requests: Option<f64>,
+    pub longest_wait_p99_seconds: Option<f64>,
+    pub min_headroom_seats: Option<f64>,
+    /// The first point after the last 429 with none and no request waiting.
+    pub recovered_at: Option<String>,
+    /// apf-monitor's rules replayed on the history: when each went pending and fired.
+    pub alerts: Vec<AlertReplay>,
+    /// What the first alert to fire proposed, on the seats seen then.
+    pub remediation: Option<String>,
+    #[serde(skip)]
+    pub(super) points: std::ops::Range<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaReport {
+    pub flow_schema: String,
+    pub rejected: f64,
+    /// By reason (`queue-full`, `time-out`, `concurrency-limit`, `cancelled`).
+    pub reasons: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertReplay {
+    pub alertname: String,
+    pub severity: Option<String>,
+    /// The rejection reason, for APFRequestsRejected (one alert per reason).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub pending_at: String,
+    /// `None`: its condition ended before its `for` passed.
+    pub fired_at: Option<String>,
+    pub resolved_at: Option<String>,
+    /// Seconds from its firing to the first 429 (to the incident's start without 429s); negative when it fired
+    /// after.
+    pub lead_seconds: Option<f64>,
+    #[serde(skip)]
+    pub(super) pending: f64,
+    #[serde(skip)]
+    pub(super) fired: Option<f64>,
+    #[serde(skip)]
+    pub(super) ended: Option<f64>,
+}
+
+/// The incident as reported, with the alerts on its level and replica from `lookback` seconds before it to its
+/// recovery.
+pub(super) fn incident(i: &Incident, episodes: &[Episode], lookback: f64) -> IncidentReport {
+    let reference = i.first_rejection.unwrap_or(i.started_at);
+    let ended = i.recovered_at.or(i.last_rejection).unwrap_or(i.started_at);
+    let on: Vec<&Episode> = alerts_of(
+        episodes,
+        &i.replica,
+        &i.priority_level,
+        i.started_at - lookback,
+        ended,
+    )
+    .collect();
+    let alerts: Vec<AlertReplay> = on
+        .iter()
+        .map(|e| AlertReplay {
+            alertname: e.alertname().to_string(),
+            severity: e.labels.get("severity").cloned(),
+            reason: e.labels.get("reason").cloned(),
+            pending_at: rfc3339(e.pending_at),
+            fired_at: e.fired_at.map(rfc3339),
+            resolved_at: e.fired_at.and(e.ended_at).map(rfc3339),
+            lead_seconds: e.fired_at.map(|f| reference - f),
+            pending: e.pending_at,
+            fired: e.fired_at,
+            ended: e.ended_at,
+        })
+        .collect();
+    let headroom_low_since = on
+        .iter()
+        .filter(|e| e.alertname() == "APFHeadroomLow" && e.pending_at <= reference)
+        .map(|e| e.pending_at)
+        .reduce(f64::min)
+        .map(rfc3339);
+    let remediation = on
+        .iter()
+        .filter(|e| e.fired_at.is_some())
+        .min_by(|a, b| {
+            a.fired_at
+                .unwrap_or(f64::MAX)
+                .total_cmp(&b.fired_at.unwrap_or(f64::MAX))
+        })
+        .and_then(|e| e.annotations.get("remediation").cloned());
+    IncidentReport {
+        cluster: i.replica.cluster.clone(),
+        apiserver: i.replica.apiserver.clone(),
+        priority_level: i.priority_level.clone(),
+        started_at: rfc3339(i.started_at),
+        first_rejection: i.first_rejection.map(rfc3339),
+        last_rejection: i.last_rejection.map(rfc3339),
+        peak_rejected_per_second: i.peak_rejected_per_second,
+        rejected_total: i.rejected_total,
+        flow_schemas: i
+            .flow_schemas
+            .iter()
+            .map(|s| SchemaReport {
+                flow_schema: s.flow_schema.clone(),
+                rejected: s.rejected,
+                reasons: s.reasons.clone(),
+            })
+            .collect(),
+        headroom_low_since,
+        max_waiting_requests: i.max_waiting_requests,
+        queue_capacity_requests: i.queue_capacity_requests,
+        longest_wait_p99_seconds: i.longest_wait_p99_seconds,
+        min_headroom_seats: i.min_headroom_seats,
+        recovered_at: i.recovered_at.map(rfc3339),
+        alerts,
+        remediation,
+        points: i.points.clone(),
+    }
+}

@@ -25,7 +25,9 @@ pub struct LevelPoint {
     pub rejected_by: Vec<(String, String, f64)>,
 }
 
-/// One level of one replica through the history.
+/// One level of one replica through the history: every point around its rejections (and stretches without
+/// headroom), [`CONTEXT_POINTS`] before and after each; of a calm stretch only its ends, so that a month of a
+/// large fleet holds what its incidents need, not every point of every level.
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
     pub replica: ReplicaKey,
@@ -33,6 +35,28 @@ pub struct Timeline {
     /// queues x queueLengthLimit, where the level's configuration was known.
     pub queue_capacity_requests: Option<f64>,
     pub points: Vec<LevelPoint>,
+    /// The index of the last point that rejected or had no headroom.
+    last_active: Option<usize>,
+}
+
+/// Points kept on each side of an active one: the lead-up an alert warned in, and the recovery.
+pub const CONTEXT_POINTS: usize = 240;
+
+impl Timeline {
+    fn push(&mut self, point: LevelPoint) {
+        let active = point.rejected > 0.0 || point.headroom_seats.is_some_and(|h| h <= 0.0);
+        self.points.push(point);
+        let n = self.points.len();
+        if active {
+            self.last_active = Some(n - 1);
+        }
+        // The calm points past the last active one's context, but the latest CONTEXT_POINTS, are not needed: drop
+        // them a batch at a time (the points after the batch are moved once per batch).
+        let calm_from = self.last_active.map_or(0, |a| a + CONTEXT_POINTS + 1);
+        if n > calm_from + 2 * CONTEXT_POINTS {
+            self.points.drain(calm_from..n - CONTEXT_POINTS);
+        }
+    }
 }
 
 /// The counters of a replica at its last step: rejections by level and reason, and by (level, flow schema, reason).
@@ -117,7 +141,7 @@ impl Timelines {
             if lr.queue_capacity_requests.is_some() {
                 timeline.queue_capacity_requests = lr.queue_capacity_requests;
             }
-            timeline.points.push(LevelPoint {
+            timeline.push(LevelPoint {
                 time,
                 limit_seats: lr.limit_seats,
                 nominal_limit_seats: lr.nominal_limit_seats,
@@ -304,6 +328,7 @@ mod tests {
             priority_level: "workload-low".into(),
             queue_capacity_requests: Some(6400.0),
             points,
+            last_active: None,
         }
     }
 
@@ -349,6 +374,29 @@ mod tests {
         );
         assert_eq!(pressure[0].started_at, 15.0);
         assert_eq!(pressure[0].first_rejection, Some(30.0));
+    }
+
+    #[test]
+    fn a_calm_stretch_keeps_only_its_ends_and_an_incident_its_context() {
+        let mut t = timeline(Vec::new());
+        let n = 10 * CONTEXT_POINTS;
+        for k in 0..n {
+            let rejected = if k == 5 * CONTEXT_POINTS { 10.0 } else { 0.0 };
+            t.push(point(k as f64, rejected, 0.0, 5.0));
+        }
+        assert!(t.points.len() <= 5 * CONTEXT_POINTS, "{}", t.points.len());
+        // The incident and its context before and after are whole.
+        let at = t.points.iter().position(|p| p.rejected > 0.0).unwrap();
+        let before = &t.points[at - CONTEXT_POINTS..at];
+        assert!(before.windows(2).all(|w| w[1].time - w[0].time == 1.0));
+        let after = &t.points[at..=at + CONTEXT_POINTS];
+        assert!(after.windows(2).all(|w| w[1].time - w[0].time == 1.0));
+        let found = incidents(&t, OPTIONS);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].first_rejection, Some((5 * CONTEXT_POINTS) as f64));
+        assert_eq!(found[0].recovered_at, Some((5 * CONTEXT_POINTS + 1) as f64));
+        // The latest points are there too.
+        assert_eq!(t.points.last().map(|p| p.time), Some((n - 1) as f64));
     }
 
     #[test]

@@ -134,11 +134,17 @@ impl Axis {
     }
 }
 
-/// One series as an SVG path (breaks where a value is missing), in a panel whose top is `top` and scale `max`.
-fn path(axis: &Axis, points: &[(f64, Option<f64>)], top: f64, max: f64) -> String {
+/// One series as an SVG path, in a panel whose top is `top` and scale `max`. It breaks where a value is missing
+/// and across points further apart than `gap` seconds (a calm stretch the report did not keep).
+fn path(axis: &Axis, points: &[(f64, Option<f64>)], top: f64, max: f64, gap: f64) -> String {
     let mut d = String::new();
     let mut pen_down = false;
+    let mut last_t = f64::NEG_INFINITY;
     for (t, v) in points {
+        if t - last_t > gap {
+            pen_down = false;
+        }
+        last_t = *t;
         match v {
             Some(v) => {
                 let y = top + PANEL - (v / max).clamp(0.0, 1.0) * PANEL;
@@ -206,6 +212,12 @@ fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
         t0: first.time,
         t1: last.time,
     };
+    let step = points
+        .windows(2)
+        .map(|w| w[1].time - w[0].time)
+        .filter(|d| *d > 0.0)
+        .reduce(f64::min)
+        .unwrap_or(1.0);
     let of = |f: &dyn Fn(&LevelPoint) -> Option<f64>| -> Vec<(f64, Option<f64>)> {
         points.iter().map(|p| (p.time, f(p))).collect()
     };
@@ -376,7 +388,7 @@ fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
                 out,
                 "<path d=\"{}\" stroke=\"{colour}\" fill=\"none\" stroke-width=\"1.6\"{}/>\
                  <text x=\"{legend_x:.0}\" y=\"{:.0}\" class=\"legend\" fill=\"{colour}\">{}</text>",
-                path(&axis, points, top, max),
+                path(&axis, points, top, max, 2.5 * step),
                 if *dashed { " stroke-dasharray=\"5 4\"" } else { "" },
                 top - 6.0,
                 escape(name)

@@ -204,7 +204,11 @@ pub fn prometheus_answer(data: &[u8]) {
         if !ok {
             continue;
         }
-        let answer: Value = serde_json::from_slice(data).expect("read without error, so JSON");
+        // The untyped reading refuses what the reader skips unread and need not judge (invalid UTF-8 or a number
+        // out of f64's range in a field it does not read): then there is nothing to compare with.
+        let Ok(answer) = serde_json::from_str::<Value>(&String::from_utf8_lossy(data)) else {
+            continue;
+        };
         assert_eq!(answer["status"], "success");
         assert_eq!(answer["data"]["resultType"], kind);
         let series = answer["data"]["result"].as_array().map_or(&[][..], |r| r);

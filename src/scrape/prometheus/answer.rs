@@ -282,7 +282,12 @@ impl<'de, F: FnMut(&[Label<'_>], f64, f64)> serde::de::Visitor<'de> for ResultSe
                 name: &name.0,
                 value: Cow::Borrowed(&value.0),
             }));
-            for (time, text) in series.value.iter().chain(&series.values) {
+            // Each type its own field: a matrix's series has `values`, a vector's `value`.
+            let samples = match seed.envelope.wanted {
+                "vector" => series.value.as_slice(),
+                _ => series.values.as_slice(),
+            };
+            for (time, text) in samples {
                 // A value that is not a number (never, from Prometheus) is left out.
                 if let Ok(value) = text.0.parse::<f64>() {
                     (seed.each)(&reused, *time, value);

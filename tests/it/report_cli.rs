@@ -229,6 +229,19 @@ async fn report_finds_the_incident_in_prometheus_history_and_when_the_rules_woul
     );
     assert!(worst["remediation"].is_string(), "{out}");
 
+    // The same store given twice (an HA pair): each replica read once, the same incidents and alerts.
+    let (code, twice, err) = report(
+        &[
+            &window[..],
+            &["--prometheus", &prom.url, "--output", "json"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let twice: Value = serde_json::from_str(&twice).unwrap();
+    assert_eq!(twice["replicas"], 2);
+    assert_eq!(twice["incidents"], r["incidents"]);
+
     // The same for a person, and for a postmortem.
     let (code, table, err) = report(&window);
     assert_eq!(code, Some(0), "{err}");

@@ -132,10 +132,12 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     };
     report.step = whole_duration(step);
 
-    let mut replay = Replay::new(rules);
     let mut timelines = Timelines::default();
+    let mut episodes = Vec::new();
     let mut seen: BTreeSet<ReplicaKey> = BTreeSet::new();
     for source in &sources {
+        // A replay per source: each walks the window from its start, and the rules' clock must not go back.
+        let mut replay = Replay::new(rules.clone());
         let held = read_source(
             source,
             from,
@@ -148,6 +150,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         )
         .await
         .with_context(|| format!("Prometheus {}", source.url))?;
+        episodes.extend(replay.finish());
         seen.extend(held);
     }
     if seen.is_empty() {
@@ -165,7 +168,6 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         include_pressure: args.include_pressure,
         merge_gap_seconds: (2.0 * step).max(300.0),
     };
-    let episodes = replay.finish();
     let timelines = timelines.finish();
     let episodes = &episodes;
     let mut found: Vec<(IncidentReport, &Timeline)> = timelines

@@ -44,7 +44,7 @@ pub fn apply_queues_dump(snap: &mut ReplicaSnapshot, dump: &Dump<QueueRow>) {
 
 /// `dump_requests`: one [`FlowSample`] per flow (flow schema + distinguisher) with its waiting requests and the
 /// seats its executing requests hold (executing requests are listed from 1.28 only).
-pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow>) {
+pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow<'_>>) {
     let mut flows: BTreeMap<(&str, &str, &str), FlowSample> = BTreeMap::new();
     for row in &dump.rows {
         if row.is_phantom() {
@@ -53,9 +53,9 @@ pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow>) 
         let fs = row.flow_schema.as_deref().unwrap_or("");
         let flow = row.flow_distinguisher.as_deref().unwrap_or("");
         let sample = flows
-            .entry((row.priority_level.as_str(), fs, flow))
+            .entry((&row.priority_level, fs, flow))
             .or_insert_with(|| FlowSample {
-                priority_level: row.priority_level.clone(),
+                priority_level: row.priority_level.to_string(),
                 flow_schema: fs.to_string(),
                 flow: flow.to_string(),
                 ..Default::default()
@@ -70,8 +70,8 @@ pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow>) 
             sample.waiting_requests += 1;
         }
         if let Some(user) = &row.user_name {
-            if sample.users.len() < USERS_PER_FLOW && !sample.users.contains(user) {
-                sample.users.push(user.clone());
+            if sample.users.len() < USERS_PER_FLOW && !sample.users.iter().any(|u| u == user) {
+                sample.users.push(user.to_string());
             }
         }
         if sample.example_request.is_none() {

@@ -86,30 +86,31 @@ pub struct QueueRow {
 }
 
 /// One row of `dump_requests` (queued requests; from 1.28 executing ones too). The columns from
-/// `user_name` on are present only with `?includeRequestDetails=1`.
+/// `user_name` on are present only with `?includeRequestDetails=1`. Its text borrows from the dump: a replica read
+/// every few seconds lists thousands of requests, and a string per cell was most of what a read allocated.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestRow {
-    pub priority_level: String,
-    pub flow_schema: Option<String>,
+pub struct RequestRow<'a> {
+    pub priority_level: Cow<'a, str>,
+    pub flow_schema: Option<Cow<'a, str>>,
     pub queue_index: Option<i64>,
     pub request_index_in_queue: Option<i64>,
-    pub flow_distinguisher: Option<String>,
-    pub arrive_time: Option<String>,
+    pub flow_distinguisher: Option<Cow<'a, str>>,
+    pub arrive_time: Option<Cow<'a, str>>,
     pub initial_seats: Option<u64>,
     pub final_seats: Option<u64>,
-    pub additional_latency: Option<String>,
-    pub start_time: Option<String>,
-    pub user_name: Option<String>,
-    pub verb: Option<String>,
-    pub api_path: Option<String>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub api_version: Option<String>,
-    pub resource: Option<String>,
-    pub subresource: Option<String>,
+    pub additional_latency: Option<Cow<'a, str>>,
+    pub start_time: Option<Cow<'a, str>>,
+    pub user_name: Option<Cow<'a, str>>,
+    pub verb: Option<Cow<'a, str>>,
+    pub api_path: Option<Cow<'a, str>>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
+    pub api_version: Option<Cow<'a, str>>,
+    pub resource: Option<Cow<'a, str>>,
+    pub subresource: Option<Cow<'a, str>>,
 }
 
-impl RequestRow {
+impl RequestRow<'_> {
     /// Executing, not waiting: `RequestIndexInQueue` is -1 (rows listed from 1.28).
     pub fn is_executing(&self) -> bool {
         self.request_index_in_queue == Some(-1)
@@ -195,7 +196,7 @@ pub fn parse_queues(text: &str) -> Result<Dump<QueueRow>, DumpError> {
 }
 
 /// Parses `dump_requests`, with or without `includeRequestDetails`.
-pub fn parse_requests(text: &str) -> Result<Dump<RequestRow>, DumpError> {
+pub fn parse_requests<'t>(text: &'t str) -> Result<Dump<RequestRow<'t>>, DumpError> {
     let free_text = |h: &Header| h.col(USER_NAME).or_else(|| h.col_any(&FLOW_DISTINGUISHER));
     parse_table(text, free_text, |h| {
         let name = h.require(PRIORITY_LEVEL_NAME)?;
@@ -216,26 +217,26 @@ pub fn parse_requests(text: &str) -> Result<Dump<RequestRow>, DumpError> {
         let version = h.col("APIVersion");
         let resource = h.col("Resource");
         let sub = h.col("SubResource");
-        Ok(move |r: &Row<'_>| {
+        Ok(move |r: &Row<'t>| {
             Some(RequestRow {
-                priority_level: r.level(name)?,
-                flow_schema: r.text(schema),
+                priority_level: r.borrowed(Some(name))?,
+                flow_schema: r.borrowed(schema),
                 queue_index: r.num(queue)?,
                 request_index_in_queue: r.num(in_queue)?,
-                flow_distinguisher: r.text(distinguisher),
-                arrive_time: r.text(arrive),
+                flow_distinguisher: r.borrowed(distinguisher),
+                arrive_time: r.borrowed(arrive),
                 initial_seats: r.num(initial)?,
                 final_seats: r.num(fin)?,
-                additional_latency: r.text(latency),
-                start_time: r.text(start),
-                user_name: r.text(user),
-                verb: r.text(verb),
-                api_path: r.text(path),
-                namespace: r.text(namespace),
-                name: r.text(obj),
-                api_version: r.text(version),
-                resource: r.text(resource),
-                subresource: r.text(sub),
+                additional_latency: r.borrowed(latency),
+                start_time: r.borrowed(start),
+                user_name: r.borrowed(user),
+                verb: r.borrowed(verb),
+                api_path: r.borrowed(path),
+                namespace: r.borrowed(namespace),
+                name: r.borrowed(obj),
+                api_version: r.borrowed(version),
+                resource: r.borrowed(resource),
+                subresource: r.borrowed(sub),
             })
         })
     })
@@ -266,7 +267,13 @@ struct Row<'a> {
     cells: Vec<Cow<'a, str>>,
 }
 
-impl Row<'_> {
+impl<'a> Row<'a> {
+    /// The cell as the dump holds it, or `None` as for [`Self::cell`].
+    fn borrowed(&self, col: Option<usize>) -> Option<Cow<'a, str>> {
+        self.cell(col)?;
+        self.cells.get(col?).cloned()
+    }
+
     /// The cell, or `None` when the column is absent, the row stops early, or the cell is empty
     /// or `<none>`.
     fn cell(&self, col: Option<usize>) -> Option<&str> {
@@ -275,10 +282,6 @@ impl Row<'_> {
             "" | "<none>" => None,
             c => Some(c),
         }
-    }
-
-    fn text(&self, col: Option<usize>) -> Option<String> {
-        self.cell(col).map(str::to_string)
     }
 
     /// The priority level name; `None` (empty or `<none>`) makes the row invalid.
@@ -526,9 +529,8 @@ mod tests {
 
     #[test]
     fn requests_2020_and_phantom() {
-        let d = ok(parse_requests(&fixture(
-            "k8swebsite-2020-dump_requests.txt",
-        )));
+        let text = fixture("k8swebsite-2020-dump_requests.txt");
+        let d = ok(parse_requests(&text));
         assert_eq!(d.rows.len(), 2);
         assert!(d.rows[0].is_phantom());
         assert_eq!(d.rows[0].priority_level, "exempt");
@@ -547,9 +549,8 @@ mod tests {
         );
         assert_eq!(r.initial_seats, None);
 
-        let d = ok(parse_requests(&fixture(
-            "k8s-issue-93376-dump_requests-phantom.txt",
-        )));
+        let text = fixture("k8s-issue-93376-dump_requests-phantom.txt");
+        let d = ok(parse_requests(&text));
         assert_eq!(d.rows.len(), 1);
         assert!(d.rows[0].is_phantom());
         assert_eq!(d.rows[0].user_name, None);
@@ -557,9 +558,8 @@ mod tests {
 
     #[test]
     fn requests_2020_details_rows_stop_early() {
-        let d = ok(parse_requests(&fixture(
-            "k8swebsite-2020-dump_requests-includeRequestDetails.txt",
-        )));
+        let text = fixture("k8swebsite-2020-dump_requests-includeRequestDetails.txt");
+        let d = ok(parse_requests(&text));
         assert_eq!(d.stats.rows, 2);
         assert_eq!(d.stats.invalid_rows, 0);
         assert_eq!(d.stats.merged_rows, 0);
@@ -581,9 +581,8 @@ mod tests {
 
     #[test]
     fn requests_2023_ten_and_eighteen_columns() {
-        let d = ok(parse_requests(&fixture(
-            "k8swebsite-2023-dump_requests.txt",
-        )));
+        let text = fixture("k8swebsite-2023-dump_requests.txt");
+        let d = ok(parse_requests(&text));
         assert_eq!(d.stats.rows, 3);
         let exempt = &d.rows[0];
         assert_eq!(exempt.queue_index, Some(-1));
@@ -601,9 +600,8 @@ mod tests {
         assert_eq!(low.start_time.as_deref(), Some("0001-01-01T00:00:00Z"));
         assert_eq!(low.user_name, None);
 
-        let d = ok(parse_requests(&fixture(
-            "k8swebsite-2023-dump_requests-includeRequestDetails.txt",
-        )));
+        let text = fixture("k8swebsite-2023-dump_requests-includeRequestDetails.txt");
+        let d = ok(parse_requests(&text));
         assert_eq!(d.stats.rows, 3);
         let r = &d.rows[1];
         assert_eq!(

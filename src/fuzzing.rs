@@ -86,6 +86,11 @@ pub fn dumps(data: &[u8]) {
     }
     if let Ok(d) = apf::parse::dump::parse_requests(text) {
         apf::model::apply_requests_dump(&mut snap, &d);
+        // A scrape folds the rows into flows as they are read: the same flows, the same counts.
+        let mut flows = apf::model::FlowsBuilder::default();
+        let stats = apf::parse::dump::fold_requests(text, |row| flows.add(&row));
+        assert_eq!(stats.as_ref().ok(), Some(&d.stats));
+        assert_eq!(Some(flows.finish()), snap.flows);
     }
 }
 

@@ -106,11 +106,13 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
                     d.stats.invalid_rows
                 }
                 _ => {
-                    let d = dump::parse_requests(&text).map_err(err)?;
+                    // Folded into flows as it is read: thousands of requests are never held as rows.
+                    let mut flows = model::FlowsBuilder::default();
+                    let stats = dump::fold_requests(&text, |row| flows.add(&row)).map_err(err)?;
                     if let Some(s) = snap {
-                        model::apply_requests_dump(s, &d);
+                        s.flows = Some(flows.finish());
                     }
-                    d.stats.invalid_rows
+                    stats.invalid_rows
                 }
             };
             Ok(invalid)

@@ -1,4 +1,5 @@
 //! Folding the three debug dumps into a [`ReplicaSnapshot`] (k8s.io/apiserver `pkg/util/flowcontrol/apf_controller_debug.go`).
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::{FlowSample, QueueSummary, ReplicaSnapshot};
@@ -45,17 +46,39 @@ pub fn apply_queues_dump(snap: &mut ReplicaSnapshot, dump: &Dump<QueueRow>) {
 /// `dump_requests`: one [`FlowSample`] per flow (flow schema + distinguisher) with its waiting requests and the
 /// seats its executing requests hold (executing requests are listed from 1.28 only).
 pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow<'_>>) {
-    let mut flows: BTreeMap<(&str, &str, &str), FlowSample> = BTreeMap::new();
+    let mut flows = FlowsBuilder::default();
     for row in &dump.rows {
+        flows.add(row);
+    }
+    snap.flows = Some(flows.finish());
+}
+
+/// The flows of `dump_requests`, row by row as the dump is read (`parse::dump::fold_requests`): what a scrape keeps
+/// of a dump of thousands of requests is its flows, not its rows.
+#[derive(Default)]
+pub struct FlowsBuilder<'t> {
+    flows: BTreeMap<FlowKey<'t>, FlowSample>,
+}
+
+/// Priority level, flow schema, flow distinguisher, as the dump spells them.
+type FlowKey<'t> = (Cow<'t, str>, Cow<'t, str>, Cow<'t, str>);
+
+impl<'t> FlowsBuilder<'t> {
+    pub fn add(&mut self, row: &RequestRow<'t>) {
         if row.is_phantom() {
-            continue;
+            return;
         }
-        let fs = row.flow_schema.as_deref().unwrap_or("");
-        let flow = row.flow_distinguisher.as_deref().unwrap_or("");
-        let sample = flows
-            .entry((&row.priority_level, fs, flow))
-            .or_insert_with(|| FlowSample {
-                priority_level: row.priority_level.to_string(),
+        let none = || Cow::Borrowed("");
+        let key = (
+            row.priority_level.clone(),
+            row.flow_schema.clone().unwrap_or_else(none),
+            row.flow_distinguisher.clone().unwrap_or_else(none),
+        );
+        let sample = self
+            .flows
+            .entry(key)
+            .or_insert_with_key(|(level, fs, flow)| FlowSample {
+                priority_level: level.to_string(),
                 flow_schema: fs.to_string(),
                 flow: flow.to_string(),
                 ..Default::default()
@@ -82,5 +105,9 @@ pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow<'_
             }
         }
     }
-    snap.flows = Some(flows.into_values().collect());
+
+    /// The flows, ordered by priority level, flow schema and flow.
+    pub fn finish(self) -> Vec<FlowSample> {
+        self.flows.into_values().collect()
+    }
 }

@@ -9,7 +9,7 @@ mod objects;
 mod prometheus;
 
 pub use crate::{PriorityLevelConfig, EXEMPT};
-pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump};
+pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowsBuilder};
 pub use metrics::{is_wanted_sample, limit_families, wanted_series, SnapshotBuilder};
 pub use objects::{
     parse_flow_schemas, parse_flowcontrol_documents, parse_priority_level_configurations,

@@ -197,8 +197,18 @@ pub fn parse_queues(text: &str) -> Result<Dump<QueueRow>, DumpError> {
 
 /// Parses `dump_requests`, with or without `includeRequestDetails`.
 pub fn parse_requests<'t>(text: &'t str) -> Result<Dump<RequestRow<'t>>, DumpError> {
+    let mut rows = Vec::new();
+    let stats = fold_requests(text, |row| rows.push(row))?;
+    Ok(Dump { rows, stats })
+}
+
+/// `dump_requests` row by row, to `each` as each is read: a dump of thousands of requests is never held as rows.
+pub fn fold_requests<'t>(
+    text: &'t str,
+    each: impl FnMut(RequestRow<'t>),
+) -> Result<DumpStats, DumpError> {
     let free_text = |h: &Header| h.col(USER_NAME).or_else(|| h.col_any(&FLOW_DISTINGUISHER));
-    parse_table(text, free_text, |h| {
+    let columns = |h: &Header| {
         let name = h.require(PRIORITY_LEVEL_NAME)?;
         let schema = h.col("FlowSchemaName");
         let queue = h.col("QueueIndex");
@@ -239,7 +249,8 @@ pub fn parse_requests<'t>(text: &'t str) -> Result<Dump<RequestRow<'t>>, DumpErr
                 subresource: r.borrowed(sub),
             })
         })
-    })
+    };
+    fold_table(text, free_text, columns, each)
 }
 
 /// Column names of a dump, in order.
@@ -328,18 +339,28 @@ fn parse_table<'t, T, B>(
 where
     B: Fn(&Row<'t>) -> Option<T>,
 {
+    let mut rows = Vec::new();
+    let stats = fold_table(text, free_text, columns, |row| rows.push(row))?;
+    Ok(Dump { rows, stats })
+}
+
+/// [`parse_table`] without holding the rows: each goes to `each` as it is read.
+fn fold_table<'t, T, B>(
+    text: &'t str,
+    free_text: impl Fn(&Header) -> Option<usize>,
+    columns: impl FnOnce(&Header) -> Result<B, DumpError>,
+    mut each: impl FnMut(T),
+) -> Result<DumpStats, DumpError>
+where
+    B: Fn(&Row<'t>) -> Option<T>,
+{
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut stats = DumpStats::default();
     let mut lines = text.lines();
     // Leading blank lines are tolerated; a blank body is an empty dump.
     let header_line = loop {
         match lines.next() {
-            None => {
-                return Ok(Dump {
-                    rows: Vec::new(),
-                    stats,
-                })
-            }
+            None => return Ok(stats),
             Some(l) if l.trim().is_empty() => continue,
             Some(l) => break l,
         }
@@ -360,7 +381,6 @@ where
     let build = columns(&header)?;
     let free = free_text(&header);
     let width = header.columns.len();
-    let mut rows = Vec::new();
     for line in lines {
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed == "..." {
@@ -385,12 +405,12 @@ where
         match build(&Row { cells }) {
             Some(row) => {
                 stats.rows += 1;
-                rows.push(row);
+                each(row);
             }
             None => stats.invalid_rows += 1,
         }
     }
-    Ok(Dump { rows, stats })
+    Ok(stats)
 }
 
 /// Splits on `,` without trimming; with `trailing_comma` a final `,` closes the last cell.

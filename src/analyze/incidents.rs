@@ -153,12 +153,18 @@ impl Timelines {
                 rejected_by: by_schema.remove(name.as_str()).unwrap_or_default(),
             });
         }
-        last.by_level = snapshot
-            .levels
-            .iter()
-            .map(|(name, l)| (name.clone(), l.rejected_total.clone()))
-            .collect();
-        last.by_schema = snapshot.flow_schema_rejected_total.clone();
+        // Merged, not replaced: a series missing from a step (a gap in the store) keeps its last value, so that its
+        // return is not counted again from zero.
+        for (name, l) in &snapshot.levels {
+            let known = last.by_level.entry(name.clone()).or_default();
+            known.extend(l.rejected_total.iter().map(|(r, v)| (r.clone(), *v)));
+        }
+        last.by_schema.extend(
+            snapshot
+                .flow_schema_rejected_total
+                .iter()
+                .map(|(k, v)| (k.clone(), *v)),
+        );
     }
 
     pub fn finish(self) -> Vec<Timeline> {
@@ -397,6 +403,52 @@ mod tests {
         assert_eq!(found[0].recovered_at, Some((5 * CONTEXT_POINTS + 1) as f64));
         // The latest points are there too.
         assert_eq!(t.points.last().map(|p| p.time), Some((n - 1) as f64));
+    }
+
+    #[test]
+    fn a_counter_missing_from_a_step_is_not_counted_again_when_it_returns() {
+        use apf::model::LevelSnapshot;
+        let key = ReplicaKey {
+            cluster: None,
+            apiserver: "a".into(),
+        };
+        let snapshot = |rejected: Option<f64>| {
+            let mut s = ReplicaSnapshot::default();
+            let mut level = LevelSnapshot::default();
+            if let Some(r) = rejected {
+                level.rejected_total.insert("queue-full".into(), r);
+                s.flow_schema_rejected_total.insert(
+                    (
+                        "workload-low".into(),
+                        "service-accounts".into(),
+                        "queue-full".into(),
+                    ),
+                    r,
+                );
+            }
+            s.levels.insert("workload-low".into(), level);
+            s
+        };
+        let report = ApiserverReport {
+            levels: vec![crate::analyze::LevelReport {
+                priority_level: "workload-low".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut timelines = Timelines::default();
+        for (t, r) in [
+            (0.0, Some(100.0)),
+            (15.0, None),
+            (30.0, Some(100.0)),
+            (45.0, Some(130.0)),
+        ] {
+            timelines.push(t, &key, &snapshot(r), &report);
+        }
+        let t = &timelines.finish()[0];
+        let rejected: Vec<f64> = t.points.iter().map(|p| p.rejected).collect();
+        assert_eq!(rejected, [0.0, 0.0, 0.0, 30.0]);
+        assert_eq!(t.points[3].rejected_by[0].2, 30.0);
     }
 
     #[test]

@@ -15,11 +15,9 @@ const RIGHT: f64 = 16.0;
 const SCHEMAS_DRAWN: usize = 4;
 const COLOURS: [&str; 5] = ["#c0392b", "#2471a3", "#d68910", "#7d3c98", "#566573"];
 
+/// Text for an element or a double-quoted attribute.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    html_escape::encode_double_quoted_attribute(text).into_owned()
 }
 
 pub(super) fn page(report: &Report, incidents: &[(IncidentReport, &Timeline)]) -> String {

@@ -160,7 +160,11 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             report.from,
             report.to,
             report.sources.join(", "),
-            args.selector
+            sources
+                .iter()
+                .map(|s| s.selector.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     report.replicas = seen.len();

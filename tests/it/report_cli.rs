@@ -242,6 +242,42 @@ async fn report_finds_the_incident_in_prometheus_history_and_when_the_rules_woul
     assert_eq!(twice["replicas"], 2);
     assert_eq!(twice["incidents"], r["incidents"]);
 
+    // With the PriorityLevelConfigurations in force, the queues' capacity: workload-low's 128 queues of 50 (the
+    // 1.33 defaults the simulated 1.34 serves).
+    let objects = tempfile::NamedTempFile::new().unwrap();
+    let mut plcs = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(
+            std::fs::File::open(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/defaults-1.33-prioritylevelconfigurations.yaml.gz"
+            ))
+            .unwrap(),
+        ),
+        &mut plcs,
+    )
+    .unwrap();
+    std::fs::write(objects.path(), plcs).unwrap();
+    let (code, with_objects, err) = report(
+        &[
+            &window[..],
+            &[
+                "--objects",
+                objects.path().to_str().unwrap(),
+                "--output",
+                "json",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let with_objects: Value = serde_json::from_str(&with_objects).unwrap();
+    assert_eq!(
+        with_objects["incidents"][0]["queue_capacity_requests"], 6400.0,
+        "{with_objects}"
+    );
+    assert_eq!(worst["queue_capacity_requests"], Value::Null);
+
     // The same for a person, and for a postmortem.
     let (code, table, err) = report(&window);
     assert_eq!(code, Some(0), "{err}");

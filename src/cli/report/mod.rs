@@ -69,6 +69,11 @@ pub struct ReportArgs {
     /// A PEM bundle of the CA that signed the --prometheus URLs' certificates.
     #[arg(long, value_name = "FILE")]
     pub certificate_authority: Option<PathBuf>,
+    /// The PriorityLevelConfigurations in force (`kubectl get prioritylevelconfigurations -o yaml`, the API's
+    /// JSON, or manifests): with them the queues' capacity is known, and the rules that read it replay.
+    /// Repeatable; `-` reads standard input.
+    #[arg(long = "objects", value_name = "FILE")]
+    pub objects: Vec<PathBuf>,
     /// Also stretches where a level ran out of headroom without rejecting.
     #[arg(long)]
     pub include_pressure: bool,
@@ -104,6 +109,11 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", config_name(&args)))?;
     let analysis = crate::daemon::analysis_of(&config);
     let sources = sources(&args, &config)?;
+    let levels = if args.objects.is_empty() {
+        Vec::new()
+    } else {
+        super::objects::read_files(&args.objects)?.priority_levels
+    };
 
     let mut report = Report {
         from: rfc3339(from),
@@ -144,6 +154,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             to,
             step,
             &analysis,
+            &levels,
             &seen,
             &mut replay,
             &mut timelines,
@@ -255,8 +266,8 @@ async fn default_step(source: &PrometheusSource, from: f64, to: f64) -> Result<f
     Ok(data.max(((to - from) / DEFAULT_MAX_STEPS).ceil()))
 }
 
-/// One source's history, step by step: each replica's snapshots into its history, the analysis's report of each
-/// step into the timelines and the rules. Replicas in `skip` (held by an earlier source) are left out. Returns the
+/// One source's history, step by step: each replica's snapshots (with the `levels` given) into its history, the
+/// analysis's report of each step into the timelines and the rules. Replicas in `skip` (held by an earlier source) are left out. Returns the
 /// replicas it held.
 #[allow(clippy::too_many_arguments)]
 async fn read_source(
@@ -265,6 +276,7 @@ async fn read_source(
     to: f64,
     step: f64,
     analysis: &Analysis,
+    levels: &[apf::PriorityLevelConfig],
     skip: &BTreeSet<ReplicaKey>,
     replay: &mut Replay,
     timelines: &mut Timelines,
@@ -278,10 +290,11 @@ async fn read_source(
         let moments = read_range(source, start, step, steps).await?;
         for moment in moments {
             let mut status = StatusReport::default();
-            for (key, snapshot) in moment.replicas {
+            for (key, mut snapshot) in moment.replicas {
                 if skip.contains(&key) || !snapshot.has_apf() {
                     continue;
                 }
+                snapshot.attach_configs(levels);
                 let history = histories.entry(key.clone()).or_default();
                 let snapshot = Arc::new(snapshot);
                 history.push(crate::analyze::Point {

@@ -26,6 +26,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {text:?} ({e}); write it like 5s, 1m or 1m30s"))
 }
 
+/// Seconds since the Unix epoch (0 before it).
+pub fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
 /// A point in time: RFC 3339 (`2026-11-24T10:00:00Z`), `now`, or a duration before `now` (`90m`, `-6h`, `2d`).
 pub fn parse_time(text: &str, now: std::time::SystemTime) -> Result<std::time::SystemTime, String> {
     let text = text.trim();

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::engine::Phase;
 use super::{fingerprint, Engine, LabelSet, Rules};
 use crate::analyze::StatusReport;
+use crate::values::unix_seconds;
 use apf::model::ReplicaKey;
 
 /// One alert from its condition's start to its end.
@@ -47,12 +48,6 @@ fn at(seconds: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0))
 }
 
-fn seconds(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
-}
-
 impl Replay {
     pub fn new(rules: Rules) -> Self {
         Replay {
@@ -80,7 +75,7 @@ impl Replay {
             let start = |since: SystemTime| Episode {
                 replica: replicas.get(&fp).cloned().unwrap_or_default(),
                 labels: tracked.labels.clone(),
-                pending_at: seconds(since),
+                pending_at: unix_seconds(since),
                 fired_at: None,
                 ended_at: None,
                 annotations: BTreeMap::new(),
@@ -92,15 +87,15 @@ impl Replay {
                 Phase::Firing { since, .. } => {
                     let episode = self.open.entry(fp).or_insert_with(|| start(since));
                     if episode.fired_at.is_none() {
-                        episode.fired_at = Some(seconds(since));
+                        episode.fired_at = Some(unix_seconds(since));
                         episode.annotations = tracked.annotations.clone();
                     }
                 }
                 // Kept by the engine for a while after it ended: closed once.
                 Phase::Resolved { since, ends_at } => {
                     if let Some(mut episode) = self.open.remove(&fp) {
-                        episode.fired_at.get_or_insert(seconds(since));
-                        episode.ended_at = Some(seconds(ends_at));
+                        episode.fired_at.get_or_insert(unix_seconds(since));
+                        episode.ended_at = Some(unix_seconds(ends_at));
                         self.done.push(episode);
                     }
                 }

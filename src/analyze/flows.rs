@@ -4,7 +4,7 @@
 //! (`cargo bench --bench watch_cost -- soak`).
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use apf::model::FlowSample;
+use apf::model::{FlowSample, USERS_PER_FLOW};
 
 use super::FlowReport;
 
@@ -36,7 +36,7 @@ impl FlowSums {
         self.waiting_requests += waiting;
         self.executing_seats += seats;
         for u in users {
-            if self.users.len() < 3 && !self.users.contains(u) {
+            if self.users.len() < USERS_PER_FLOW && !self.users.contains(u) {
                 self.users.push(u.clone());
             }
         }

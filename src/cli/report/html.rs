@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::shape::{IncidentReport, Report};
-use super::text::{alert_lines, clock, replica};
+use super::text::{alert_lines, clock, count, replica};
 use crate::analyze::incidents::{LevelPoint, Timeline};
 
 const WIDTH: f64 = 880.0;
@@ -370,7 +370,7 @@ fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
             WIDTH - LEFT - RIGHT,
             LEFT - 6.0,
             top + 10.0,
-            trim(max),
+            count(max),
             LEFT - 6.0,
             top + PANEL
         );
@@ -395,15 +395,7 @@ fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
         }
     }
     // The first 429, across everything.
-    if let Some(first) = i
-        .first_rejection
-        .as_deref()
-        .and_then(|t| humantime::parse_rfc3339(t).ok())
-    {
-        let t = first
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or_default();
+    if let Some(t) = i.first {
         let x = axis.x(t);
         let _ = write!(
             out,
@@ -473,14 +465,6 @@ fn alert_rows(i: &IncidentReport) -> Vec<AlertRow> {
         }
     }
     rows
-}
-
-fn trim(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
 }
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:920px;\

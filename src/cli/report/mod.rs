@@ -97,7 +97,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     let now = SystemTime::now();
     let from = values::parse_time(&args.from, now).map_err(|e| anyhow::anyhow!("--from {e}"))?;
     let to = values::parse_time(&args.to, now).map_err(|e| anyhow::anyhow!("--to {e}"))?;
-    let (from, to) = (unix(from), unix(to));
+    let (from, to) = (values::unix_seconds(from), values::unix_seconds(to));
     if from >= to {
         bail!("--from {} must be before --to {}", args.from, args.to);
     }
@@ -314,12 +314,6 @@ async fn read_source(
         done += steps;
     }
     Ok(histories.into_keys().collect())
-}
-
-fn unix(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
 }
 
 /// Unix seconds as RFC 3339 to the second, UTC.

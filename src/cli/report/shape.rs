@@ -48,6 +48,9 @@ pub struct IncidentReport {
     pub alerts: Vec<AlertReplay>,
     /// What the first alert to fire proposed, on the seats seen then.
     pub remediation: Option<String>,
+    /// `first_rejection` in unix seconds, for the page's time axis.
+    #[serde(skip)]
+    pub(super) first: Option<f64>,
     #[serde(skip)]
     pub(super) points: std::ops::Range<usize>,
 }
@@ -151,6 +154,7 @@ pub(super) fn incident(i: &Incident, episodes: &[Episode], lookback: f64) -> Inc
         recovered_at: i.recovered_at.map(rfc3339),
         alerts,
         remediation,
+        first: i.first_rejection,
         points: i.points.clone(),
     }
 }

@@ -19,13 +19,21 @@ fn span(seconds: f64) -> String {
         .to_string()
 }
 
-/// How far ahead of the first 429 an alert fired.
+/// How far ahead of the first 429 an alert fired: `4m 30s before`, `1m after`, `at the first 429`.
+fn ahead(lead_seconds: f64) -> String {
+    match lead_seconds {
+        s if s.abs() < 0.5 => "at the first 429".into(),
+        s if s > 0.0 => format!("{} before", span(s)),
+        s => format!("{} after", span(s)),
+    }
+}
+
+/// An alert's lead in a sentence: `fired 4m 30s before the first 429`.
 pub(super) fn lead(a: &AlertReplay) -> String {
     match a.lead_seconds {
         None => "never fired".into(),
         Some(s) if s.abs() < 0.5 => "fired at the first 429".into(),
-        Some(s) if s > 0.0 => format!("fired {} before the first 429", span(s)),
-        Some(s) => format!("fired {} after the first 429", span(s)),
+        Some(s) => format!("fired {} the first 429", ahead(s)),
     }
 }
 
@@ -77,7 +85,7 @@ pub(super) fn replica(i: &IncidentReport) -> String {
     }
 }
 
-fn count(v: f64) -> String {
+pub(super) fn count(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -96,11 +104,7 @@ fn first_warning(i: &IncidentReport) -> (String, String) {
                 .total_cmp(&b.fired.unwrap_or(f64::MAX))
         })
         .map_or(("none".into(), "-".into()), |a| {
-            let lead = match a.lead_seconds {
-                Some(s) if s >= 0.5 => format!("{} before", span(s)),
-                Some(s) if s <= -0.5 => format!("{} after", span(s)),
-                _ => "at the first 429".into(),
-            };
+            let lead = ahead(a.lead_seconds.unwrap_or_default());
             (a.alertname.clone(), lead)
         })
 }

@@ -6,7 +6,7 @@ use super::{FlowSample, QueueSummary, ReplicaSnapshot};
 use crate::parse::dump::{Dump, PriorityLevelRow, QueueRow, RequestRow};
 
 /// How many user names a flow keeps for the report: enough to name who is behind it.
-const USERS_PER_FLOW: usize = 3;
+pub const USERS_PER_FLOW: usize = 3;
 
 /// `dump_priority_levels` fills what `/metrics` did not say (the metrics win where both speak).
 pub fn apply_priority_levels_dump(snap: &mut ReplicaSnapshot, dump: &Dump<PriorityLevelRow>) {

@@ -9,7 +9,10 @@ mod objects;
 mod prometheus;
 
 pub use crate::{PriorityLevelConfig, EXEMPT};
-pub use dumps::{apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowsBuilder};
+pub use dumps::{
+    apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowsBuilder,
+    USERS_PER_FLOW,
+};
 pub use metrics::{is_wanted_sample, limit_families, wanted_series, SnapshotBuilder};
 pub use objects::{
     parse_flow_schemas, parse_flowcontrol_documents, parse_priority_level_configurations,

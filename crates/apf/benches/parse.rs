@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::io::Read;
 
-use apf::model::is_wanted_sample;
+use apf::model::{is_wanted_sample, ReplicaSnapshot, SnapshotBuilder};
 use apf::parse::exposition::{parse_all, ExpositionParser, ParseStats, Sample};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -19,6 +19,17 @@ fn daemon_parse(input: &[u8], chunk: usize) -> (u64, ParseStats) {
     }
     let stats = parser.finish(&mut sink);
     (n, stats)
+}
+
+/// What a scrape does with `/metrics`: the model's filter, every wanted sample into the replica's snapshot.
+fn snapshot_parse(input: &[u8], chunk: usize) -> (ReplicaSnapshot, ParseStats) {
+    let mut builder = SnapshotBuilder::new();
+    let mut parser = ExpositionParser::new(is_wanted_sample, 1 << 20);
+    for chunk in input.chunks(chunk) {
+        parser.feed(chunk, &mut builder);
+    }
+    let stats = parser.finish(&mut builder);
+    (builder.finish(), stats)
 }
 
 fn capture() -> Vec<u8> {
@@ -42,6 +53,9 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(input.len() as u64));
     group.bench_function("ours, the families the daemon reads", |b| {
         b.iter(|| black_box(daemon_parse(black_box(&input), usize::MAX)))
+    });
+    group.bench_function("ours, into a snapshot", |b| {
+        b.iter(|| black_box(snapshot_parse(black_box(&input), usize::MAX)))
     });
     group.bench_function("ours, no filter", |b| {
         b.iter(|| {
@@ -70,6 +84,9 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("ours, the families the daemon reads, 64 KiB chunks", |b| {
         b.iter(|| black_box(daemon_parse(black_box(&big), 64 << 10)))
+    });
+    group.bench_function("ours, into a snapshot, 64 KiB chunks", |b| {
+        b.iter(|| black_box(snapshot_parse(black_box(&big), 64 << 10)))
     });
     group.bench_function("ours, no filter, 64 KiB chunks", |b| {
         b.iter(|| {

@@ -1,6 +1,6 @@
 //! From `/metrics` samples to a [`ReplicaSnapshot`], whatever the metric generation (k8s.io/apiserver
 //! `pkg/util/flowcontrol/metrics/metrics.go`, release by release).
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use super::{Histogram, MetricGeneration, ReplicaSnapshot};
@@ -123,8 +123,11 @@ pub struct SnapshotBuilder {
     storage_objects: PerLevel,
     resource_objects: PerLevel,
     resource_size: PerLevel,
-    /// What each series (name and label set) last added, so that a series served twice counts once.
-    series: HashMap<u64, f64>,
+    /// What each series (name and label set) last added, so that a series served twice counts once; keyed by the
+    /// series' own SipHash, which needs no second hashing.
+    series: nohash_hasher::IntMap<u64, f64>,
+    /// The order of a sample's labels by name, reused from sample to sample.
+    label_order: Vec<usize>,
     /// Samples of a wanted family that lacked the labels it must have.
     pub unlabelled_samples: u64,
     /// Series that appeared more than once (a paste holding the same line twice): the last value is kept.
@@ -151,15 +154,21 @@ impl SnapshotBuilder {
     /// finite add nothing: NaN would poison every sum downstream, and a replica never serves it for these families.
     fn contribution(&mut self, s: &Sample<'_>) -> f64 {
         let value = if s.value.is_finite() { s.value } else { 0.0 };
-        let mut labels: Vec<(&str, &str)> = s
-            .labels
-            .iter()
-            .map(|l| (l.name, l.value.as_ref()))
-            .collect();
-        labels.sort_unstable();
+        // The same labels in another order are the same series: hashed in the order of their names (and values, for
+        // a name given twice), without a vector of them per sample.
+        self.label_order.clear();
+        self.label_order.extend(0..s.labels.len());
+        self.label_order.sort_unstable_by_key(|&i| {
+            let l = &s.labels[i];
+            (l.name, l.value.as_ref())
+        });
         let mut h = std::collections::hash_map::DefaultHasher::new();
         s.name.hash(&mut h);
-        labels.hash(&mut h);
+        h.write_usize(s.labels.len());
+        for &i in &self.label_order {
+            let l = &s.labels[i];
+            (l.name, l.value.as_ref()).hash(&mut h);
+        }
         match self.series.insert(h.finish(), value) {
             Some(earlier) => {
                 self.duplicate_series += 1;
@@ -262,9 +271,9 @@ impl SampleSink for SnapshotBuilder {
                 // `deployments.apps` (storage_objects) or resource + group: the dumps name the bare resource.
                 // -1 is the apiserver's "could not count": unknown, not a size.
                 if let Some(resource) = s.label("resource") {
-                    let bare = resource.split('.').next().unwrap_or(resource).to_string();
+                    let bare = resource.split('.').next().unwrap_or(resource);
                     if s.value >= 0.0 {
-                        *map.entry(bare).or_insert(0.0) += s.value;
+                        add(map, bare, s.value);
                     }
                 }
                 return;
@@ -284,7 +293,6 @@ impl SampleSink for SnapshotBuilder {
         if !self.seen_levels.contains(pl) {
             self.seen_levels.insert(pl.to_string());
         }
-        let pl = pl.to_string();
         let value = self.contribution(s);
         let family_map = match family {
             "current_limit_seats" => &mut self.current_limit,
@@ -305,7 +313,7 @@ impl SampleSink for SnapshotBuilder {
                 };
                 *self
                     .rejected
-                    .entry((pl, fs.to_string(), reason.to_string()))
+                    .entry((pl.to_string(), fs.to_string(), reason.to_string()))
                     .or_insert(0.0) += value;
                 return;
             }
@@ -318,11 +326,14 @@ impl SampleSink for SnapshotBuilder {
             {
                 let (hist, suffix) = match histogram.strip_prefix("request_wait_duration_seconds_")
                 {
-                    Some(suffix) => (self.wait.entry(pl).or_default(), suffix),
+                    Some(suffix) => (entry(&mut self.wait, pl), suffix),
                     None => (
-                        self.seat_utilization.entry(pl).or_default(),
+                        entry(&mut self.seat_utilization, pl),
                         &histogram["priority_level_seat_utilization_".len()..],
                     ),
+                };
+                let Some(hist) = hist else {
+                    return;
                 };
                 match suffix {
                     "bucket" => match s.label("le").and_then(parse_le) {
@@ -336,8 +347,27 @@ impl SampleSink for SnapshotBuilder {
             }
             _ => return,
         };
-        *family_map.entry(pl).or_insert(0.0) += value;
+        add(family_map, pl, value);
     }
+}
+
+/// `value` added to the level's sum; the level's name is copied only the first time (most samples add to a level
+/// already there).
+fn add(map: &mut PerLevel, level: &str, value: f64) {
+    match map.get_mut(level) {
+        Some(sum) => *sum += value,
+        None => {
+            map.insert(level.to_string(), value);
+        }
+    }
+}
+
+/// The level's entry, its name copied only when it is new; `None` never happens (the entry is made first).
+fn entry<'m, V: Default>(map: &'m mut BTreeMap<String, V>, level: &str) -> Option<&'m mut V> {
+    if !map.contains_key(level) {
+        map.insert(level.to_string(), V::default());
+    }
+    map.get_mut(level)
 }
 
 fn parse_le(le: &str) -> Option<f64> {

@@ -8,9 +8,12 @@
 //! `fleet`: the daemon reading a Prometheus that holds 100 clusters of 3 replicas (458k APF series; a fake in the
 //! child process, answering as Prometheus would), every 5 s (the default interval).
 //!
+//! `idle` and `large` are followed by their baseline: the same downloads on the same schedule by reqwest alone, and
+//! the daemon's CPU as a ratio to theirs.
+//!
 //! Run: `cargo bench --bench watch_cost` (every workload, 30 s each), or `-- idle 60` for one workload and its length;
 //! `fleet:N` reads N clusters instead of 100.
-//! Linux only: the figures come from `/proc/self/stat` and `/proc/self/status`.
+//! Linux only: CPU time from CLOCK_PROCESS_CPUTIME_ID, peak memory from `/proc/self/status`.
 
 use std::time::{Duration, Instant};
 
@@ -20,20 +23,18 @@ use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 
 mod common;
 
-/// The process's user + system CPU time, every thread's (exited ones too), in seconds.
+/// The process's user + system CPU time, every thread's (exited ones too), in seconds: the scheduler's own count in
+/// nanoseconds (CLOCK_PROCESS_CPUTIME_ID), not utime + stime from `/proc/self/stat`, whose 10 ms ticks are a tenth
+/// of an idle run's total.
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; in USER_HZ ticks (100 on Linux).
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    (ticks(11) + ticks(12)) / 100.0
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } == 0;
+    assert!(ok, "clock_gettime: {}", std::io::Error::last_os_error());
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 /// The process's peak resident memory (VmHWM), in MiB.
@@ -139,7 +140,7 @@ fn run(workload: &str, seconds: u64) {
     let rounds = rt.block_on(last_rounds(daemon.local_addr()));
     let slowest = rounds.iter().copied().fold(0.0, f64::max);
     println!(
-        "{workload}: {:.2} % of one core ({cpu:.2} s of CPU in {wall:.1} s), peak {peak:.1} MiB; {scraped} of \
+        "{workload}: {:.2} % of one core ({cpu:.3} s of CPU in {wall:.1} s), peak {peak:.1} MiB; {scraped} of \
          {replicas} replicas read without error; last round {:.0} ms (slowest source)",
         100.0 * cpu / wall,
         slowest * 1000.0
@@ -148,6 +149,47 @@ fn run(workload: &str, seconds: u64) {
         let _ = daemon.stop().await;
     });
     drop(senders);
+    drop(rt);
+    // The same downloads without the daemon, right after: the floor the network and the HTTP client set.
+    if matches!(workload, "idle" | "large") {
+        let alone = downloads_alone(workload, seconds);
+        println!(
+            "{workload}: the downloads alone {alone:.2} % of one core; the daemon {:.2}x that",
+            100.0 * cpu / wall / alone
+        );
+    }
+}
+
+/// The baseline of `idle` and `large`: the same GETs of the same replicas on the same schedule, each body read by
+/// reqwest (the daemon's HTTP client) and dropped: what the downloads cost alone, in % of one core.
+fn downloads_alone(workload: &str, seconds: u64) -> f64 {
+    let (config, _, _, senders) = workload_config(workload);
+    let every = config.scrape.interval.0;
+    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let (cpu, wall) = rt.block_on(async {
+        let client = reqwest::Client::new();
+        for url in &senders.urls {
+            let (client, url) = (client.clone(), format!("{url}/metrics"));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    if let Ok(mut response) = client.get(&url).send().await {
+                        while let Ok(Some(chunk)) = response.chunk().await {
+                            std::hint::black_box(chunk);
+                        }
+                    }
+                }
+            });
+        }
+        tokio::time::sleep(3 * every).await;
+        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64())
+    });
+    rt.shutdown_background();
+    drop(senders);
+    100.0 * cpu / wall
 }
 
 fn main() {

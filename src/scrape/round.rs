@@ -161,40 +161,125 @@ async fn maybe<T>(
     Some((started, work.await))
 }
 
-/// Chunks of `/metrics` read but not yet parsed, at most: the parse runs in its own task beside the download,
-/// overlapping it where a core is free (on two cores the download alone keeps both busy; README, Performance), and a
-/// round holds at most this many chunks besides the parser's line.
-const CHUNKS_AHEAD: usize = 8;
+/// Bytes of `/metrics` parsed in place, by the task that read them, while the data is still in its core's cache and
+/// with no hand-over between tasks: an idle round's CPU is an eighth lower than with every body handed over
+/// (`cargo bench --bench watch_cost -- idle`). Past this, a big body's rest goes to a task of its own, to be parsed
+/// beside its download where a core is free (README, Performance).
+const PARSE_IN_PLACE_BYTES: usize = 8 << 20;
+
+/// Chunks of a big `/metrics` read but not yet parsed, at most: bounded, so a slow parse slows the download rather
+/// than piling up the body; a round holds at most this many chunks (up to ~400 KiB each) besides the parser's line.
+/// Eight put `large`'s peak at 21.5-21.9 MiB, two at 16.5-17.4 (`cargo bench --bench watch_cost -- large`); on two
+/// cores the download keeps both busy, so more ahead would not overlap more.
+const CHUNKS_AHEAD: usize = 2;
+
+type MetricsParser = ExpositionParser<fn(&str) -> bool>;
+
+/// Where `/metrics` is parsed: in place, then (for a big body) in a task of its own.
+enum MetricsParse {
+    InPlace {
+        parser: Box<MetricsParser>,
+        builder: Box<SnapshotBuilder>,
+        read: usize,
+    },
+    Handed {
+        chunks: tokio::sync::mpsc::Sender<bytes::Bytes>,
+        parse: tokio::task::JoinHandle<(Box<MetricsParser>, Box<SnapshotBuilder>)>,
+    },
+    /// Only while the parse is handed over.
+    Moving,
+}
+
+impl super::BodySink for MetricsParse {
+    async fn accept(&mut self, chunk: bytes::Bytes) {
+        if let MetricsParse::InPlace { read, .. } = self {
+            *read += chunk.len();
+            if *read > PARSE_IN_PLACE_BYTES {
+                self.hand_over();
+            }
+        }
+        match self {
+            MetricsParse::InPlace {
+                parser, builder, ..
+            } => parser.feed(&chunk, builder.as_mut()),
+            // A parse task gone (it cannot end early but by a panic) leaves the rest of the body dropped.
+            MetricsParse::Handed { chunks, .. } => {
+                let _ = chunks.send(chunk).await;
+            }
+            MetricsParse::Moving => {}
+        }
+    }
+}
+
+impl MetricsParse {
+    fn new(max_line_bytes: usize) -> Self {
+        MetricsParse::InPlace {
+            parser: Box::new(ExpositionParser::new(
+                model::is_wanted_sample as fn(&str) -> bool,
+                max_line_bytes,
+            )),
+            builder: Box::new(SnapshotBuilder::new()),
+            read: 0,
+        }
+    }
+
+    fn hand_over(&mut self) {
+        let MetricsParse::InPlace {
+            mut parser,
+            mut builder,
+            ..
+        } = std::mem::replace(self, MetricsParse::Moving)
+        else {
+            return;
+        };
+        let (chunks, mut arriving) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHUNKS_AHEAD);
+        let parse = tokio::spawn(async move {
+            while let Some(chunk) = arriving.recv().await {
+                parser.feed(&chunk, builder.as_mut());
+            }
+            (parser, builder)
+        });
+        *self = MetricsParse::Handed { chunks, parse };
+    }
+
+    /// The snapshot, once the last chunk is in.
+    async fn finish(self) -> Result<(ReplicaSnapshot, ParseStats), ScrapeError> {
+        let (parser, mut builder) = match self {
+            MetricsParse::InPlace {
+                parser, builder, ..
+            } => (parser, builder),
+            MetricsParse::Handed { chunks, parse } => {
+                // The sender dropped closes the channel: the task ends after the last chunk.
+                drop(chunks);
+                parse
+                    .await
+                    .map_err(|e| ScrapeError::Parse(format!("the parse of /metrics failed: {e}")))?
+            }
+            MetricsParse::Moving => {
+                return Err(ScrapeError::Parse("the parse of /metrics was lost".into()))
+            }
+        };
+        let stats = parser.finish(builder.as_mut());
+        Ok((builder.finish(), stats))
+    }
+}
 
 /// `/metrics`, parsed chunk by chunk as it arrives: the body is never held whole.
 async fn scrape_metrics(
     target: &Target,
     plan: &ScrapePlan,
 ) -> Result<(ReplicaSnapshot, ParseStats), ScrapeError> {
-    let max_line_bytes = plan.max_line_bytes;
-    let (mut chunks, mut arriving) = tokio::sync::mpsc::channel::<bytes::Bytes>(CHUNKS_AHEAD);
-    let parse = tokio::spawn(async move {
-        let mut parser = ExpositionParser::new(model::is_wanted_sample, max_line_bytes);
-        let mut builder = SnapshotBuilder::new();
-        while let Some(chunk) = arriving.recv().await {
-            parser.feed(&chunk, &mut builder);
-        }
-        let stats = parser.finish(&mut builder);
-        (builder.finish(), stats)
-    });
+    let mut parse = MetricsParse::new(plan.max_line_bytes);
     let fetched = fetch(
         target,
         endpoints::METRICS_PATH,
         plan.max_body_bytes,
-        &mut chunks,
+        &mut parse,
     )
     .await;
-    // The parse ends once the last chunk is in: the sender dropped closes the channel.
-    drop(chunks);
-    let parsed = parse.await;
+    let parsed = parse.finish().await;
     fetched?;
-    let (snapshot, stats) =
-        parsed.map_err(|e| ScrapeError::Parse(format!("the parse of /metrics failed: {e}")))?;
+    let (snapshot, stats) = parsed?;
     if stats.samples == 0 && stats.invalid_lines > 0 && stats.skipped_samples == 0 {
         let first = stats
             .first_errors

@@ -1,10 +1,9 @@
 //! How the daemon's memory goes back to the system: glibc keeps what was freed for later, which after a large round
 //! is most of the process (README, Performance). Not glibc: nothing to do.
 
-/// Buffers of 256 KiB and more (a fleet's Prometheus answers) are mapped apart and given back to the system when
-/// freed. glibc otherwise raises that threshold to the largest buffer freed so far and carves later ones out of its
-/// heaps, which then stay as large as the worst round left them. Not for replicas read directly: their reads' buffers
-/// would then be mapped and faulted in anew every round (README, Performance).
+/// Buffers of 256 KiB and more (a fleet's Prometheus answers, a large scrape's chunks) are mapped apart and given
+/// back to the system when freed. glibc otherwise raises that threshold to the largest buffer freed so far and
+/// carves later ones out of its heaps, which then stay as large as the worst round left them.
 pub(super) fn return_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets a parameter of the allocator; it takes the allocator's own lock.

@@ -129,6 +129,7 @@ impl Daemon {
         leadership: Option<Leadership>,
     ) -> anyhow::Result<Daemon> {
         setup.prepare()?;
+        memory::return_large_buffers();
         let leadership = match leadership {
             Some(l) => l,
             None => {

@@ -162,15 +162,15 @@ async fn maybe<T>(
 }
 
 /// Bytes of `/metrics` parsed in place, by the task that read them, while the data is still in its core's cache and
-/// with no hand-over between tasks: an idle round's CPU is an eighth lower than with every body handed over
-/// (`cargo bench --bench watch_cost -- idle`). Past this, a big body's rest goes to a task of its own, to be parsed
+/// with no hand-over between tasks (idle 0.63-0.67 % of a core against 0.73-0.80 % with every body handed over, run
+/// alternately: `cargo bench --bench watch_cost -- idle`). Past this, a big body's rest goes to a task of its own, to be parsed
 /// beside its download where a core is free (README, Performance).
 const PARSE_IN_PLACE_BYTES: usize = 8 << 20;
 
 /// Chunks of a big `/metrics` read but not yet parsed, at most: bounded, so a slow parse slows the download rather
 /// than piling up the body; a round holds at most this many chunks (up to ~400 KiB each) besides the parser's line.
-/// Eight put `large`'s peak at 21.5-21.9 MiB, two at 16.5-17.4 (`cargo bench --bench watch_cost -- large`); on two
-/// cores the download keeps both busy, so more ahead would not overlap more.
+/// Two, not eight: on two cores the download keeps both busy, so more ahead would not overlap more, only hold more
+/// (`large`'s peak 14.7-15.4 MiB against 17.5-18.3 with eight; `cargo bench --bench watch_cost -- large`).
 const CHUNKS_AHEAD: usize = 2;
 
 type MetricsParser = ExpositionParser<fn(&str) -> bool>;

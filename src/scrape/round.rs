@@ -163,8 +163,8 @@ async fn maybe<T>(
 
 /// Bytes of `/metrics` parsed in place, by the task that read them, while the data is still in its core's cache and
 /// with no hand-over between tasks (idle 0.63-0.67 % of a core against 0.73-0.80 % with every body handed over, run
-/// alternately: `cargo bench --bench watch_cost -- idle`). Past this, a big body's rest goes to a task of its own, to be parsed
-/// beside its download where a core is free (README, Performance).
+/// alternately: `cargo bench --bench watch_cost -- idle`). Past this, a big body's rest goes to a task of its own,
+/// to be parsed beside its download where a core is free (README, Performance).
 const PARSE_IN_PLACE_BYTES: usize = 8 << 20;
 
 /// Chunks of a big `/metrics` read but not yet parsed, at most: bounded, so a slow parse slows the download rather

@@ -43,6 +43,7 @@ fn bench(c: &mut Criterion) {
             request_details: false,
             max_body_bytes: 1 << 30,
             max_line_bytes: 1 << 20,
+            flows_per_schema: None,
         };
         let client = reqwest::Client::new();
         let mut group = c.benchmark_group(name);

@@ -72,11 +72,11 @@ pub fn exposition(data: &[u8]) {
     let _ = builder.finish();
 }
 
-/// The three debug dumps, parsed and applied to a snapshot as a scrape does.
+/// The three debug dumps, parsed and applied to a snapshot as a scrape does; `dump_requests` also as a scrape reads
+/// it, in chunks (of 1 to 64 bytes, by the first byte), with the same rows as the whole body.
 pub fn dumps(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
+    let text = String::from_utf8_lossy(data);
+    let text = text.as_ref();
     let mut snap = apf::model::SnapshotBuilder::new().finish();
     if let Ok(d) = apf::parse::dump::parse_priority_levels(text) {
         apf::model::apply_priority_levels_dump(&mut snap, &d);
@@ -84,13 +84,32 @@ pub fn dumps(data: &[u8]) {
     if let Ok(d) = apf::parse::dump::parse_queues(text) {
         apf::model::apply_queues_dump(&mut snap, &d);
     }
-    if let Ok(d) = apf::parse::dump::parse_requests(text) {
-        apf::model::apply_requests_dump(&mut snap, &d);
-        // A scrape folds the rows into flows as they are read: the same flows, the same counts.
-        let mut flows = apf::model::FlowsBuilder::default();
-        let stats = apf::parse::dump::fold_requests(text, |row| flows.add(&row));
-        assert_eq!(stats.as_ref().ok(), Some(&d.stats));
-        assert_eq!(Some(flows.finish()), snap.flows);
+    let whole = apf::parse::dump::parse_requests(text);
+    let size = data.first().map_or(1, |b| usize::from(b % 64) + 1);
+    let mut reader = apf::parse::dump::RequestsReader::default();
+    let mut rows = Vec::new();
+    let mut flows = apf::model::FlowsBuilder::default();
+    let mut each = |row: apf::parse::dump::RequestRow<'_>| {
+        flows.add(&row);
+        rows.push(format!("{row:?}"));
+    };
+    for chunk in data.chunks(size) {
+        reader.feed(chunk, &mut each);
+    }
+    let streamed = reader.finish(&mut each);
+    match &whole {
+        Ok(d) => {
+            let expected: Vec<String> = d.rows.iter().map(|r| format!("{r:?}")).collect();
+            assert_eq!(rows, expected, "chunks of {size} bytes read other rows");
+            assert_eq!(streamed.as_ref().ok(), Some(&d.stats));
+            apf::model::apply_requests_dump(&mut snap, d);
+            assert_eq!(Some(flows.finish(None)), snap.flows);
+        }
+        Err(e) => assert_eq!(
+            streamed.map_err(|e| e.to_string()),
+            Err(e.to_string()),
+            "chunks of {size} bytes"
+        ),
     }
 }
 

@@ -11,6 +11,7 @@ mod settings;
 mod status;
 
 pub use audit::{AuditLevel, AuditReport, AuditUser};
+pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{Point, ReplicaHistory};
 pub use math::{counter_increase, histogram_quantile, share_above, theil_sen_slope};
 pub use problem::Problem;

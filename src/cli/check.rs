@@ -178,6 +178,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
             request_details: settings.request_details,
             max_body_bytes: settings.max_body_bytes,
             max_line_bytes: settings.max_line_bytes,
+            flows_per_schema: None,
         };
         async move { crate::scrape::scrape_replica(&r.target, &plan).await }
     }))

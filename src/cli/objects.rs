@@ -100,6 +100,7 @@ pub async fn read_cluster(
             request_details: true,
             max_body_bytes: max,
             max_line_bytes: settings.max_line_bytes,
+            flows_per_schema: None,
         };
         let round = crate::scrape::scrape_replica(&replica.target, &plan).await;
         let snapshot = round.snapshot.unwrap_or_default();

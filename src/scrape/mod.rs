@@ -206,14 +206,6 @@ impl BodySink for Vec<u8> {
     }
 }
 
-/// To a task parsing what came before while this chunk was read; bounded, so a slow parse slows the download
-/// rather than piling up the body. A receiver gone (its task ended early) leaves the rest of the body dropped.
-impl BodySink for tokio::sync::mpsc::Sender<bytes::Bytes> {
-    async fn accept(&mut self, chunk: bytes::Bytes) {
-        let _ = self.send(chunk).await;
-    }
-}
-
 /// GETs `path` from the target and hands the body to `sink` as it arrives, at most `max_body` bytes, all
 /// within the target's timeout. No compression is asked for: it costs the apiserver CPU (EKS guide).
 pub async fn fetch(

@@ -17,6 +17,9 @@ pub struct ScrapePlan {
     pub request_details: bool,
     pub max_body_bytes: u64,
     pub max_line_bytes: usize,
+    /// Flows kept of `dump_requests` per priority level and flow schema, those putting the most pressure on the
+    /// level; `None` keeps every flow.
+    pub flows_per_schema: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -54,7 +57,7 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
         ),
         maybe(
             wants(Endpoint::DumpRequests),
-            fetch_text(target, &requests_path, plan.max_body_bytes)
+            fetch_flows(target, &requests_path, plan)
         ),
         maybe(
             wants(Endpoint::PriorityLevelConfigurations),
@@ -66,22 +69,14 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
     let mut metrics_stats = None;
     let mut snapshot = None;
     if let Some((started, outcome)) = metrics {
-        let (outcome, invalid) = match outcome {
-            Ok((snap, stats)) => {
-                // A duplicated series is kept once: the line dropped is counted like an unreadable one.
-                let invalid = stats.invalid_lines + stats.oversized_lines + snap.duplicate_series;
-                metrics_stats = Some(stats);
-                snapshot = Some(snap);
-                (Ok(()), invalid)
-            }
-            Err(e) => (Err(e), 0),
-        };
-        results.push(EndpointResult {
-            endpoint: Endpoint::Metrics,
-            duration: started.elapsed(),
-            outcome,
-            invalid,
+        let read = outcome.map(|(snap, stats)| {
+            // A duplicated series is kept once: the line dropped is counted like an unreadable one.
+            let invalid = stats.invalid_lines + stats.oversized_lines + snap.duplicate_series;
+            metrics_stats = Some(stats);
+            snapshot = Some(snap);
+            invalid
         });
+        results.push(result(Endpoint::Metrics, started, read));
     }
 
     // Dumps are folded in only when /metrics came through this round.
@@ -90,57 +85,42 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
         let parsed = text.and_then(|text| {
             let snap = snapshot.as_mut();
             let err = |e: dump::DumpError| ScrapeError::Parse(e.to_string());
-            let invalid = match endpoint {
-                Endpoint::DumpPriorityLevels => {
-                    let d = dump::parse_priority_levels(&text).map_err(err)?;
-                    if let Some(s) = snap {
-                        model::apply_priority_levels_dump(s, &d);
-                    }
-                    d.stats.invalid_rows
+            let invalid = if endpoint == Endpoint::DumpPriorityLevels {
+                let d = dump::parse_priority_levels(&text).map_err(err)?;
+                if let Some(s) = snap {
+                    model::apply_priority_levels_dump(s, &d);
                 }
-                Endpoint::DumpQueues => {
-                    let d = dump::parse_queues(&text).map_err(err)?;
-                    if let Some(s) = snap {
-                        model::apply_queues_dump(s, &d);
-                    }
-                    d.stats.invalid_rows
+                d.stats.invalid_rows
+            } else {
+                let d = dump::parse_queues(&text).map_err(err)?;
+                if let Some(s) = snap {
+                    model::apply_queues_dump(s, &d);
                 }
-                _ => {
-                    // Folded into flows as it is read: thousands of requests are never held as rows.
-                    let mut flows = model::FlowsBuilder::default();
-                    let stats = dump::fold_requests(&text, |row| flows.add(&row)).map_err(err)?;
-                    if let Some(s) = snap {
-                        s.flows = Some(flows.finish());
-                    }
-                    stats.invalid_rows
-                }
+                d.stats.invalid_rows
             };
             Ok(invalid)
         });
-        let (outcome, invalid) = match parsed {
-            Ok(invalid) => (Ok(()), invalid),
-            Err(e) => (Err(e), 0),
-        };
-        Some(EndpointResult {
-            endpoint,
-            duration: started.elapsed(),
-            outcome,
-            invalid,
-        })
+        Some(result(endpoint, started, parsed))
     };
     results.extend(fold(Endpoint::DumpPriorityLevels, levels));
     results.extend(fold(Endpoint::DumpQueues, queues));
-    results.extend(fold(Endpoint::DumpRequests, requests));
+    if let Some((started, fetched)) = requests {
+        let folded = fetched.map(|(flows, invalid)| {
+            if let Some(s) = snapshot.as_mut() {
+                s.flows = Some(flows);
+            }
+            invalid
+        });
+        results.push(result(Endpoint::DumpRequests, started, folded));
+    }
 
     let mut fetched_objects = None;
     if let Some((started, outcome)) = objects {
-        let outcome = outcome.map(|list| fetched_objects = Some(list));
-        results.push(EndpointResult {
-            endpoint: Endpoint::PriorityLevelConfigurations,
-            duration: started.elapsed(),
-            outcome,
-            invalid: 0,
+        let read = outcome.map(|list| {
+            fetched_objects = Some(list);
+            0
         });
+        results.push(result(Endpoint::PriorityLevelConfigurations, started, read));
     }
     ReplicaScrape {
         snapshot,
@@ -159,6 +139,54 @@ async fn maybe<T>(
     }
     let started = Instant::now();
     Some((started, work.await))
+}
+
+/// How an endpoint went: its invalid lines or rows, or why it failed.
+fn result(
+    endpoint: Endpoint,
+    started: Instant,
+    outcome: Result<u64, ScrapeError>,
+) -> EndpointResult {
+    let (outcome, invalid) = match outcome {
+        Ok(invalid) => (Ok(()), invalid),
+        Err(e) => (Err(e), 0),
+    };
+    EndpointResult {
+        endpoint,
+        duration: started.elapsed(),
+        outcome,
+        invalid,
+    }
+}
+
+/// `dump_requests` folded into flows as its chunks arrive: a dump of thousands of requests is held neither as a body
+/// nor as rows, only as its flows.
+#[derive(Default)]
+struct FlowsFold {
+    reader: dump::RequestsReader,
+    flows: model::FlowsBuilder,
+}
+
+impl super::BodySink for FlowsFold {
+    async fn accept(&mut self, chunk: bytes::Bytes) {
+        let flows = &mut self.flows;
+        self.reader.feed(&chunk, |row| flows.add(&row));
+    }
+}
+
+/// The flows of `dump_requests` (those the plan keeps) and its invalid rows.
+async fn fetch_flows(
+    target: &Target,
+    path: &str,
+    plan: &ScrapePlan,
+) -> Result<(Vec<model::FlowSample>, u64), ScrapeError> {
+    let mut fold = FlowsFold::default();
+    fetch(target, path, plan.max_body_bytes, &mut fold).await?;
+    let FlowsFold { reader, mut flows } = fold;
+    let stats = reader
+        .finish(|row| flows.add(&row))
+        .map_err(|e| ScrapeError::Parse(e.to_string()))?;
+    Ok((flows.finish(plan.flows_per_schema), stats.invalid_rows))
 }
 
 /// Bytes of `/metrics` parsed in place, by the task that read them, while the data is still in its core's cache and

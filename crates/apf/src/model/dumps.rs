@@ -1,6 +1,5 @@
 //! Folding the three debug dumps into a [`ReplicaSnapshot`] (k8s.io/apiserver `pkg/util/flowcontrol/apf_controller_debug.go`).
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{FlowSample, QueueSummary, ReplicaSnapshot};
 use crate::parse::dump::{Dump, PriorityLevelRow, QueueRow, RequestRow};
@@ -50,64 +49,217 @@ pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow<'_
     for row in &dump.rows {
         flows.add(row);
     }
-    snap.flows = Some(flows.finish());
+    snap.flows = Some(flows.finish(None));
 }
 
-/// The flows of `dump_requests`, row by row as the dump is read (`parse::dump::fold_requests`): what a scrape keeps
-/// of a dump of thousands of requests is its flows, not its rows.
+/// The flows of `dump_requests`, row by row as the dump is read (`parse::dump::RequestsReader`): what a scrape keeps
+/// of a dump of thousands of requests is its flows, not its rows. The level and flow schema names are held once per
+/// pair, not once per flow: a churning cluster's dump lists thousands of flows in a handful of pairs.
 #[derive(Default)]
-pub struct FlowsBuilder<'t> {
-    flows: BTreeMap<FlowKey<'t>, FlowSample>,
+pub struct FlowsBuilder {
+    groups: Vec<FlowGroup>,
+    /// The group of the last row: a dump lists each level's requests together.
+    last: usize,
 }
 
-/// Priority level, flow schema, flow distinguisher, as the dump spells them.
-type FlowKey<'t> = (Cow<'t, str>, Cow<'t, str>, Cow<'t, str>);
+/// The flows of one priority level and flow schema.
+struct FlowGroup {
+    priority_level: String,
+    flow_schema: String,
+    /// By flow distinguisher.
+    flows: HashMap<Box<str>, FlowTally>,
+}
 
-impl<'t> FlowsBuilder<'t> {
-    pub fn add(&mut self, row: &RequestRow<'t>) {
+#[derive(Default)]
+struct FlowTally {
+    waiting_requests: u64,
+    executing_seats: u64,
+    users: Vec<Box<str>>,
+    example_request: Option<Box<str>>,
+}
+
+impl FlowTally {
+    fn pressure(&self) -> u64 {
+        self.waiting_requests.saturating_add(self.executing_seats)
+    }
+}
+
+impl FlowsBuilder {
+    pub fn add(&mut self, row: &RequestRow<'_>) {
         if row.is_phantom() {
             return;
         }
-        let none = || Cow::Borrowed("");
-        let key = (
-            row.priority_level.clone(),
-            row.flow_schema.clone().unwrap_or_else(none),
-            row.flow_distinguisher.clone().unwrap_or_else(none),
-        );
-        let sample = self
-            .flows
-            .entry(key)
-            .or_insert_with_key(|(level, fs, flow)| FlowSample {
-                priority_level: level.to_string(),
-                flow_schema: fs.to_string(),
-                flow: flow.to_string(),
-                ..Default::default()
-            });
+        let level = row.priority_level.as_ref();
+        let schema = row.flow_schema.as_deref().unwrap_or("");
+        let group = self.group(level, schema);
+        let flow = row.flow_distinguisher.as_deref().unwrap_or("");
+        let tally = match group.flows.get_mut(flow) {
+            Some(t) => t,
+            None => group.flows.entry(flow.into()).or_default(),
+        };
         if row.is_executing() {
             // Before 1.23 the dump has no seat columns: every request is one seat wide.
-            sample.executing_seats += row
+            let seats = row
                 .initial_seats
                 .unwrap_or(1)
                 .max(row.final_seats.unwrap_or(0));
+            tally.executing_seats = tally.executing_seats.saturating_add(seats);
         } else {
-            sample.waiting_requests += 1;
+            tally.waiting_requests += 1;
         }
         if let Some(user) = &row.user_name {
-            if sample.users.len() < USERS_PER_FLOW && !sample.users.iter().any(|u| u == user) {
-                sample.users.push(user.to_string());
+            if tally.users.len() < USERS_PER_FLOW && !tally.users.iter().any(|u| **u == **user) {
+                if tally.users.is_empty() {
+                    // Most flows have one user (a by-user flow schema's distinguisher is the user).
+                    tally.users.reserve_exact(1);
+                }
+                tally.users.push(user.as_ref().into());
             }
         }
-        if sample.example_request.is_none() {
+        if tally.example_request.is_none() {
             if let (Some(verb), Some(what)) =
                 (&row.verb, row.resource.as_ref().or(row.api_path.as_ref()))
             {
-                sample.example_request = Some(format!("{verb} {what}"));
+                tally.example_request = Some(format!("{verb} {what}").into_boxed_str());
             }
         }
     }
 
-    /// The flows, ordered by priority level, flow schema and flow.
-    pub fn finish(self) -> Vec<FlowSample> {
-        self.flows.into_values().collect()
+    fn group(&mut self, level: &str, schema: &str) -> &mut FlowGroup {
+        let same = |g: &FlowGroup| g.priority_level == level && g.flow_schema == schema;
+        if !self.groups.get(self.last).is_some_and(same) {
+            self.last = match self.groups.iter().position(same) {
+                Some(i) => i,
+                None => {
+                    self.groups.push(FlowGroup {
+                        priority_level: level.to_string(),
+                        flow_schema: schema.to_string(),
+                        flows: HashMap::new(),
+                    });
+                    self.groups.len() - 1
+                }
+            };
+        }
+        &mut self.groups[self.last]
+    }
+
+    /// The flows, ordered by priority level, flow schema and flow; with `per_schema`, only that many of each level
+    /// and flow schema, those putting the most pressure on the level (waiting requests plus seats; ties by flow).
+    pub fn finish(self, per_schema: Option<usize>) -> Vec<FlowSample> {
+        let mut out = Vec::new();
+        for group in self.groups {
+            let mut flows: Vec<(Box<str>, FlowTally)> = group.flows.into_iter().collect();
+            if let Some(keep) = per_schema.filter(|k| *k < flows.len()) {
+                let most_pressure = |a: &(Box<str>, FlowTally), b: &(Box<str>, FlowTally)| {
+                    b.1.pressure()
+                        .cmp(&a.1.pressure())
+                        .then_with(|| a.0.cmp(&b.0))
+                };
+                flows.select_nth_unstable_by(keep, most_pressure);
+                flows.truncate(keep);
+            }
+            out.extend(flows.into_iter().map(|(flow, t)| FlowSample {
+                priority_level: group.priority_level.clone(),
+                flow_schema: group.flow_schema.clone(),
+                flow: flow.into(),
+                waiting_requests: t.waiting_requests,
+                executing_seats: t.executing_seats,
+                users: t.users.into_iter().map(String::from).collect(),
+                example_request: t.example_request.map(String::from),
+            }));
+        }
+        out.sort_unstable_by(|a, b| {
+            (&a.priority_level, &a.flow_schema, &a.flow).cmp(&(
+                &b.priority_level,
+                &b.flow_schema,
+                &b.flow,
+            ))
+        });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::dump::fold_requests;
+
+    /// The flows of a 1.28+ `dump_requests` with request details.
+    fn flows(rows: &[&str], per_schema: Option<usize>) -> Vec<FlowSample> {
+        let mut text = String::from(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime, \
+             InitialSeats, FinalSeats, AdditionalLatency, StartTime, UserName, Verb, APIPath, Namespace, Name, \
+             APIVersion, Resource, SubResource\n",
+        );
+        for r in rows {
+            text.push_str(r);
+            text.push('\n');
+        }
+        let mut b = FlowsBuilder::default();
+        let stats = fold_requests(&text, |row| b.add(&row)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stats.invalid_rows, 0);
+        b.finish(per_schema)
+    }
+
+    /// A waiting request of `flow` (in queue position `at`; -1 executing, holding `seats`).
+    fn row(level: &str, flow: &str, at: i32, seats: u32) -> String {
+        format!("{level}, sa, 0, {at}, {flow}, t, {seats}, 0, 0s, t, {flow}, list, /api/v1/pods, , , v1, pods,")
+    }
+
+    fn names(flows: &[FlowSample]) -> Vec<(&str, &str, u64, u64)> {
+        flows
+            .iter()
+            .map(|f| {
+                (
+                    f.priority_level.as_str(),
+                    f.flow.as_str(),
+                    f.waiting_requests,
+                    f.executing_seats,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_level_and_flow_schema_keeps_the_flows_with_most_pressure() {
+        let rows = [
+            row("low", "dave", 0, 1),
+            row("low", "carol", 0, 1),
+            row("high", "erin", 0, 1),
+            row("low", "alice", 0, 1),
+            row("low", "bob", -1, 5),
+            row("low", "alice", 1, 1),
+            row("low", "alice", 2, 1),
+        ];
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        let all = flows(&rows, None);
+        assert_eq!(
+            names(&all),
+            [
+                ("high", "erin", 1, 0),
+                ("low", "alice", 3, 0),
+                ("low", "bob", 0, 5),
+                ("low", "carol", 1, 0),
+                ("low", "dave", 1, 0)
+            ],
+            "ordered by level, flow schema and flow"
+        );
+        assert_eq!(all[1].users, ["alice"], "a user once however many requests");
+        assert_eq!(all[1].example_request.as_deref(), Some("list pods"));
+        // Seats held weigh like requests waiting; carol and dave tie, carol comes first by name.
+        assert_eq!(
+            names(&flows(&rows, Some(3))),
+            [
+                ("high", "erin", 1, 0),
+                ("low", "alice", 3, 0),
+                ("low", "bob", 0, 5),
+                ("low", "carol", 1, 0)
+            ]
+        );
+        assert_eq!(
+            names(&flows(&rows, Some(1))),
+            [("high", "erin", 1, 0), ("low", "bob", 0, 5)]
+        );
+        assert_eq!(flows(&rows, Some(5)), all);
     }
 }

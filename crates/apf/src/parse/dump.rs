@@ -15,7 +15,11 @@
 //! stops early can hide an extra cell (it still has fewer cells than the header); nothing in
 //! the text tells it apart, so such a row is read as is.
 
+mod table;
+
 use std::borrow::Cow;
+
+use table::{Header, Row, Table};
 
 /// Why a body is not usable at all.
 #[derive(Debug, thiserror::Error)]
@@ -129,70 +133,12 @@ const USER_NAME: &str = "UserName";
 
 /// Parses `dump_priority_levels`.
 pub fn parse_priority_levels(text: &str) -> Result<Dump<PriorityLevelRow>, DumpError> {
-    parse_table(
-        text,
-        |_| None,
-        |h| {
-            let name = h.require(PRIORITY_LEVEL_NAME)?;
-            let active = h.col("ActiveQueues");
-            let idle = h.col("IsIdle");
-            let quiescing = h.col("IsQuiescing");
-            let waiting = h.col("WaitingRequests");
-            let executing = h.col("ExecutingRequests");
-            let dispatched = h.col("DispatchedRequests");
-            let rejected = h.col("RejectedRequests");
-            let timedout = h.col("TimedoutRequests");
-            let cancelled = h.col("CancelledRequests");
-            Ok(move |r: &Row<'_>| {
-                Some(PriorityLevelRow {
-                    priority_level: r.level(name)?,
-                    active_queues: r.num(active)?,
-                    is_idle: r.boolean(idle)?,
-                    is_quiescing: r.boolean(quiescing)?,
-                    waiting_requests: r.num(waiting)?,
-                    executing_requests: r.num(executing)?,
-                    dispatched_requests: r.num(dispatched)?,
-                    rejected_requests: r.num(rejected)?,
-                    timedout_requests: r.num(timedout)?,
-                    cancelled_requests: r.num(cancelled)?,
-                })
-            })
-        },
-    )
+    parse_table::<LevelColumns>(text)
 }
 
 /// Parses `dump_queues`.
 pub fn parse_queues(text: &str) -> Result<Dump<QueueRow>, DumpError> {
-    parse_table(
-        text,
-        |_| None,
-        |h| {
-            let name = h.require(PRIORITY_LEVEL_NAME)?;
-            let index = h.col("Index");
-            let pending = h.col("PendingRequests");
-            let executing = h.col("ExecutingRequests");
-            let seats = h.col("SeatsInUse");
-            let next_r = h.col("NextDispatchR");
-            let virtual_start = h.col("VirtualStart");
-            let initial = h.col("InitialSeatsSum");
-            let max = h.col("MaxSeatsSum");
-            let work = h.col("TotalWorkSum");
-            Ok(move |r: &Row<'_>| {
-                Some(QueueRow {
-                    priority_level: r.level(name)?,
-                    index: r.num(index)?,
-                    pending_requests: r.num(pending)?,
-                    executing_requests: r.num(executing)?,
-                    seats_in_use: r.num(seats)?,
-                    next_dispatch_r: r.seat_seconds(next_r)?,
-                    virtual_start: r.seat_seconds(virtual_start)?,
-                    initial_seats_sum: r.num(initial)?,
-                    max_seats_sum: r.num(max)?,
-                    total_work_sum: r.seat_seconds(work)?,
-                })
-            })
-        },
-    )
+    parse_table::<QueueColumns>(text)
 }
 
 /// Parses `dump_requests`, with or without `includeRequestDetails`.
@@ -207,243 +153,225 @@ pub fn fold_requests<'t>(
     text: &'t str,
     each: impl FnMut(RequestRow<'t>),
 ) -> Result<DumpStats, DumpError> {
-    let free_text = |h: &Header| h.col(USER_NAME).or_else(|| h.col_any(&FLOW_DISTINGUISHER));
-    let columns = |h: &Header| {
-        let name = h.require(PRIORITY_LEVEL_NAME)?;
-        let schema = h.col("FlowSchemaName");
-        let queue = h.col("QueueIndex");
-        let in_queue = h.col("RequestIndexInQueue");
-        let distinguisher = h.col_any(&FLOW_DISTINGUISHER);
-        let arrive = h.col("ArriveTime");
-        let initial = h.col("InitialSeats");
-        let fin = h.col("FinalSeats");
-        let latency = h.col("AdditionalLatency");
-        let start = h.col("StartTime");
-        let user = h.col(USER_NAME);
-        let verb = h.col("Verb");
-        let path = h.col("APIPath");
-        let namespace = h.col("Namespace");
-        let obj = h.col("Name");
-        let version = h.col("APIVersion");
-        let resource = h.col("Resource");
-        let sub = h.col("SubResource");
-        Ok(move |r: &Row<'t>| {
-            Some(RequestRow {
-                priority_level: r.borrowed(Some(name))?,
-                flow_schema: r.borrowed(schema),
-                queue_index: r.num(queue)?,
-                request_index_in_queue: r.num(in_queue)?,
-                flow_distinguisher: r.borrowed(distinguisher),
-                arrive_time: r.borrowed(arrive),
-                initial_seats: r.num(initial)?,
-                final_seats: r.num(fin)?,
-                additional_latency: r.borrowed(latency),
-                start_time: r.borrowed(start),
-                user_name: r.borrowed(user),
-                verb: r.borrowed(verb),
-                api_path: r.borrowed(path),
-                namespace: r.borrowed(namespace),
-                name: r.borrowed(obj),
-                api_version: r.borrowed(version),
-                resource: r.borrowed(resource),
-                subresource: r.borrowed(sub),
-            })
-        })
-    };
-    fold_table(text, free_text, columns, each)
+    table::fold_text::<RequestColumns>(text, each)
 }
 
-/// Column names of a dump, in order.
-struct Header {
-    columns: Vec<String>,
+/// `dump_requests` read as its body arrives, chunk by chunk, each row to `each` as its line is complete: the body
+/// is never held, only a line split between two chunks. The same rows and counts as [`fold_requests`] on the whole
+/// body decoded with [`String::from_utf8_lossy`].
+pub struct RequestsReader {
+    reader: table::ChunkReader<RequestColumns>,
 }
 
-impl Header {
-    fn col(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c == name)
-    }
-
-    fn col_any(&self, names: &[&str]) -> Option<usize> {
-        names.iter().find_map(|n| self.col(n))
-    }
-
-    fn require(&self, name: &'static str) -> Result<usize, DumpError> {
-        self.col(name)
-            .ok_or(DumpError::MissingColumn { column: name })
-    }
-}
-
-/// The trimmed cells of one row, aligned with the header.
-struct Row<'a> {
-    cells: Vec<Cow<'a, str>>,
-}
-
-impl<'a> Row<'a> {
-    /// The cell as the dump holds it, or `None` as for [`Self::cell`].
-    fn borrowed(&self, col: Option<usize>) -> Option<Cow<'a, str>> {
-        self.cell(col)?;
-        self.cells.get(col?).cloned()
-    }
-
-    /// The cell, or `None` when the column is absent, the row stops early, or the cell is empty
-    /// or `<none>`.
-    fn cell(&self, col: Option<usize>) -> Option<&str> {
-        let cell = self.cells.get(col?)?.as_ref();
-        match cell {
-            "" | "<none>" => None,
-            c => Some(c),
-        }
-    }
-
-    /// The priority level name; `None` (empty or `<none>`) makes the row invalid.
-    fn level(&self, col: usize) -> Option<String> {
-        self.cell(Some(col)).map(str::to_string)
-    }
-
-    /// Outer `None`: the cell is not a number, so the row is invalid. Inner `None`: no value.
-    fn num<N: std::str::FromStr>(&self, col: Option<usize>) -> Option<Option<N>> {
-        match self.cell(col) {
-            None => Some(None),
-            Some(c) => c.parse().ok().map(Some),
-        }
-    }
-
-    fn boolean(&self, col: Option<usize>) -> Option<Option<bool>> {
-        match self.cell(col) {
-            None => Some(None),
-            Some("true") => Some(Some(true)),
-            Some("false") => Some(Some(false)),
-            Some(_) => None,
-        }
-    }
-
-    /// `SeatSeconds.String()` is `%d.%08dss`; `VirtualStart` (1.19–1.22) is a plain float.
-    fn seat_seconds(&self, col: Option<usize>) -> Option<Option<f64>> {
-        match self.cell(col) {
-            None => Some(None),
-            Some(c) => {
-                let c = c.strip_suffix("ss").unwrap_or(c);
-                c.parse::<f64>().ok().filter(|v| v.is_finite()).map(Some)
-            }
+impl Default for RequestsReader {
+    fn default() -> Self {
+        RequestsReader {
+            reader: table::ChunkReader::new(),
         }
     }
 }
 
-/// Shared table reader: finds the header, lets `columns` resolve what it needs, then turns
-/// each row into a `T` with `build` (which returns `None` for an invalid row).
-fn parse_table<'t, T, B>(
-    text: &'t str,
-    free_text: impl Fn(&Header) -> Option<usize>,
-    columns: impl FnOnce(&Header) -> Result<B, DumpError>,
-) -> Result<Dump<T>, DumpError>
+impl RequestsReader {
+    /// The next bytes of the body; a chunk may end anywhere, even inside a character.
+    pub fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(RequestRow<'_>)) {
+        self.reader.feed(chunk, &mut each);
+    }
+
+    /// The last line (when the body does not end with a line feed), and how the dump was read; the first error
+    /// (not a dump, a missing column) when there was one, whatever came after it.
+    pub fn finish(self, mut each: impl FnMut(RequestRow<'_>)) -> Result<DumpStats, DumpError> {
+        self.reader.finish(&mut each)
+    }
+}
+
+/// The rows of a whole dump.
+fn parse_table<T>(text: &str) -> Result<Dump<T::Row<'_>>, DumpError>
 where
-    B: Fn(&Row<'t>) -> Option<T>,
+    T: Table,
 {
     let mut rows = Vec::new();
-    let stats = fold_table(text, free_text, columns, |row| rows.push(row))?;
+    let stats = table::fold_text::<T>(text, |row| rows.push(row))?;
     Ok(Dump { rows, stats })
 }
 
-/// [`parse_table`] without holding the rows: each goes to `each` as it is read.
-fn fold_table<'t, T, B>(
-    text: &'t str,
-    free_text: impl Fn(&Header) -> Option<usize>,
-    columns: impl FnOnce(&Header) -> Result<B, DumpError>,
-    mut each: impl FnMut(T),
-) -> Result<DumpStats, DumpError>
-where
-    B: Fn(&Row<'t>) -> Option<T>,
-{
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut stats = DumpStats::default();
-    let mut lines = text.lines();
-    // Leading blank lines are tolerated; a blank body is an empty dump.
-    let header_line = loop {
-        match lines.next() {
-            None => return Ok(stats),
-            Some(l) if l.trim().is_empty() => continue,
-            Some(l) => break l,
-        }
-    };
-    // The 2020 layouts end every line with `,`: then that comma closes the last cell rather
-    // than opening an empty one. Otherwise a row ending in `,` has an empty last cell, and
-    // dropping it would hide a comma inside a user name.
-    let trailing_comma = header_line.trim_end().ends_with(',');
-    let columns_found = split_cells(header_line, trailing_comma);
-    if !looks_like_header(&columns_found) {
-        return Err(DumpError::NotADump {
-            first_line: header_line.trim().chars().take(80).collect(),
-        });
-    }
-    let header = Header {
-        columns: columns_found.iter().map(|c| c.trim().to_string()).collect(),
-    };
-    let build = columns(&header)?;
-    let free = free_text(&header);
-    let width = header.columns.len();
-    for line in lines {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed == "..." {
-            stats.skipped_lines += 1;
-            continue;
-        }
-        let raw = split_cells(line, trailing_comma);
-        let cells: Vec<Cow<'t, str>> = if raw.len() > width {
-            match free {
-                Some(f) => {
-                    stats.merged_rows += 1;
-                    merge_extra_cells(&raw, f, raw.len() - width)
-                }
-                None => {
-                    stats.invalid_rows += 1;
-                    continue;
-                }
-            }
-        } else {
-            raw.iter().map(|c| Cow::Borrowed(c.trim())).collect()
-        };
-        match build(&Row { cells }) {
-            Some(row) => {
-                stats.rows += 1;
-                each(row);
-            }
-            None => stats.invalid_rows += 1,
-        }
-    }
-    Ok(stats)
+/// The columns of `dump_priority_levels`.
+struct LevelColumns {
+    name: usize,
+    active: Option<usize>,
+    idle: Option<usize>,
+    quiescing: Option<usize>,
+    waiting: Option<usize>,
+    executing: Option<usize>,
+    dispatched: Option<usize>,
+    rejected: Option<usize>,
+    timedout: Option<usize>,
+    cancelled: Option<usize>,
 }
 
-/// Splits on `,` without trimming; with `trailing_comma` a final `,` closes the last cell.
-fn split_cells(line: &str, trailing_comma: bool) -> Vec<&str> {
-    let mut line = line.trim_end();
-    if trailing_comma {
-        line = line.strip_suffix(',').unwrap_or(line);
-    }
-    line.split(',').collect()
-}
+impl Table for LevelColumns {
+    type Row<'l> = PriorityLevelRow;
 
-/// A header has at least two cells, each a bare CamelCase column name.
-fn looks_like_header(cells: &[&str]) -> bool {
-    cells.len() >= 2
-        && cells.iter().all(|c| {
-            let c = c.trim();
-            c.starts_with(|ch: char| ch.is_ascii_alphabetic())
-                && c.chars().all(|ch| ch.is_ascii_alphanumeric())
+    fn columns(h: &Header) -> Result<Self, DumpError> {
+        Ok(LevelColumns {
+            name: h.require(PRIORITY_LEVEL_NAME)?,
+            active: h.col("ActiveQueues"),
+            idle: h.col("IsIdle"),
+            quiescing: h.col("IsQuiescing"),
+            waiting: h.col("WaitingRequests"),
+            executing: h.col("ExecutingRequests"),
+            dispatched: h.col("DispatchedRequests"),
+            rejected: h.col("RejectedRequests"),
+            timedout: h.col("TimedoutRequests"),
+            cancelled: h.col("CancelledRequests"),
         })
+    }
+
+    fn free_text(_: &Header) -> Option<usize> {
+        None
+    }
+
+    fn row<'l>(&self, r: &Row<'l>) -> Option<PriorityLevelRow> {
+        Some(PriorityLevelRow {
+            priority_level: r.level(self.name)?,
+            active_queues: r.num(self.active)?,
+            is_idle: r.boolean(self.idle)?,
+            is_quiescing: r.boolean(self.quiescing)?,
+            waiting_requests: r.num(self.waiting)?,
+            executing_requests: r.num(self.executing)?,
+            dispatched_requests: r.num(self.dispatched)?,
+            rejected_requests: r.num(self.rejected)?,
+            timedout_requests: r.num(self.timedout)?,
+            cancelled_requests: r.num(self.cancelled)?,
+        })
+    }
 }
 
-/// Glues `extra` cells after column `free` back into it, with the commas they were split on.
-fn merge_extra_cells<'t>(raw: &[&'t str], free: usize, extra: usize) -> Vec<Cow<'t, str>> {
-    let mut cells = Vec::with_capacity(raw.len() - extra);
-    for (i, c) in raw.iter().enumerate() {
-        if i == free {
-            let end = (free + extra + 1).min(raw.len());
-            cells.push(Cow::Owned(raw[free..end].join(",").trim().to_string()));
-        } else if i <= free || i > free + extra {
-            cells.push(Cow::Borrowed(c.trim()));
-        }
+/// The columns of `dump_queues`.
+struct QueueColumns {
+    name: usize,
+    index: Option<usize>,
+    pending: Option<usize>,
+    executing: Option<usize>,
+    seats: Option<usize>,
+    next_r: Option<usize>,
+    virtual_start: Option<usize>,
+    initial: Option<usize>,
+    max: Option<usize>,
+    work: Option<usize>,
+}
+
+impl Table for QueueColumns {
+    type Row<'l> = QueueRow;
+
+    fn columns(h: &Header) -> Result<Self, DumpError> {
+        Ok(QueueColumns {
+            name: h.require(PRIORITY_LEVEL_NAME)?,
+            index: h.col("Index"),
+            pending: h.col("PendingRequests"),
+            executing: h.col("ExecutingRequests"),
+            seats: h.col("SeatsInUse"),
+            next_r: h.col("NextDispatchR"),
+            virtual_start: h.col("VirtualStart"),
+            initial: h.col("InitialSeatsSum"),
+            max: h.col("MaxSeatsSum"),
+            work: h.col("TotalWorkSum"),
+        })
     }
-    cells
+
+    fn free_text(_: &Header) -> Option<usize> {
+        None
+    }
+
+    fn row<'l>(&self, r: &Row<'l>) -> Option<QueueRow> {
+        Some(QueueRow {
+            priority_level: r.level(self.name)?,
+            index: r.num(self.index)?,
+            pending_requests: r.num(self.pending)?,
+            executing_requests: r.num(self.executing)?,
+            seats_in_use: r.num(self.seats)?,
+            next_dispatch_r: r.seat_seconds(self.next_r)?,
+            virtual_start: r.seat_seconds(self.virtual_start)?,
+            initial_seats_sum: r.num(self.initial)?,
+            max_seats_sum: r.num(self.max)?,
+            total_work_sum: r.seat_seconds(self.work)?,
+        })
+    }
+}
+
+/// The columns of `dump_requests`.
+struct RequestColumns {
+    name: usize,
+    schema: Option<usize>,
+    queue: Option<usize>,
+    in_queue: Option<usize>,
+    distinguisher: Option<usize>,
+    arrive: Option<usize>,
+    initial: Option<usize>,
+    fin: Option<usize>,
+    latency: Option<usize>,
+    start: Option<usize>,
+    user: Option<usize>,
+    verb: Option<usize>,
+    path: Option<usize>,
+    namespace: Option<usize>,
+    obj: Option<usize>,
+    version: Option<usize>,
+    resource: Option<usize>,
+    sub: Option<usize>,
+}
+
+impl Table for RequestColumns {
+    type Row<'l> = RequestRow<'l>;
+
+    fn columns(h: &Header) -> Result<Self, DumpError> {
+        Ok(RequestColumns {
+            name: h.require(PRIORITY_LEVEL_NAME)?,
+            schema: h.col("FlowSchemaName"),
+            queue: h.col("QueueIndex"),
+            in_queue: h.col("RequestIndexInQueue"),
+            distinguisher: h.col_any(&FLOW_DISTINGUISHER),
+            arrive: h.col("ArriveTime"),
+            initial: h.col("InitialSeats"),
+            fin: h.col("FinalSeats"),
+            latency: h.col("AdditionalLatency"),
+            start: h.col("StartTime"),
+            user: h.col(USER_NAME),
+            verb: h.col("Verb"),
+            path: h.col("APIPath"),
+            namespace: h.col("Namespace"),
+            obj: h.col("Name"),
+            version: h.col("APIVersion"),
+            resource: h.col("Resource"),
+            sub: h.col("SubResource"),
+        })
+    }
+
+    fn free_text(h: &Header) -> Option<usize> {
+        h.col(USER_NAME).or_else(|| h.col_any(&FLOW_DISTINGUISHER))
+    }
+
+    fn row<'l>(&self, r: &Row<'l>) -> Option<RequestRow<'l>> {
+        Some(RequestRow {
+            priority_level: r.borrowed(Some(self.name))?,
+            flow_schema: r.borrowed(self.schema),
+            queue_index: r.num(self.queue)?,
+            request_index_in_queue: r.num(self.in_queue)?,
+            flow_distinguisher: r.borrowed(self.distinguisher),
+            arrive_time: r.borrowed(self.arrive),
+            initial_seats: r.num(self.initial)?,
+            final_seats: r.num(self.fin)?,
+            additional_latency: r.borrowed(self.latency),
+            start_time: r.borrowed(self.start),
+            user_name: r.borrowed(self.user),
+            verb: r.borrowed(self.verb),
+            api_path: r.borrowed(self.path),
+            namespace: r.borrowed(self.namespace),
+            name: r.borrowed(self.obj),
+            api_version: r.borrowed(self.version),
+            resource: r.borrowed(self.resource),
+            subresource: r.borrowed(self.sub),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -848,5 +776,75 @@ workload-high,     kube-controller-manager, 37,         -1,                  kub
             let _ = parse_queues(&text);
             let _ = parse_priority_levels(&text);
         }
+    }
+
+    /// Each row as text (a `Cow` prints its string either way), or the error, of `bytes` read in chunks of `size`.
+    fn streamed(bytes: &[u8], size: usize) -> Result<(Vec<String>, DumpStats), String> {
+        let mut rows = Vec::new();
+        let mut reader = RequestsReader::default();
+        for chunk in bytes.chunks(size.max(1)) {
+            reader.feed(chunk, |r| rows.push(format!("{r:?}")));
+        }
+        let stats = reader
+            .finish(|r| rows.push(format!("{r:?}")))
+            .map_err(|e| e.to_string())?;
+        Ok((rows, stats))
+    }
+
+    /// The same, of the whole body decoded at once.
+    fn whole(bytes: &[u8]) -> Result<(Vec<String>, DumpStats), String> {
+        let text = String::from_utf8_lossy(bytes);
+        let mut rows = Vec::new();
+        let stats =
+            fold_requests(&text, |r| rows.push(format!("{r:?}"))).map_err(|e| e.to_string())?;
+        Ok((rows, stats))
+    }
+
+    #[test]
+    fn chunks_read_as_the_whole_body_wherever_they_split() {
+        let mut bodies: Vec<Vec<u8>> = [
+            "k8swebsite-2020-dump_requests.txt",
+            "k8swebsite-2020-dump_requests-includeRequestDetails.txt",
+            "k8swebsite-2023-dump_requests.txt",
+            "k8swebsite-2023-dump_requests-includeRequestDetails.txt",
+            "k8s-issue-93376-dump_requests-phantom.txt",
+        ]
+        .iter()
+        .map(|f| fixture(f).into_bytes())
+        .collect();
+        // A byte-order mark, CRLF line ends, a comma in a user name, a broken character, a last line without its
+        // line feed (keeping its carriage return), blank and elided lines.
+        let mut odd = b"\xef\xbb\xbf".to_vec();
+        odd.extend_from_slice(DETAILS_HEADER.as_bytes());
+        odd.extend_from_slice(
+            b"\r\n\r\nwl, sa, 1, 0, bob, t, 1, 0, 0s, t, b\xc3o,b, get, /p, ns, n, v1, pods, \r\n...\n\
+              wl, sa, 2, 0, caf\xc3\xa9, t, 1, 0, 0s, t, caf\xc3\xa9, list, /p, ns, , v1, pods,\r",
+        );
+        bodies.push(odd);
+        bodies.push(b"<html>Forbidden</html>\nPriorityLevelName, FlowSchemaName\n".to_vec());
+        bodies.push(b"\n\n".to_vec());
+        bodies.push(Vec::new());
+        for body in &bodies {
+            let expected = whole(body);
+            for size in [1, 2, 3, 5, 7, 64, 1000, body.len().max(1)] {
+                assert_eq!(
+                    streamed(body, size),
+                    expected,
+                    "chunks of {size} bytes of {:?}",
+                    String::from_utf8_lossy(&body[..body.len().min(60)])
+                );
+            }
+        }
+        let odd = whole(&bodies[5]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(odd.1.rows, 2);
+        assert_eq!(odd.1.merged_rows, 1);
+        assert_eq!(odd.1.skipped_lines, 3, "two blank lines and `...`");
+        assert!(
+            odd.0[0].contains("user_name: Some(\"b\u{fffd}o,b\")"),
+            "{}",
+            odd.0[0]
+        );
+        assert!(odd.0[1].contains("caf\u{e9}"), "{}", odd.0[1]);
+        assert!(whole(&bodies[6]).is_err(), "not a dump");
     }
 }

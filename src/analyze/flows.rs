@@ -37,11 +37,39 @@ impl FlowSums {
         self.executing_seats += seats;
         for u in users {
             if self.users.len() < USERS_PER_FLOW && !self.users.contains(u) {
+                if self.users.is_empty() {
+                    // Most flows have one user (a by-user flow schema's distinguisher is the user).
+                    self.users.reserve_exact(1);
+                }
                 self.users.push(u.clone());
             }
         }
         if self.example_request.is_none() {
             self.example_request = example.cloned();
+        }
+    }
+}
+
+/// A flow's sums over the slices of the window, borrowing its users and example from them.
+#[derive(Default)]
+struct WindowSums<'a> {
+    waiting_requests: f64,
+    executing_seats: f64,
+    users: Vec<&'a str>,
+    example_request: Option<&'a str>,
+}
+
+impl<'a> WindowSums<'a> {
+    fn add(&mut self, slice: &'a FlowSums) {
+        self.waiting_requests += slice.waiting_requests;
+        self.executing_seats += slice.executing_seats;
+        for u in &slice.users {
+            if self.users.len() < USERS_PER_FLOW && !self.users.contains(&u.as_str()) {
+                self.users.push(u);
+            }
+        }
+        if self.example_request.is_none() {
+            self.example_request = slice.example_request.as_deref();
         }
     }
 }
@@ -158,7 +186,8 @@ impl FlowWindow {
             .map(|(s, _)| s)
     }
 
-    /// Each flow's mean waiting requests and seats over the window's dumps, the `n` with the most pressure per level.
+    /// Each flow's mean waiting requests and seats over the window's dumps, the `n` with the most pressure per level
+    /// (ties by flow schema and flow). Only those `n` are copied out: the window holds thousands.
     pub fn top_by_level(
         &self,
         now: f64,
@@ -166,38 +195,41 @@ impl FlowWindow {
         n: usize,
     ) -> BTreeMap<String, Vec<FlowReport>> {
         let inside: Vec<&Slice> = self.inside(now, window).collect();
-        let dumps: u32 = inside.iter().map(|s| s.dumps).sum();
-        let mut sums: BTreeMap<&FlowKey, FlowSums> = BTreeMap::new();
+        let dumps = f64::from(inside.iter().map(|s| s.dumps).sum::<u32>().max(1));
+        let mut sums: HashMap<&FlowKey, WindowSums<'_>> = HashMap::new();
         for slice in &inside {
             for (key, s) in &slice.flows {
-                sums.entry(key).or_default().add(
-                    s.waiting_requests,
-                    s.executing_seats,
-                    &s.users,
-                    s.example_request.as_ref(),
-                );
+                sums.entry(key).or_default().add(s);
             }
         }
-        let mut by_level: BTreeMap<String, Vec<FlowReport>> = BTreeMap::new();
-        for ((level, schema, flow), s) in sums {
-            by_level.entry(level.clone()).or_default().push(FlowReport {
-                flow_schema: schema.clone(),
-                flow: flow.clone(),
-                waiting_requests: s.waiting_requests / f64::from(dumps.max(1)),
-                executing_seats: s.executing_seats / f64::from(dumps.max(1)),
-                users: s.users,
-                example_request: s.example_request,
-            });
-        }
-        for flows in by_level.values_mut() {
-            // Pressure a flow puts on its level: what it waits for plus what it holds.
-            flows.sort_by(|a, b| {
-                (b.waiting_requests + b.executing_seats)
-                    .total_cmp(&(a.waiting_requests + a.executing_seats))
-            });
-            flows.truncate(n);
+        let mut by_level: BTreeMap<&str, Vec<(&FlowKey, WindowSums<'_>)>> = BTreeMap::new();
+        for (key, s) in sums {
+            by_level.entry(&key.0).or_default().push((key, s));
         }
         by_level
+            .into_iter()
+            .map(|(level, mut flows)| {
+                // Pressure a flow puts on its level: what it waits for plus what it holds.
+                flows.sort_by(|a, b| {
+                    (b.1.waiting_requests + b.1.executing_seats)
+                        .total_cmp(&(a.1.waiting_requests + a.1.executing_seats))
+                        .then_with(|| a.0.cmp(b.0))
+                });
+                let top = flows
+                    .into_iter()
+                    .take(n)
+                    .map(|((_, schema, flow), s)| FlowReport {
+                        flow_schema: schema.clone(),
+                        flow: flow.clone(),
+                        waiting_requests: s.waiting_requests / dumps,
+                        executing_seats: s.executing_seats / dumps,
+                        users: s.users.iter().map(|u| u.to_string()).collect(),
+                        example_request: s.example_request.map(str::to_string),
+                    })
+                    .collect();
+                (level.to_string(), top)
+            })
+            .collect()
     }
 
     /// (flow schema, priority level, user) of every user seen in the flows kept.

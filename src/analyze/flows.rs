@@ -13,7 +13,8 @@ pub const SLICES: f64 = 10.0;
 
 /// Flows kept per priority level and flow schema in a slice, those putting the most pressure on the level (waiting
 /// requests plus seats): many more than a report shows (`analysis.top_flows`), so the top of the window is the top
-/// of its slices; every flow schema seen keeps its own.
+/// of its slices; every flow schema seen keeps its own. The daemon's rounds keep no more of each dump
+/// (`scrape::ScrapePlan::flows_per_schema`).
 pub const FLOWS_PER_SCHEMA: usize = 200;
 
 /// (priority level, flow schema, flow distinguisher)

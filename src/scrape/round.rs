@@ -68,7 +68,7 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
     let mut results = Vec::new();
     let mut metrics_stats = None;
     let mut snapshot = None;
-    if let Some((started, outcome)) = metrics {
+    if let Some((took, outcome)) = metrics {
         let read = outcome.map(|(snap, stats)| {
             // A duplicated series is kept once: the line dropped is counted like an unreadable one.
             let invalid = stats.invalid_lines + stats.oversized_lines + snap.duplicate_series;
@@ -76,12 +76,14 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
             snapshot = Some(snap);
             invalid
         });
-        results.push(result(Endpoint::Metrics, started, read));
+        results.push(result(Endpoint::Metrics, took, read));
     }
 
     // Dumps are folded in only when /metrics came through this round.
-    let mut fold = |endpoint: Endpoint, fetched: Option<(Instant, Result<String, ScrapeError>)>| {
-        let (started, text) = fetched?;
+    let mut fold = |endpoint: Endpoint,
+                    fetched: Option<(Duration, Result<String, ScrapeError>)>| {
+        let (took, text) = fetched?;
+        let parse_started = Instant::now();
         let parsed = text.and_then(|text| {
             let snap = snapshot.as_mut();
             let err = |e: dump::DumpError| ScrapeError::Parse(e.to_string());
@@ -100,27 +102,27 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
             };
             Ok(invalid)
         });
-        Some(result(endpoint, started, parsed))
+        Some(result(endpoint, took + parse_started.elapsed(), parsed))
     };
     results.extend(fold(Endpoint::DumpPriorityLevels, levels));
     results.extend(fold(Endpoint::DumpQueues, queues));
-    if let Some((started, fetched)) = requests {
+    if let Some((took, fetched)) = requests {
         let folded = fetched.map(|(flows, invalid)| {
             if let Some(s) = snapshot.as_mut() {
                 s.flows = Some(flows);
             }
             invalid
         });
-        results.push(result(Endpoint::DumpRequests, started, folded));
+        results.push(result(Endpoint::DumpRequests, took, folded));
     }
 
     let mut fetched_objects = None;
-    if let Some((started, outcome)) = objects {
+    if let Some((took, outcome)) = objects {
         let read = outcome.map(|list| {
             fetched_objects = Some(list);
             0
         });
-        results.push(result(Endpoint::PriorityLevelConfigurations, started, read));
+        results.push(result(Endpoint::PriorityLevelConfigurations, took, read));
     }
     ReplicaScrape {
         snapshot,
@@ -133,27 +135,25 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
 async fn maybe<T>(
     wanted: bool,
     work: impl std::future::Future<Output = T>,
-) -> Option<(Instant, T)> {
+) -> Option<(Duration, T)> {
     if !wanted {
         return None;
     }
     let started = Instant::now();
-    Some((started, work.await))
+    let done = work.await;
+    // Each endpoint's own time, not the round's: the others may still be running.
+    Some((started.elapsed(), done))
 }
 
 /// How an endpoint went: its invalid lines or rows, or why it failed.
-fn result(
-    endpoint: Endpoint,
-    started: Instant,
-    outcome: Result<u64, ScrapeError>,
-) -> EndpointResult {
+fn result(endpoint: Endpoint, took: Duration, outcome: Result<u64, ScrapeError>) -> EndpointResult {
     let (outcome, invalid) = match outcome {
         Ok(invalid) => (Ok(()), invalid),
         Err(e) => (Err(e), 0),
     };
     EndpointResult {
         endpoint,
-        duration: started.elapsed(),
+        duration: took,
         outcome,
         invalid,
     }

@@ -73,7 +73,8 @@ pub fn exposition(data: &[u8]) {
 }
 
 /// The three debug dumps, parsed and applied to a snapshot as a scrape does; `dump_requests` also as a scrape reads
-/// it, in chunks (of 1 to 64 bytes, by the first byte), with the same rows as the whole body.
+/// it, in chunks (of 1 to 64 bytes, by the first byte), with the same rows as the whole body, and cut as the daemon
+/// cuts it (1 to 4 flows per level and flow schema, by the second byte).
 pub fn dumps(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let text = text.as_ref();
@@ -103,7 +104,36 @@ pub fn dumps(data: &[u8]) {
             assert_eq!(rows, expected, "chunks of {size} bytes read other rows");
             assert_eq!(streamed.as_ref().ok(), Some(&d.stats));
             apf::model::apply_requests_dump(&mut snap, d);
-            assert_eq!(Some(flows.finish(None)), snap.flows);
+            // A round keeps of each level and flow schema the `keep` flows with the most pressure, as they were.
+            let keep = data.get(1).map_or(1, |b| usize::from(b % 4) + 1);
+            let kept = flows.finish(Some(keep));
+            let all = snap.flows.unwrap_or_default();
+            assert!(kept.iter().all(|f| all.contains(f)), "a kept flow changed");
+            let pressure = |f: &apf::model::FlowSample| f.waiting_requests + f.executing_seats;
+            let group =
+                |f: &apf::model::FlowSample| (f.priority_level.clone(), f.flow_schema.clone());
+            let mut groups: std::collections::BTreeMap<_, (Vec<u64>, Vec<u64>)> =
+                Default::default();
+            for f in &all {
+                let (kept_here, cut_here) = groups.entry(group(f)).or_default();
+                if kept.contains(f) {
+                    kept_here.push(pressure(f));
+                } else {
+                    cut_here.push(pressure(f));
+                }
+            }
+            for (g, (kept_here, cut_here)) in groups {
+                assert_eq!(
+                    kept_here.len(),
+                    keep.min(kept_here.len() + cut_here.len()),
+                    "{g:?}"
+                );
+                let least_kept = kept_here.iter().min();
+                assert!(
+                    cut_here.iter().all(|c| least_kept.is_some_and(|k| k >= c)),
+                    "{g:?}"
+                );
+            }
         }
         Err(e) => assert_eq!(
             streamed.map_err(|e| e.to_string()),

@@ -12,7 +12,7 @@ mod status;
 
 pub use audit::{AuditLevel, AuditReport, AuditUser};
 pub use flows::FLOWS_PER_SCHEMA;
-pub use history::{Point, ReplicaHistory};
+pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
 pub use math::{counter_increase, histogram_quantile, share_above, theil_sen_slope};
 pub use problem::Problem;
 pub use settings::AnalysisConfig;
@@ -243,7 +243,8 @@ impl Analysis {
             ..Default::default()
         };
         let points = history.window(now, self.window_seconds);
-        let Some(latest) = points.last() else {
+        // `now` is at or after the latest scrape: the points of the window end with it.
+        let (Some(latest), false) = (history.latest(), points.is_empty()) else {
             return report;
         };
         let snap = &latest.snapshot;
@@ -255,8 +256,9 @@ impl Analysis {
         };
         report.scraped_at = Some(latest.wall_time.clone());
         // Only the points inside the window (not the baseline before it) speak for trends and flow means.
-        let inside: Vec<&Point> = points
+        let inside: Vec<&WindowPoint> = points
             .iter()
+            .copied()
             .filter(|p| p.at >= now - self.window_seconds)
             .collect();
         let span = points.last().map(|l| l.at).unwrap_or(0.0)
@@ -279,19 +281,17 @@ impl Analysis {
             report.levels.push(lr);
         }
         if points.len() >= 2 && span > 0.0 {
-            let keys: BTreeSet<&(String, String, String)> = points
+            let keys: BTreeSet<(&str, &str, &str)> = points
                 .iter()
-                .flat_map(|p| p.snapshot.flow_schema_rejected_total.keys())
+                .flat_map(|p| p.flow_schema_rejected_total().map(|(key, _)| key))
                 .collect();
             for key in keys {
-                let series = points
-                    .iter()
-                    .map(|p| p.snapshot.flow_schema_rejected_total.get(key).copied());
+                let series = points.iter().map(|p| p.flow_schema_rejected(key));
                 let rate = counter_increase(series) / span;
                 report.flow_schema_rejected_per_second.push((
-                    key.0.clone(),
-                    key.1.clone(),
-                    key.2.clone(),
+                    key.0.to_string(),
+                    key.1.to_string(),
+                    key.2.to_string(),
                     rate,
                 ));
             }
@@ -303,8 +303,8 @@ impl Analysis {
         &self,
         name: &str,
         level: &LevelSnapshot,
-        points: &[Point],
-        inside: &[&Point],
+        points: &[&WindowPoint],
+        inside: &[&WindowPoint],
         span: f64,
     ) -> LevelReport {
         let headroom = level.headroom_seats();
@@ -314,26 +314,25 @@ impl Analysis {
             .as_ref()
             .and_then(|c| c.queue_capacity())
             .map(|c| c as f64);
-        let levels = || points.iter().map(|p| p.snapshot.levels.get(name));
+        let levels = || points.iter().map(|p| p.level(name));
         let rejected_per_second = (points.len() >= 2 && span > 0.0).then(|| {
-            let reasons: BTreeSet<&String> = levels()
+            let reasons: BTreeSet<&str> = levels()
                 .flatten()
-                .flat_map(|l| l.rejected_total.keys())
+                .flat_map(|l| l.rejected_total().map(|(reason, _)| reason))
                 .collect();
             reasons
                 .into_iter()
                 .map(|reason| {
                     // A level present without the reason's series has rejected nothing yet: 0.
-                    let series = levels()
-                        .map(|l| l.map(|l| l.rejected_total.get(reason).copied().unwrap_or(0.0)));
-                    (reason.clone(), counter_increase(series) / span)
+                    let series = levels().map(|l| l.map(|l| l.rejected(reason).unwrap_or(0.0)));
+                    (reason.to_string(), counter_increase(series) / span)
                 })
                 .collect()
         });
         let wait_p99_seconds = match (levels().next().flatten(), levels().next_back().flatten()) {
             (Some(first), Some(last)) if points.len() >= 2 => math::histogram_delta_quantile(
-                first.wait_seconds.as_ref(),
-                last.wait_seconds.as_ref(),
+                first.wait_seconds().as_ref(),
+                last.wait_seconds().as_ref(),
                 0.99,
             ),
             _ => None,
@@ -341,16 +340,15 @@ impl Analysis {
         let seat_utilization_window =
             match (levels().next().flatten(), levels().next_back().flatten()) {
                 (Some(first), Some(last)) if points.len() >= 2 => last
-                    .seat_utilization
-                    .as_ref()
-                    .map(|l| math::histogram_delta(first.seat_utilization.as_ref(), l))
+                    .seat_utilization()
+                    .map(|l| math::histogram_delta(first.seat_utilization().as_ref(), &l))
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
         let seat_utilization_p99 = histogram_quantile(0.99, &seat_utilization_window);
         let demand_seats_max = inside
             .iter()
-            .filter_map(|p| p.snapshot.levels.get(name)?.demand_seats_high_watermark)
+            .filter_map(|p| p.level(name)?.demand_seats_high_watermark)
             .reduce(f64::max);
         let no_accommodation_per_second = (points.len() >= 2 && span > 0.0)
             .then(|| levels().map(|l| l.and_then(|l| l.no_accommodation_total)))
@@ -360,12 +358,12 @@ impl Analysis {
         // level lends its seats (1.26+ borrowing, every 10 s) is not exhaustion: the limit grows back with demand.
         let trend: Vec<(f64, f64)> = inside
             .iter()
-            .filter_map(|p| Some((p.at, p.snapshot.levels.get(name)?.executing_seats?)))
+            .filter_map(|p| Some((p.at, p.level(name)?.executing_seats?)))
             .collect();
         let now = inside.last().map(|p| p.at).unwrap_or(0.0);
         let headroom_trend = inside
             .iter()
-            .filter_map(|p| Some((p.at - now, p.snapshot.levels.get(name)?.headroom_seats()?)))
+            .filter_map(|p| Some((p.at - now, p.level(name)?.headroom_seats()?)))
             .collect();
         let seconds_to_exhaustion = match headroom {
             Some(h) if h <= 0.0 => Some(0.0),

@@ -1,5 +1,8 @@
 //! Folding the three debug dumps into a [`ReplicaSnapshot`] (k8s.io/apiserver `pkg/util/flowcontrol/apf_controller_debug.go`).
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+use smallvec::SmallVec;
 
 use super::{FlowSample, QueueSummary, ReplicaSnapshot};
 use crate::parse::dump::{Dump, PriorityLevelRow, QueueRow, RequestRow};
@@ -60,6 +63,32 @@ pub struct FlowsBuilder {
     groups: Vec<FlowGroup>,
     /// The group of the last row: a dump lists each level's requests together.
     last: usize,
+    /// The example requests seen, each once: most flows' is one of a few (`list pods`).
+    examples: Examples,
+}
+
+/// Strings held once, named by their index.
+#[derive(Default)]
+struct Examples {
+    index: HashMap<Box<str>, u32>,
+    /// By index.
+    names: Vec<Box<str>>,
+    /// The one being written, before it is looked up.
+    scratch: String,
+}
+
+impl Examples {
+    fn get(&mut self, verb: &str, what: &str) -> Option<u32> {
+        self.scratch.clear();
+        let _ = write!(self.scratch, "{verb} {what}");
+        if let Some(i) = self.index.get(self.scratch.as_str()) {
+            return Some(*i);
+        }
+        let i = u32::try_from(self.names.len()).ok()?;
+        self.names.push(self.scratch.as_str().into());
+        self.index.insert(self.scratch.as_str().into(), i);
+        Some(i)
+    }
 }
 
 /// The flows of one priority level and flow schema.
@@ -74,8 +103,26 @@ struct FlowGroup {
 struct FlowTally {
     waiting_requests: u64,
     executing_seats: u64,
-    users: Vec<Box<str>>,
-    example_request: Option<Box<str>>,
+    /// Most flows have one user, and a by-user flow schema's flow is its user: held inline, not twice.
+    users: SmallVec<[User; 1]>,
+    /// In the builder's examples.
+    example_request: Option<u32>,
+}
+
+/// A user of a flow: its distinguisher, or another name.
+#[derive(PartialEq)]
+enum User {
+    TheFlow,
+    Other(Box<str>),
+}
+
+impl User {
+    fn name<'a>(&'a self, flow: &'a str) -> &'a str {
+        match self {
+            User::TheFlow => flow,
+            User::Other(name) => name,
+        }
+    }
 }
 
 impl FlowTally {
@@ -89,9 +136,14 @@ impl FlowsBuilder {
         if row.is_phantom() {
             return;
         }
+        let Self {
+            groups,
+            last,
+            examples,
+        } = self;
         let level = row.priority_level.as_ref();
         let schema = row.flow_schema.as_deref().unwrap_or("");
-        let group = self.group(level, schema);
+        let group = group(groups, last, level, schema);
         let flow = row.flow_distinguisher.as_deref().unwrap_or("");
         let tally = match group.flows.get_mut(flow) {
             Some(t) => t,
@@ -107,47 +159,34 @@ impl FlowsBuilder {
         } else {
             tally.waiting_requests += 1;
         }
-        if let Some(user) = &row.user_name {
-            if tally.users.len() < USERS_PER_FLOW && !tally.users.iter().any(|u| **u == **user) {
-                if tally.users.is_empty() {
-                    // Most flows have one user (a by-user flow schema's distinguisher is the user).
-                    tally.users.reserve_exact(1);
-                }
-                tally.users.push(user.as_ref().into());
+        if let Some(user) = row.user_name.as_deref() {
+            if tally.users.len() < USERS_PER_FLOW
+                && !tally.users.iter().any(|u| u.name(flow) == user)
+            {
+                tally.users.push(if user == flow {
+                    User::TheFlow
+                } else {
+                    User::Other(user.into())
+                });
             }
         }
         if tally.example_request.is_none() {
             if let (Some(verb), Some(what)) =
                 (&row.verb, row.resource.as_ref().or(row.api_path.as_ref()))
             {
-                tally.example_request = Some(format!("{verb} {what}").into_boxed_str());
+                tally.example_request = examples.get(verb, what);
             }
         }
-    }
-
-    fn group(&mut self, level: &str, schema: &str) -> &mut FlowGroup {
-        let same = |g: &FlowGroup| g.priority_level == level && g.flow_schema == schema;
-        if !self.groups.get(self.last).is_some_and(same) {
-            self.last = match self.groups.iter().position(same) {
-                Some(i) => i,
-                None => {
-                    self.groups.push(FlowGroup {
-                        priority_level: level.to_string(),
-                        flow_schema: schema.to_string(),
-                        flows: HashMap::new(),
-                    });
-                    self.groups.len() - 1
-                }
-            };
-        }
-        &mut self.groups[self.last]
     }
 
     /// The flows, ordered by priority level, flow schema and flow; with `per_schema`, only that many of each level
     /// and flow schema, those putting the most pressure on the level (waiting requests plus seats; ties by flow).
     pub fn finish(self, per_schema: Option<usize>) -> Vec<FlowSample> {
         let mut out = Vec::new();
-        for group in self.groups {
+        let Self {
+            groups, examples, ..
+        } = self;
+        for group in groups {
             let mut flows: Vec<(Box<str>, FlowTally)> = group.flows.into_iter().collect();
             if let Some(keep) = per_schema.filter(|k| *k < flows.len()) {
                 let most_pressure = |a: &(Box<str>, FlowTally), b: &(Box<str>, FlowTally)| {
@@ -158,14 +197,19 @@ impl FlowsBuilder {
                 flows.select_nth_unstable_by(keep, most_pressure);
                 flows.truncate(keep);
             }
-            out.extend(flows.into_iter().map(|(flow, t)| FlowSample {
-                priority_level: group.priority_level.clone(),
-                flow_schema: group.flow_schema.clone(),
-                flow: flow.into(),
-                waiting_requests: t.waiting_requests,
-                executing_seats: t.executing_seats,
-                users: t.users.into_iter().map(String::from).collect(),
-                example_request: t.example_request.map(String::from),
+            out.extend(flows.into_iter().map(|(flow, t)| {
+                FlowSample {
+                    priority_level: group.priority_level.clone(),
+                    flow_schema: group.flow_schema.clone(),
+                    users: t.users.iter().map(|u| u.name(&flow).to_string()).collect(),
+                    example_request: t
+                        .example_request
+                        .and_then(|i| examples.names.get(i as usize))
+                        .map(|e| e.to_string()),
+                    flow: flow.into(),
+                    waiting_requests: t.waiting_requests,
+                    executing_seats: t.executing_seats,
+                }
             }));
         }
         out.sort_unstable_by(|a, b| {
@@ -177,6 +221,30 @@ impl FlowsBuilder {
         });
         out
     }
+}
+
+/// The group of `level` and `schema`, made when new; `last` is the one of the row before.
+fn group<'g>(
+    groups: &'g mut Vec<FlowGroup>,
+    last: &mut usize,
+    level: &str,
+    schema: &str,
+) -> &'g mut FlowGroup {
+    let same = |g: &FlowGroup| g.priority_level == level && g.flow_schema == schema;
+    if !groups.get(*last).is_some_and(same) {
+        *last = match groups.iter().position(same) {
+            Some(i) => i,
+            None => {
+                groups.push(FlowGroup {
+                    priority_level: level.to_string(),
+                    flow_schema: schema.to_string(),
+                    flows: HashMap::new(),
+                });
+                groups.len() - 1
+            }
+        };
+    }
+    &mut groups[*last]
 }
 
 #[cfg(test)]
@@ -261,5 +329,28 @@ mod tests {
             [("high", "erin", 1, 0), ("low", "bob", 0, 5)]
         );
         assert_eq!(flows(&rows, Some(5)), all);
+    }
+
+    #[test]
+    fn a_flow_keeps_its_users_in_the_order_seen_and_its_first_example() {
+        // A by-namespace flow: its users are not its distinguisher, except one named like it.
+        let user = |u: &str, verb: &str| {
+            format!(
+                "low, sa, 0, 0, team-a, t, 1, 0, 0s, t, {u}, {verb}, /api/v1/pods, , , v1, pods,"
+            )
+        };
+        let rows = [
+            user("bob", "watch"),
+            user("team-a", "list"),
+            user("bob", "list"),
+            user("carol", "get"),
+            user("dave", "get"),
+        ];
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        let all = flows(&rows, None);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].users, ["bob", "team-a", "carol"]);
+        assert_eq!(all[0].example_request.as_deref(), Some("watch pods"));
+        assert_eq!(all[0].waiting_requests, 5);
     }
 }

@@ -71,8 +71,6 @@ pub struct FlowsBuilder {
 #[derive(Default)]
 struct Examples {
     index: HashMap<Box<str>, u32>,
-    /// By index.
-    names: Vec<Box<str>>,
     /// The one being written, before it is looked up.
     scratch: String,
 }
@@ -84,10 +82,18 @@ impl Examples {
         if let Some(i) = self.index.get(self.scratch.as_str()) {
             return Some(*i);
         }
-        let i = u32::try_from(self.names.len()).ok()?;
-        self.names.push(self.scratch.as_str().into());
+        let i = u32::try_from(self.index.len()).ok()?;
         self.index.insert(self.scratch.as_str().into(), i);
         Some(i)
+    }
+
+    /// Each string at its index.
+    fn by_index(&self) -> Vec<&str> {
+        let mut names = vec![""; self.index.len()];
+        for (name, i) in &self.index {
+            names[*i as usize] = name;
+        }
+        names
     }
 }
 
@@ -186,6 +192,7 @@ impl FlowsBuilder {
         let Self {
             groups, examples, ..
         } = self;
+        let examples = examples.by_index();
         for group in groups {
             let mut flows: Vec<(Box<str>, FlowTally)> = group.flows.into_iter().collect();
             if let Some(keep) = per_schema.filter(|k| *k < flows.len()) {
@@ -204,7 +211,7 @@ impl FlowsBuilder {
                     users: t.users.iter().map(|u| u.name(&flow).to_string()).collect(),
                     example_request: t
                         .example_request
-                        .and_then(|i| examples.names.get(i as usize))
+                        .and_then(|i| examples.get(i as usize))
                         .map(|e| e.to_string()),
                     flow: flow.into(),
                     waiting_requests: t.waiting_requests,

@@ -17,9 +17,9 @@ pub struct Remediation {
     pub manifest: Option<String>,
 }
 
-/// Pressure a flow puts on its level: what it waits for plus what it holds (as the analysis ranks flows).
+/// Pressure a flow puts on its level (as the analysis ranks flows).
 fn pressure(f: &FlowReport) -> f64 {
-    f.waiting_requests + f.executing_seats
+    apf::model::flow_pressure(f.waiting_requests, f.executing_seats)
 }
 
 /// The flow holding more than half of the level's waiting requests + executing seats, if one does.

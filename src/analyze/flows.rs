@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use apf::model::{FlowSample, USERS_PER_FLOW};
+use apf::model::{flow_pressure, FlowSample, USERS_PER_FLOW};
 
 use super::FlowReport;
 
@@ -62,7 +62,7 @@ struct FlowSums {
 
 impl FlowSums {
     fn pressure(&self) -> f64 {
-        self.waiting_requests + self.executing_seats
+        flow_pressure(self.waiting_requests, self.executing_seats)
     }
 
     fn add(&mut self, sample: &FlowSample, names: &mut Names) {
@@ -260,10 +260,9 @@ impl FlowWindow {
         by_level
             .into_iter()
             .map(|(level, mut flows)| {
-                // Pressure a flow puts on its level: what it waits for plus what it holds.
                 let most_pressure = |a: &WindowSum<'_>, b: &WindowSum<'_>| {
-                    (b.1 .0 + b.1 .1)
-                        .total_cmp(&(a.1 .0 + a.1 .1))
+                    flow_pressure(b.1 .0, b.1 .1)
+                        .total_cmp(&flow_pressure(a.1 .0, a.1 .1))
                         .then_with(|| a.0.cmp(b.0))
                 };
                 if flows.len() > n && n > 0 {

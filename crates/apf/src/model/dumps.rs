@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use smallvec::SmallVec;
 
-use super::{FlowSample, QueueSummary, ReplicaSnapshot};
+use super::{flow_pressure, FlowSample, QueueSummary, ReplicaSnapshot};
 use crate::parse::dump::{Dump, PriorityLevelRow, QueueRow, RequestRow};
 
 /// How many user names a flow keeps for the report: enough to name who is behind it.
@@ -132,8 +132,9 @@ impl User {
 }
 
 impl FlowTally {
-    fn pressure(&self) -> u64 {
-        self.waiting_requests.saturating_add(self.executing_seats)
+    fn pressure(&self) -> f64 {
+        // Exact: counts of requests and seats are far below 2^53.
+        flow_pressure(self.waiting_requests as f64, self.executing_seats as f64)
     }
 }
 
@@ -198,7 +199,7 @@ impl FlowsBuilder {
             if let Some(keep) = per_schema.filter(|k| *k < flows.len()) {
                 let most_pressure = |a: &(Box<str>, FlowTally), b: &(Box<str>, FlowTally)| {
                     b.1.pressure()
-                        .cmp(&a.1.pressure())
+                        .total_cmp(&a.1.pressure())
                         .then_with(|| a.0.cmp(&b.0))
                 };
                 flows.select_nth_unstable_by(keep, most_pressure);

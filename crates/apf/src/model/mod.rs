@@ -86,6 +86,13 @@ pub struct FlowSample {
     pub example_request: Option<String>,
 }
 
+/// The pressure a flow puts on its priority level: the requests it has waiting plus the seats its executing requests
+/// hold. Flows are ranked by it (the round's cut, the window's top flows), and a flow with more than half of its
+/// level's is the one to isolate.
+pub fn flow_pressure(waiting_requests: f64, executing_seats: f64) -> f64 {
+    waiting_requests + executing_seats
+}
+
 /// Everything known of one priority level on one replica at one scrape.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LevelSnapshot {

@@ -1,5 +1,5 @@
-//! The snapshots of one replica inside the sliding window (plus one before it, the baseline of rates), and the
-//! flows of its dumps summed over the window.
+//! One replica's scrapes inside the sliding window (plus one before it, the baseline of rates), each kept as what
+//! the derivations read of it, the latest also whole; and the flows of its dumps summed over the window.
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 

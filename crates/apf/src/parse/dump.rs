@@ -226,10 +226,6 @@ impl Table for LevelColumns {
         })
     }
 
-    fn free_text(_: &Header) -> Option<usize> {
-        None
-    }
-
     fn row<'l>(&self, r: &Row<'l>) -> Option<PriorityLevelRow> {
         Some(PriorityLevelRow {
             priority_level: r.level(self.name)?,
@@ -276,10 +272,6 @@ impl Table for QueueColumns {
             max: h.col("MaxSeatsSum"),
             work: h.col("TotalWorkSum"),
         })
-    }
-
-    fn free_text(_: &Header) -> Option<usize> {
-        None
     }
 
     fn row<'l>(&self, r: &Row<'l>) -> Option<QueueRow> {

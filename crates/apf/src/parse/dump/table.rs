@@ -10,8 +10,10 @@ pub(super) trait Table: Sized {
     type Row<'l>;
     /// Finds the columns in the header (an error when one every row needs is missing).
     fn columns(header: &Header) -> Result<Self, DumpError>;
-    /// The free-text column that extra cells are merged back into, if the dump has one.
-    fn free_text(header: &Header) -> Option<usize>;
+    /// The free-text column that extra cells are merged back into, if the dump has one (most have none).
+    fn free_text(_header: &Header) -> Option<usize> {
+        None
+    }
     /// The row, or `None` when a cell does not parse (the row is counted invalid).
     fn row<'l>(&self, row: &Row<'l>) -> Option<Self::Row<'l>>;
 }

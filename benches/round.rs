@@ -6,6 +6,8 @@
 //! process, answering as Prometheus would): the round's queries, JSON decoding and snapshots of the 300 replicas,
 //! against the bare download of the same answers.
 //!
+//! And the parse alone, in memory: the same bodies in each format into a snapshot (`parse-in-memory`).
+//!
 //! Run: `cargo bench --bench round -- --warm-up-time 1 --measurement-time 5`
 
 use std::hint::black_box;
@@ -26,8 +28,20 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("runtime: {e}"));
-    for (name, body) in [("capture-3.4MB", "capture"), ("100MB", "100MB")] {
-        let len = common::body(body).len() as u64;
+    // The text groups ask for text only; the protobuf ones ask as the daemon does by default, and the sender answers
+    // the same families in protobuf, as kube-apiserver does: the baseline downloads the same bytes, asked the same way.
+    for (name, body, protobuf) in [
+        ("capture-3.4MB", "capture", false),
+        ("100MB", "100MB", false),
+        ("capture-protobuf", "capture", true),
+        ("100MB-protobuf", "100MB", true),
+    ] {
+        let text = common::body(body);
+        let len = if protobuf {
+            common::protobuf_of(&text).len() as u64
+        } else {
+            text.len() as u64
+        };
         let senders = common::spawn_senders(body, 1);
         let url = senders.urls[0].clone();
         let target = build_static(
@@ -44,7 +58,9 @@ fn bench(c: &mut Criterion) {
             max_body_bytes: 1 << 30,
             max_line_bytes: 1 << 20,
             flows_per_schema: None,
+            protobuf,
         };
+        let accept = protobuf.then_some(apf::parse::protobuf::ACCEPT);
         let client = reqwest::Client::new();
         let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Bytes(len));
@@ -52,11 +68,11 @@ fn bench(c: &mut Criterion) {
         group.bench_function("bare download (baseline)", |b| {
             b.iter(|| {
                 rt.block_on(async {
-                    let response = client
-                        .get(format!("{url}/metrics"))
-                        .send()
-                        .await
-                        .unwrap_or_else(|e| panic!("GET: {e}"));
+                    let mut request = client.get(format!("{url}/metrics"));
+                    if let Some(accept) = accept {
+                        request = request.header(reqwest::header::ACCEPT, accept);
+                    }
+                    let response = request.send().await.unwrap_or_else(|e| panic!("GET: {e}"));
                     let mut stream = response.bytes_stream();
                     let mut n = 0usize;
                     while let Some(chunk) = stream.next().await {
@@ -75,6 +91,39 @@ fn bench(c: &mut Criterion) {
         group.finish();
     }
     fleet(c, &rt);
+    in_memory(c);
+}
+
+/// The parse alone, with no network: each body in 64 KiB chunks (as a download delivers it) into a snapshot, the
+/// daemon's filter, in each format.
+fn in_memory(c: &mut Criterion) {
+    use apf::model::{is_wanted_sample, SnapshotBuilder};
+    use apf::parse::MetricsParser;
+    let mut group = c.benchmark_group("parse-in-memory");
+    group.sample_size(10);
+    for (name, body) in [("capture", "capture"), ("100MB", "100MB")] {
+        let text = common::body(body);
+        let protobuf = common::protobuf_of(&text);
+        for (format, bytes, content_type) in [
+            ("text", &text, "text/plain"),
+            ("protobuf", &protobuf, apf::parse::protobuf::CONTENT_TYPE),
+        ] {
+            group.throughput(Throughput::Bytes(bytes.len() as u64));
+            group.bench_function(format!("{name}, {format}"), |b| {
+                b.iter(|| {
+                    let mut builder = SnapshotBuilder::new();
+                    let mut parser =
+                        MetricsParser::new(Some(content_type), is_wanted_sample, 1 << 20);
+                    for chunk in bytes.chunks(64 << 10) {
+                        parser.feed(chunk, &mut builder);
+                    }
+                    let stats = parser.finish(&mut builder);
+                    black_box((builder.finish().levels.len(), stats.samples))
+                })
+            });
+        }
+    }
+    group.finish();
 }
 
 fn fleet(c: &mut Criterion, rt: &tokio::runtime::Runtime) {

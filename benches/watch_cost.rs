@@ -11,6 +11,10 @@
 //! `idle` and `large` are followed by their baseline: the same downloads on the same schedule by reqwest alone, and
 //! the daemon's CPU as a ratio to theirs.
 //!
+//! The replicas answer `/metrics` in the format the scrape's `Accept` header negotiates, as kube-apiserver does: the
+//! daemon asks for protobuf first (its default, `scrape.protobuf`), so `idle`, `large` and `soak` read the same
+//! families as protobuf (the capture: 0.58 MB); `idle-text`, `large-text` and `soak-text` ask for text only.
+//!
 //! Run: `cargo bench --bench watch_cost` (every workload, 30 s each), or `-- idle 60` for one workload and its length;
 //! `fleet:N` reads N clusters instead of 100.
 //! Linux only: CPU time from CLOCK_PROCESS_CPUTIME_ID, peak memory from `/proc/self/status`.
@@ -74,6 +78,12 @@ fn workload_config(workload: &str) -> (Config, u64, usize, common::Senders) {
         let interval = config.scrape.interval.0.as_secs();
         return (config, interval, clusters * common::FLEET_REPLICAS, senders);
     }
+    // `-text` asks `/metrics` for the text format only; else the daemon's default, protobuf first.
+    let (workload, text) = match workload.strip_suffix("-text") {
+        Some(w) => (w, true),
+        None => (workload, false),
+    };
+    config.scrape.protobuf = !text;
     // What each replica serves, how many there are, every how many milliseconds, and whether the dumps are read.
     let (body, replicas, every_ms, dumps) = match workload {
         "large" => ("100MB", 3, 2000, false),
@@ -151,7 +161,7 @@ fn run(workload: &str, seconds: u64) {
     drop(senders);
     drop(rt);
     // The same downloads without the daemon, right after: the floor the network and the HTTP client set.
-    if matches!(workload, "idle" | "large") {
+    if matches!(workload, "idle" | "large" | "idle-text" | "large-text") {
         let alone = downloads_alone(workload, seconds);
         println!(
             "{workload}: the downloads alone {alone:.2} % of one core; the daemon {:.2}x that",
@@ -165,6 +175,11 @@ fn run(workload: &str, seconds: u64) {
 fn downloads_alone(workload: &str, seconds: u64) -> f64 {
     let (config, _, _, senders) = workload_config(workload);
     let every = config.scrape.interval.0;
+    // The bytes the daemon read: asked for in the same format.
+    let accept = config
+        .scrape
+        .protobuf
+        .then_some(apf::parse::protobuf::ACCEPT);
     let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall) = rt.block_on(async {
         let client = reqwest::Client::new();
@@ -174,7 +189,11 @@ fn downloads_alone(workload: &str, seconds: u64) -> f64 {
                 let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
-                    if let Ok(mut response) = client.get(&url).send().await {
+                    let mut request = client.get(&url);
+                    if let Some(accept) = accept {
+                        request = request.header(reqwest::header::ACCEPT, accept);
+                    }
+                    if let Ok(mut response) = request.send().await {
                         while let Ok(Some(chunk)) = response.chunk().await {
                             std::hint::black_box(chunk);
                         }
@@ -215,17 +234,21 @@ fn main() {
         named
     };
     for w in &chosen {
-        let known = ["idle", "large", "fleet", "soak"].contains(w)
+        let base = w.strip_suffix("-text").unwrap_or(w);
+        let known = ["idle", "large", "fleet", "soak"].contains(&base)
             || w.strip_prefix("fleet:")
                 .is_some_and(|n| n.parse::<usize>().is_ok());
         if !known {
-            eprintln!("unknown workload {w:?}: idle, large, fleet, fleet:N (clusters) or soak");
+            eprintln!(
+                "unknown workload {w:?}: idle, large, fleet, fleet:N (clusters) or soak; idle-text, large-text, \
+                 soak-text ask /metrics for text only"
+            );
             std::process::exit(2);
         }
     }
     for w in chosen {
         // The soak is about what a full window holds: it runs past the one-minute window.
-        let seconds = if w == "soak" {
+        let seconds = if w.starts_with("soak") {
             seconds.max(90)
         } else {
             seconds

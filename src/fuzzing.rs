@@ -72,6 +72,74 @@ pub fn exposition(data: &[u8]) {
     let _ = builder.finish();
 }
 
+/// `/metrics` in the protobuf format, as the scraper reads it: the filtered parse (families of no wanted sample
+/// skipped unread) delivers exactly the wanted samples of the full parse; any chunking (a split the input chooses, and
+/// one byte at a time) gives the same samples and counters; the snapshot builder takes any sample.
+pub fn exposition_protobuf(data: &[u8]) {
+    use apf::parse::exposition::ParseStats;
+    use apf::parse::protobuf::ProtobufParser;
+    fn read(
+        data: &[u8],
+        wanted: fn(&str) -> bool,
+        chunks: impl Iterator<Item = usize>,
+        max: usize,
+    ) -> (Vec<Owned>, ParseStats) {
+        let mut stats = None;
+        let samples = collect(|sink| {
+            let mut sink = Collect(sink);
+            let mut parser = ProtobufParser::new(wanted, max);
+            let mut pos: usize = 0;
+            for size in chunks {
+                let end = pos.saturating_add(size).min(data.len());
+                parser.feed(&data[pos..end], &mut sink);
+                pos = end;
+                if pos == data.len() {
+                    break;
+                }
+            }
+            parser.feed(&data[pos..], &mut sink);
+            let mut s = parser.finish(&mut sink);
+            // Where a fault is found may be told differently, not how many there are.
+            s.first_errors.clear();
+            stats = Some(s);
+        });
+        (samples, stats.unwrap_or_default())
+    }
+    // The limit on a held metric, by the input (every size from a few bytes to unbounded is reached).
+    let max = data.get(1).map_or(usize::MAX, |b| match b % 4 {
+        0 => usize::MAX,
+        n => 8usize << (4 * n),
+    });
+    let everything: fn(&str) -> bool = |_| true;
+    let wanted: fn(&str) -> bool = apf::model::is_wanted_sample;
+    let (full, full_stats) = read(data, everything, std::iter::empty(), max);
+    assert_eq!(full_stats.samples, full.len() as u64);
+    assert!(full_stats.skipped_families == 0 && full_stats.skipped_samples == 0);
+    assert_eq!(full_stats.lines, 0);
+    let (filtered, stats) = read(data, wanted, std::iter::empty(), max);
+    let expected: Vec<Owned> = full.iter().filter(|s| wanted(&s.0)).cloned().collect();
+    assert_eq!(
+        filtered, expected,
+        "the filtered read differs from the full one"
+    );
+    assert!(stats.skipped_families <= stats.families && stats.families == full_stats.families);
+    let split = data
+        .first()
+        .map_or(0, |b| usize::from(*b) % (data.len() + 1));
+    for chunks in [
+        read(data, wanted, [split].into_iter(), max),
+        read(data, wanted, std::iter::repeat(1), max),
+    ] {
+        assert_eq!(chunks.0, filtered, "a chunking changes the samples");
+        assert_eq!(chunks.1, stats, "a chunking changes the counters");
+    }
+    let mut builder = apf::model::SnapshotBuilder::new();
+    let mut parser = ProtobufParser::new(wanted, max);
+    parser.feed(data, &mut builder);
+    parser.finish(&mut builder);
+    let _ = builder.finish();
+}
+
 /// The three debug dumps, parsed and applied to a snapshot as a scrape does; `dump_requests` also as a scrape reads
 /// it, in chunks (of 1 to 64 bytes, by the first byte), with the same rows as the whole body, and cut as the daemon
 /// cuts it (1 to 4 flows per level and flow schema, by the second byte).

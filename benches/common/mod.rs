@@ -91,7 +91,11 @@ pub fn serve_if_sender() {
         fake_prometheus(replicas);
     }
     let soak = name == "soak";
-    let file = std::sync::Arc::new(memfd(&body(name)));
+    let text = body(name);
+    let bodies = std::sync::Arc::new(Bodies {
+        protobuf: memfd(&protobuf_of(&text)),
+        text: memfd(&text),
+    });
     let mut threads = Vec::new();
     for _ in 0..replicas {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
@@ -99,11 +103,11 @@ pub fn serve_if_sender() {
             .local_addr()
             .unwrap_or_else(|e| panic!("local_addr: {e}"));
         println!("http://{addr}");
-        let file = file.clone();
+        let bodies = bodies.clone();
         threads.push(std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let file = file.clone();
-                std::thread::spawn(move || serve_connection(stream, &file, soak));
+                let bodies = bodies.clone();
+                std::thread::spawn(move || serve_connection(stream, &bodies, soak));
             }
         }));
     }
@@ -112,6 +116,23 @@ pub fn serve_if_sender() {
         let _ = t.join();
     }
     std::process::exit(0);
+}
+
+/// A replica's `/metrics` in both formats, as kube-apiserver answers by the scrape's `Accept` header.
+struct Bodies {
+    text: MemFile,
+    protobuf: MemFile,
+}
+
+/// The protobuf body of a text one, as client_golang writes the same families (the simulator's encoder): the capture
+/// repeated (the 100 MB body) is the capture's protobuf repeated as many times.
+pub fn protobuf_of(text: &[u8]) -> Vec<u8> {
+    let one = capture();
+    let encode = |t: &[u8]| apf_sim::protobuf::from_text(t, Some(apf_sim::protobuf::CREATED));
+    if text.len() > one.len() && text.starts_with(&one) && text.len() % one.len() == 0 {
+        return encode(&one).repeat(text.len() / one.len());
+    }
+    encode(text)
 }
 
 /// The body in an anonymous in-memory file, with its length.
@@ -135,9 +156,10 @@ fn memfd(body: &[u8]) -> MemFile {
     }
 }
 
-/// HTTP/1.1 with keep-alive: each GET of `/metrics` answered with the file by sendfile(2); with `dumps`, the three
-/// APF debug dumps too (see [`soak_dump`]); anything else 404.
-fn serve_connection(mut stream: TcpStream, file: &MemFile, dumps: bool) {
+/// HTTP/1.1 with keep-alive: each GET of `/metrics` answered by sendfile(2) with the body in the format the `Accept`
+/// header negotiates (as client_golang does: `apf_sim::protobuf::negotiate`); with `dumps`, the three APF debug
+/// dumps too (see [`soak_dump`]); anything else 404.
+fn serve_connection(mut stream: TcpStream, bodies: &Bodies, dumps: bool) {
     // Without it the body's last segment waits for the client's delayed acknowledgement (Nagle).
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(match stream.try_clone() {
@@ -150,6 +172,7 @@ fn serve_connection(mut stream: TcpStream, file: &MemFile, dumps: bool) {
             return;
         }
         // The headers, up to the blank line; a GET has no body.
+        let mut accept = String::new();
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -157,6 +180,11 @@ fn serve_connection(mut stream: TcpStream, file: &MemFile, dumps: bool) {
             }
             if header == "\r\n" || header == "\n" {
                 break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("accept") {
+                    accept = value.trim().to_string();
+                }
             }
         }
         let path = request_line.split(' ').nth(1).unwrap_or("");
@@ -172,12 +200,18 @@ fn serve_connection(mut stream: TcpStream, file: &MemFile, dumps: bool) {
                 continue;
             }
         }
-        if path != "/metrics" {
+        // A query (`name[]`, the filter of client_golang 1.24+) is ignored, as the 1.34 apiserver ignores it.
+        if path.split('?').next() != Some("/metrics") {
             let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
             continue;
         }
+        let (file, content_type) = if apf_sim::protobuf::negotiate(&accept) {
+            (&bodies.protobuf, apf_sim::protobuf::CONTENT_TYPE)
+        } else {
+            (&bodies.text, "text/plain; version=0.0.4")
+        };
         let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
             file.len
         );
         if stream.write_all(head.as_bytes()).is_err() {

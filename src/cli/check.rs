@@ -179,6 +179,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
             max_body_bytes: settings.max_body_bytes,
             max_line_bytes: settings.max_line_bytes,
             flows_per_schema: None,
+            protobuf: settings.protobuf,
         };
         async move { crate::scrape::scrape_replica(&r.target, &plan).await }
     }))

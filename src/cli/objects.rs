@@ -101,6 +101,7 @@ pub async fn read_cluster(
             max_body_bytes: max,
             max_line_bytes: settings.max_line_bytes,
             flows_per_schema: None,
+            protobuf: settings.protobuf,
         };
         let round = crate::scrape::scrape_replica(&replica.target, &plan).await;
         let snapshot = round.snapshot.unwrap_or_default();

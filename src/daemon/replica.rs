@@ -61,6 +61,7 @@ async fn scrape_forever(
             max_line_bytes: settings.max_line_bytes,
             // The window keeps no more of a level and flow schema: a dump's other flows would be cut on arrival.
             flows_per_schema: Some(crate::analyze::FLOWS_PER_SCHEMA),
+            protobuf: settings.protobuf,
         };
         let mut round = scrape::scrape_replica(&target, &plan).await;
         let finished = std::time::Instant::now();

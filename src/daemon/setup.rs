@@ -62,6 +62,7 @@ pub struct LoopSettings {
     pub request_details: bool,
     pub max_body_bytes: u64,
     pub max_line_bytes: usize,
+    pub protobuf: bool,
     pub endpoints: Vec<Endpoint>,
 }
 
@@ -74,6 +75,7 @@ impl LoopSettings {
             request_details: scrape.request_details,
             max_body_bytes: scrape.max_body_bytes.0,
             max_line_bytes: usize::try_from(scrape.max_line_bytes.0).unwrap_or(usize::MAX),
+            protobuf: scrape.protobuf,
             endpoints: enabled_endpoints(scrape),
         }
     }

@@ -196,6 +196,12 @@ impl ScrapeError {
 
 /// Where a body's chunks go as they arrive.
 pub trait BodySink: Send {
+    /// The `Accept` header to send: the formats this sink reads, when it reads more than one.
+    fn accepts(&self) -> Option<&'static str> {
+        None
+    }
+    /// The response's `Content-Type`, before its first chunk.
+    fn content_type(&mut self, _content_type: Option<&str>) {}
     fn accept(&mut self, chunk: bytes::Bytes) -> impl std::future::Future<Output = ()> + Send;
 }
 
@@ -214,10 +220,15 @@ pub async fn fetch(
     max_body: u64,
     sink: &mut impl BodySink,
 ) -> Result<(), ScrapeError> {
+    let accept = sink.accepts();
     let work = async {
         match &target.transport {
             Transport::Http { client, token } => {
-                let request = with_token(client.get(target.url(path)), token.as_ref())?;
+                let mut request = client.get(target.url(path));
+                if let Some(accept) = accept {
+                    request = request.header(http::header::ACCEPT, accept);
+                }
+                let request = with_token(request, token.as_ref())?;
                 let response = request
                     .send()
                     .await
@@ -227,11 +238,13 @@ pub async fn fetch(
             // The kube client adds the credentials (token files re-read, exec plugins refreshed) and verifies TLS
             // against the cluster CA with the configured server name.
             Transport::Kube(client) => {
-                let request = http::Request::get(path)
-                    .body(kube::client::Body::empty())
-                    .map_err(|e| {
-                        ScrapeError::Body(format!("cannot build the request for {path}: {e}"))
-                    })?;
+                let mut request = http::Request::get(path);
+                if let Some(accept) = accept {
+                    request = request.header(http::header::ACCEPT, accept);
+                }
+                let request = request.body(kube::client::Body::empty()).map_err(|e| {
+                    ScrapeError::Body(format!("cannot build the request for {path}: {e}"))
+                })?;
                 let response = client.send(request).await.map_err(classify_kube)?;
                 read(response, max_body, sink).await
             }
@@ -279,6 +292,11 @@ where
             .and_then(parse_retry_after);
         return Err(ScrapeError::Throttled { retry_after });
     }
+    let response_content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let mut body = response.into_body();
     if !status.is_success() {
         // A short excerpt of the body says why (an apiserver Status, a proxy's page); never the whole thing.
@@ -295,6 +313,7 @@ where
             detail,
         });
     }
+    sink.content_type(response_content_type.as_deref());
     let mut total: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ScrapeError::Body(chain_of(&e)))?;

@@ -24,8 +24,13 @@ pub struct ScrapeConfig {
     pub objects_interval: DurationValue,
     /// A hard cap on one response body: a bigger one is cut off and counted as `too_large`.
     pub max_body_bytes: ByteCount,
-    /// The longest line of `/metrics` the parser will hold for a wanted family; longer lines are counted and skipped.
+    /// The longest line of `/metrics` (in the protobuf format, the longest metric) the parser will hold for a wanted
+    /// family; longer ones are counted and skipped.
     pub max_line_bytes: ByteCount,
+    /// Ask `/metrics` for Prometheus' protobuf format first, as Prometheus does for native histograms: the families
+    /// not read are skipped by their length, and a histogram's labels come once, not on every bucket's line (the
+    /// 1.34 capture: 17 % of the text). A server that answers in text is read as before.
+    pub protobuf: bool,
     /// Longest back-off after consecutive errors of one endpoint.
     pub max_backoff: Interval,
 }
@@ -43,6 +48,7 @@ impl Default for ScrapeConfig {
             objects_interval: DurationValue(Duration::from_secs(60)),
             max_body_bytes: ByteCount(256 * 1024 * 1024),
             max_line_bytes: ByteCount(1024 * 1024),
+            protobuf: true,
             max_backoff: Interval(Duration::from_secs(300)),
         }
     }

@@ -29,6 +29,10 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
 fn every_corpus_input_passes_its_target_check() {
     for (target, check) in [
         ("exposition", apf_monitor::fuzzing::exposition as fn(&[u8])),
+        (
+            "exposition_protobuf",
+            apf_monitor::fuzzing::exposition_protobuf,
+        ),
         ("dumps", apf_monitor::fuzzing::dumps),
         ("objects", apf_monitor::fuzzing::objects),
         ("config", apf_monitor::fuzzing::config),

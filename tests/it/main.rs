@@ -13,6 +13,7 @@ mod dashboards;
 mod demo_cli;
 mod deploy;
 mod discovery;
+mod exposition_formats;
 mod fuzz_corpus;
 mod lead_time;
 mod leader_gate;

@@ -80,6 +80,7 @@ pub use audit::{AuditLogOptions, AuditOptions, AuditWebhookOptions};
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
+pub use render::protobuf;
 pub use reviews::{Grant, SimUser};
 pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
 pub use server::serve;

@@ -3,7 +3,7 @@
 
 use super::api::{self, ApiContext};
 use super::objects;
-use super::render::{git_commit, go_version};
+use super::render::{git_commit, go_version, protobuf};
 use super::simulator::Simulator;
 use super::status::ApiError;
 use super::store::Store;
@@ -61,13 +61,24 @@ async fn ok() -> Response {
     ([(header::CONTENT_TYPE, TEXT)], "ok").into_response()
 }
 
-async fn metrics(State(sim): State<Simulator>) -> Response {
+/// The text format, or the protobuf one when the scrape's `Accept` asks for it first, as client_golang's handler
+/// negotiates (`render/protobuf.rs`).
+async fn metrics(State(sim): State<Simulator>, headers: header::HeaderMap) -> Response {
+    let text = sim.render_metrics();
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if protobuf::negotiate(accept) {
+        let body = protobuf::from_text(text.as_bytes(), Some(protobuf::CREATED));
+        return ([(header::CONTENT_TYPE, protobuf::CONTENT_TYPE)], body).into_response();
+    }
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        sim.render_metrics(),
+        text,
     )
         .into_response()
 }

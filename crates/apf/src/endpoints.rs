@@ -4,6 +4,20 @@ use super::KubeVersion;
 
 /// APF's gauges and counters are among kube-apiserver's metrics.
 pub const METRICS_PATH: &str = "/metrics";
+/// `/metrics` asking for these families only (`name[]`, prometheus/client_golang `promhttp`, 1.24 and later); a
+/// handler without the filter ignores the parameter and serves every family.
+pub fn metrics_path(families: &[String]) -> String {
+    let mut path = format!("{METRICS_PATH}?");
+    for (i, family) in families.iter().enumerate() {
+        if i > 0 {
+            path.push('&');
+        }
+        path.push_str("name[]=");
+        path.push_str(family);
+    }
+    path
+}
+
 /// A 403 on `/metrics` means this rule is missing.
 pub const METRICS_RBAC_RULE: &str = "nonResourceURLs: [\"/metrics\"], verbs: [\"get\"]";
 

@@ -284,3 +284,59 @@ fn eks_pastes_are_read() {
     // The paste says nothing of the enforced limit or of seats in use: no headroom is made up.
     assert_eq!(s.levels["workload-low"].headroom_seats(), None);
 }
+
+/// `/metrics?name[]=...` asks for the families the model reads by the names client_golang registers them under: on
+/// every capture, each wanted sample belongs to a family asked for (the family of a `# TYPE` line before it).
+#[test]
+fn the_families_asked_for_by_name_hold_every_wanted_sample() {
+    let families = apf::model::wanted_families();
+    let path = apf::endpoints::metrics_path(&families);
+    assert!(
+        path.starts_with("/metrics?name[]=apiserver_flowcontrol_"),
+        "{path}"
+    );
+    let mut asked = std::collections::BTreeSet::new();
+    for version in [
+        "1.18", "1.19", "1.20", "1.21", "1.23", "1.24", "1.25", "1.26", "1.28", "1.29", "1.30",
+        "1.31", "1.32", "1.34", "1.35",
+    ] {
+        let body = capture(version);
+        let text = String::from_utf8_lossy(&body);
+        let mut family = "";
+        let mut wanted_lines = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                family = rest.split(' ').next().unwrap_or("");
+                continue;
+            }
+            let name = line.split(['{', ' ']).next().unwrap_or("");
+            if line.starts_with('#') || !is_wanted_sample(name) {
+                continue;
+            }
+            wanted_lines += 1;
+            assert!(
+                families.iter().any(|f| f == family),
+                "{version}: {name} is in family {family}, not asked for"
+            );
+            asked.insert(family.to_string());
+        }
+        // 1.18 serves none of what the model reads (APF's metrics came with 1.19's).
+        assert_eq!(wanted_lines > 0, version != "1.18", "{version}");
+    }
+    // And every family asked for is one a capture serves, but two counters no capture's quiet cluster had incremented
+    // (a counter vector gets a series at its first increment, and the registry leaves out a family without one).
+    // Their names are those k8s.io/apiserver registers (`pkg/util/flowcontrol/metrics/metrics.go`:
+    // `Name: "rejected_requests_total"`, `Name: "request_dispatch_no_accommodation_total"`).
+    let unseen: Vec<&str> = families
+        .iter()
+        .filter(|f| !asked.contains(*f))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        unseen,
+        [
+            "apiserver_flowcontrol_rejected_requests_total",
+            "apiserver_flowcontrol_request_dispatch_no_accommodation_total"
+        ]
+    );
+}

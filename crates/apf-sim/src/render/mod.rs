@@ -8,6 +8,7 @@ mod apiserver_metrics;
 mod dumps;
 mod exposition;
 mod go;
+pub mod protobuf;
 
 pub(crate) use go::{git_commit, go_version};
 

@@ -69,6 +69,24 @@ pub fn wanted_series() -> Vec<(String, &'static [&'static str])> {
         .collect()
 }
 
+/// The families whose samples the model reads, by the name client_golang registers them under (a histogram's without
+/// `_bucket`, `_sum`, `_count`; a counter's with its `_total`): what `/metrics?name[]=...` asks for, which a
+/// client_golang 1.24+ handler (kube-apiserver since Kubernetes vendors it) answers with these families alone.
+pub fn wanted_families() -> Vec<String> {
+    let mut families: Vec<String> = wanted_series()
+        .into_iter()
+        .map(|(name, _)| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .map_or(name.clone(), str::to_string)
+        })
+        .collect();
+    families.sort();
+    families.dedup();
+    families
+}
+
 /// The limit families: every generation serves one of them (`request_concurrency_limit` before 1.26,
 /// `nominal_limit_seats` and `current_limit_seats` since), one series per level, refreshed at every scrape. The
 /// newest sample among them says how fresh a replica's numbers in a Prometheus are.

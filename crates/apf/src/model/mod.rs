@@ -13,7 +13,9 @@ pub use dumps::{
     apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowsBuilder,
     USERS_PER_FLOW,
 };
-pub use metrics::{is_wanted_sample, limit_families, wanted_series, SnapshotBuilder};
+pub use metrics::{
+    is_wanted_sample, limit_families, wanted_families, wanted_series, SnapshotBuilder,
+};
 pub use objects::{
     parse_flow_schemas, parse_flowcontrol_documents, parse_priority_level_configurations,
     parse_priority_level_documents, DocumentError, FlowcontrolObjects,

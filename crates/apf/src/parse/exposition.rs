@@ -53,20 +53,27 @@ impl<F: FnMut(&Sample<'_>)> SampleSink for F {
     }
 }
 
-/// Counters of one parse. Every line is either a comment/blank line, a delivered sample, a
-/// skipped (filtered out) sample, an invalid line or an oversized line.
+/// Counters of one parse. In the text format every line is either a comment/blank line, a delivered sample, a
+/// skipped (filtered out) sample, an invalid line or an oversized line. In the protobuf format
+/// ([`super::protobuf`]) every family is skipped whole or read, and each metric of a family read is delivered as
+/// samples, filtered out, invalid or oversized.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ParseStats {
-    /// Lines seen, including comments and blank lines.
+    /// Lines seen, including comments and blank lines (text).
     pub lines: u64,
     /// Samples delivered to the sink.
     pub samples: u64,
-    /// Sample lines filtered out by name.
+    /// Samples filtered out by name: sample lines (text), or samples of a family read (protobuf).
     pub skipped_samples: u64,
-    /// Lines that are neither comments, blank lines nor valid samples.
+    /// Lines that are neither comments, blank lines nor valid samples (text); families or metrics that cannot be
+    /// read (protobuf).
     pub invalid_lines: u64,
-    /// Wanted lines longer than `max_line_bytes`, skipped without buffering.
+    /// Wanted lines (text) or metrics (protobuf) longer than `max_line_bytes`, skipped without buffering.
     pub oversized_lines: u64,
+    /// Families seen (protobuf).
+    pub families: u64,
+    /// Families skipped unread, none of their samples wanted (protobuf).
+    pub skipped_families: u64,
     /// The first [`MAX_KEPT_ERRORS`] errors, for logs.
     pub first_errors: Vec<ParseError>,
 }
@@ -74,11 +81,11 @@ pub struct ParseStats {
 /// How many errors [`ParseStats::first_errors`] keeps.
 pub const MAX_KEPT_ERRORS: usize = 5;
 
-/// Why one line was invalid.
+/// Why one line (or, in the protobuf format, one family or metric) was invalid.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("line {line}: {message}")]
+#[error("{}{message}", if *line > 0 { format!("line {line}: ") } else { String::new() })]
 pub struct ParseError {
-    /// 1-based line number.
+    /// 1-based line number; 0 in the protobuf format, whose messages name their family instead.
     pub line: u64,
     pub message: String,
 }

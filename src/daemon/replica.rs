@@ -1,7 +1,7 @@
-//! One replica's loop: every interval, the endpoints that are due (back-off and metrics-only decided here), one
-//! request each, the round handed to the analysis. One request per endpoint per interval at most, never two rounds
-//! at once (a round ends within the timeout, which is no longer than the interval). Stopped by its token at once:
-//! a scrape in flight is dropped.
+//! One replica's loop: every interval, at the replica's own phase in it, the endpoints that are due (back-off and
+//! metrics-only decided here), one request each and one after another, the round handed to the analysis. One
+//! request per endpoint per interval at most, never two rounds at once (a round slower than the interval skips the
+//! ticks it missed). Stopped by its token at once: a scrape in flight is dropped.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -29,6 +29,19 @@ pub async fn run(
     }
 }
 
+/// Where in the interval a replica's rounds fall: spread by its name, as Prometheus spreads its targets' scrapes
+/// (`scrape/target.go`, `offset`), so that the replicas of a cluster are not all asked at the same instant and
+/// their rounds' buffers are not all held at once. The same name keeps the same phase across restarts and reloads.
+fn phase(name: &str, interval: std::time::Duration) -> std::time::Duration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    name.hash(&mut h);
+    let nanos = u64::try_from(interval.as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    std::time::Duration::from_nanos(h.finish() % nanos)
+}
+
 async fn scrape_forever(
     target: Target,
     settings: LoopSettings,
@@ -39,10 +52,17 @@ async fn scrape_forever(
     let mut states: BTreeMap<Endpoint, EndpointState> = BTreeMap::new();
     let mut objects: Option<Arc<apf::model::FlowcontrolObjects>> = None;
     let mut next_objects = std::time::Instant::now();
-    let mut ticker = tokio::time::interval(settings.interval);
+    // The first round at once (a replica is read as soon as it is known), the next ones at the replica's phase.
+    let mut ticker = tokio::time::interval_at(
+        Instant::now() + phase(&target.name, settings.interval),
+        settings.interval,
+    );
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut first = true;
     loop {
-        ticker.tick().await;
+        if !std::mem::take(&mut first) {
+            ticker.tick().await;
+        }
         let now = std::time::Instant::now();
         let due: Vec<Endpoint> = settings
             .endpoints
@@ -139,5 +159,31 @@ fn note_failure(
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::phase;
+    use std::time::Duration;
+
+    #[test]
+    fn replicas_are_spread_over_the_interval_each_at_its_own_phase() {
+        let interval = Duration::from_secs(5);
+        let phases: Vec<Duration> = (0..200)
+            .map(|i| phase(&format!("10.0.{}.{}:6443", i / 256, i % 256), interval))
+            .collect();
+        assert!(phases.iter().all(|p| *p < interval));
+        // The same name, the same phase (across restarts and reloads).
+        assert_eq!(phase("10.0.0.7:6443", interval), phases[7]);
+        // Spread over the whole interval: each fifth of it holds some of them.
+        for fifth in 0..5 {
+            let (from, to) = (interval * fifth / 5, interval * (fifth + 1) / 5);
+            assert!(
+                phases.iter().any(|p| (from..to).contains(p)),
+                "none in {from:?}..{to:?}"
+            );
+        }
+        assert_eq!(phase("any", Duration::ZERO), Duration::ZERO);
     }
 }

@@ -45,28 +45,34 @@ pub struct ReplicaScrape {
     pub objects: Option<model::FlowcontrolObjects>,
 }
 
+/// The endpoints due, one after another on one connection: the replica's APF gives a request of ours one seat at a
+/// time (a round's requests are classified like any client's, often into the level watched), and one body's read
+/// buffers are held at a time. Each request has its own timeout, so a slow round takes longer than the interval
+/// rather than failing the endpoints after a slow one; the replica's loop skips the ticks it missed.
 pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape {
     let wants = |e: Endpoint| plan.endpoints.contains(&e);
     let requests_path = endpoints::dump_requests_path(plan.request_details);
-    let (metrics, levels, queues, requests, objects) = tokio::join!(
-        maybe(wants(Endpoint::Metrics), scrape_metrics(target, plan)),
-        maybe(
-            wants(Endpoint::DumpPriorityLevels),
-            fetch_text(target, Dump::PriorityLevels.path(), plan.max_body_bytes)
-        ),
-        maybe(
-            wants(Endpoint::DumpQueues),
-            fetch_text(target, Dump::Queues.path(), plan.max_body_bytes)
-        ),
-        maybe(
-            wants(Endpoint::DumpRequests),
-            fetch_flows(target, &requests_path, plan)
-        ),
-        maybe(
-            wants(Endpoint::PriorityLevelConfigurations),
-            fetch_objects(target, plan.max_body_bytes)
-        ),
-    );
+    let metrics = maybe(wants(Endpoint::Metrics), scrape_metrics(target, plan)).await;
+    let levels = maybe(
+        wants(Endpoint::DumpPriorityLevels),
+        fetch_text(target, Dump::PriorityLevels.path(), plan.max_body_bytes),
+    )
+    .await;
+    let queues = maybe(
+        wants(Endpoint::DumpQueues),
+        fetch_text(target, Dump::Queues.path(), plan.max_body_bytes),
+    )
+    .await;
+    let requests = maybe(
+        wants(Endpoint::DumpRequests),
+        fetch_flows(target, &requests_path, plan),
+    )
+    .await;
+    let objects = maybe(
+        wants(Endpoint::PriorityLevelConfigurations),
+        fetch_objects(target, plan.max_body_bytes),
+    )
+    .await;
 
     let mut results = Vec::new();
     let mut metrics_stats = None;
@@ -371,12 +377,10 @@ async fn fetch_objects(
     target: &Target,
     max_body: u64,
 ) -> Result<model::FlowcontrolObjects, ScrapeError> {
-    let (levels, schemas) = tokio::join!(
-        fetch_flowcontrol_list(target, endpoints::PRIORITY_LEVEL_CONFIGURATIONS, max_body),
-        fetch_flowcontrol_list(target, endpoints::FLOW_SCHEMAS, max_body),
-    );
-    let (pl_path, pl) = levels?;
-    let (fs_path, fs) = schemas?;
+    // One after the other, as the round's other requests.
+    let (pl_path, pl) =
+        fetch_flowcontrol_list(target, endpoints::PRIORITY_LEVEL_CONFIGURATIONS, max_body).await?;
+    let (fs_path, fs) = fetch_flowcontrol_list(target, endpoints::FLOW_SCHEMAS, max_body).await?;
     Ok(model::FlowcontrolObjects {
         priority_levels: model::parse_priority_level_configurations(&pl)
             .map_err(|e| ScrapeError::Parse(format!("{pl_path}: {e}")))?,

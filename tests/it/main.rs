@@ -21,6 +21,7 @@ mod match_cli;
 mod notify_email;
 mod notify_http;
 mod plan_cli;
+mod polite_scrape;
 mod prometheus_scrape;
 mod prometheus_source;
 mod report_cli;

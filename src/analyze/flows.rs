@@ -2,7 +2,9 @@
 //! flow's mean waiting requests and seats over the window's dumps, without holding every dump's flows. Holding them
 //! (whole snapshots) took 1.2 GB for two replicas read every 250 ms with 6000 flows coming and going
 //! (`cargo bench --bench watch_cost -- soak`).
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -20,44 +22,158 @@ pub const SLICES: f64 = 10.0;
 /// (`scrape::ScrapePlan::flows_per_schema`).
 pub const FLOWS_PER_SCHEMA: usize = 200;
 
-/// (priority level, flow schema, flow distinguisher)
-type FlowKey = (Arc<str>, Arc<str>, Arc<str>);
+/// A priority level and flow schema: every flow of theirs names the pair, held once.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Group {
+    priority_level: Arc<str>,
+    flow_schema: Arc<str>,
+}
+
+/// A flow: ordered by priority level, flow schema and flow distinguisher.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct FlowKey {
+    group: Arc<Group>,
+    flow: Arc<str>,
+}
 
 /// A flow's waiting requests and seats summed over the window's dumps.
 type WindowSum<'a> = (&'a FlowKey, (f64, f64));
 
-/// The strings of the window's flows, each held once however many slices and flows name it: a level's and flow
-/// schema's names are in every flow of theirs, a flow lives on through several slices, a by-user flow's user is
-/// its distinguisher, and most flows' example is one of a few requests.
-#[derive(Debug, Clone, Default)]
-struct Names(HashSet<Arc<str>>);
+/// Values held once however many slices and flows name them: a level's and flow schema's names are in every flow
+/// of theirs, a flow lives on through several slices, and most flows' [`Details`] are one of a few.
+#[derive(Debug)]
+struct Held<T: ?Sized>(HashSet<Arc<T>>);
 
-impl Names {
-    fn get(&mut self, name: &str) -> Arc<str> {
-        if let Some(held) = self.0.get(name) {
+impl<T: ?Sized> Default for Held<T> {
+    fn default() -> Self {
+        Self(HashSet::new())
+    }
+}
+
+impl<T: ?Sized> Clone for Held<T> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<T: ?Sized + Hash + Eq> Held<T> {
+    /// The value held equal to `value`, made by `hold` when none is.
+    fn get<Q>(&mut self, value: &Q, hold: impl FnOnce(&Q) -> Arc<T>) -> Arc<T>
+    where
+        Q: ?Sized + Hash + Eq,
+        Arc<T>: Borrow<Q>,
+    {
+        if let Some(held) = self.0.get(value) {
             return held.clone();
         }
-        let held: Arc<str> = name.into();
+        let held = hold(value);
         self.0.insert(held.clone());
         held
     }
 
-    /// Forgets the names no slice holds any more.
+    /// Forgets the values nothing else holds any more.
     fn prune(&mut self) {
-        self.0.retain(|name| Arc::strong_count(name) > 1);
+        self.0.retain(|held| Arc::strong_count(held) > 1);
         if self.0.capacity() > 2 * self.0.len() + 64 {
             self.0.shrink_to_fit();
         }
     }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
+/// What a flow's report names besides its sums: who sent its requests and one of them. A by-user flow schema's
+/// flow is its user, and most flows' example is one of a few requests (`list pods`): the flows of a churning
+/// cluster share a handful of these.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+struct Details {
+    users: SmallVec<[User; 1]>,
+    example_request: Option<Arc<str>>,
+}
+
+/// A user of a flow: its distinguisher, or another name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum User {
+    TheFlow,
+    Other(Arc<str>),
+}
+
+impl User {
+    fn name<'a>(&'a self, flow: &'a str) -> &'a str {
+        match self {
+            User::TheFlow => flow,
+            User::Other(name) => name,
+        }
+    }
+}
+
+impl Details {
+    fn has_user(&self, user: &str, flow: &str) -> bool {
+        self.users.iter().any(|held| held.name(flow) == user)
+    }
+
+    /// Whether `sample` names a user or an example these lack.
+    fn lacks_any_of(&self, sample: &FlowSample) -> bool {
+        (self.users.len() < USERS_PER_FLOW
+            && sample.users.iter().any(|u| !self.has_user(u, &sample.flow)))
+            || (self.example_request.is_none() && sample.example_request.is_some())
+    }
+}
+
+/// Everything a window holds once.
+#[derive(Debug, Clone, Default)]
+struct Holdings {
+    names: Held<str>,
+    groups: Held<Group>,
+    details: Held<Details>,
+    /// The group of the last flow added: a dump lists each level's and flow schema's flows together.
+    last_group: Option<Arc<Group>>,
+}
+
+impl Holdings {
+    fn name(&mut self, name: &str) -> Arc<str> {
+        self.names.get(name, |n| Arc::from(n))
+    }
+
+    fn group(&mut self, level: &str, schema: &str) -> Arc<Group> {
+        if let Some(last) = &self.last_group {
+            if *last.priority_level == *level && *last.flow_schema == *schema {
+                return last.clone();
+            }
+        }
+        let group = Group {
+            priority_level: self.name(level),
+            flow_schema: self.name(schema),
+        };
+        let held = self.groups.get(&group, |g| {
+            Arc::new(Group {
+                priority_level: g.priority_level.clone(),
+                flow_schema: g.flow_schema.clone(),
+            })
+        });
+        self.last_group = Some(held.clone());
+        held
+    }
+
+    /// Forgets what no slice holds any more: groups and details first, for they hold names.
+    fn prune(&mut self) {
+        self.last_group = None;
+        self.groups.prune();
+        self.details.prune();
+        self.names.prune();
+    }
+}
+
+/// 24 bytes a flow, however many users and examples: a window holds thousands.
 #[derive(Debug, Clone, Default)]
 struct FlowSums {
     waiting_requests: f64,
     executing_seats: f64,
-    /// Most flows have one user (a by-user flow schema's distinguisher is the user): held inline.
-    users: SmallVec<[Arc<str>; 1]>,
-    example_request: Option<Arc<str>>,
+    /// None: no user and no example seen.
+    details: Option<Arc<Details>>,
 }
 
 impl FlowSums {
@@ -65,17 +181,28 @@ impl FlowSums {
         flow_pressure(self.waiting_requests, self.executing_seats)
     }
 
-    fn add(&mut self, sample: &FlowSample, names: &mut Names) {
+    fn add(&mut self, sample: &FlowSample, held: &mut Holdings) {
         self.waiting_requests += sample.waiting_requests as f64;
         self.executing_seats += sample.executing_seats as f64;
+        let none = Details::default();
+        let details = self.details.as_deref().unwrap_or(&none);
+        if !details.lacks_any_of(sample) {
+            return;
+        }
+        let mut more = details.clone();
         for u in &sample.users {
-            if self.users.len() < USERS_PER_FLOW && !self.users.iter().any(|held| **held == **u) {
-                self.users.push(names.get(u));
+            if more.users.len() < USERS_PER_FLOW && !more.has_user(u, &sample.flow) {
+                more.users.push(if *u == sample.flow {
+                    User::TheFlow
+                } else {
+                    User::Other(held.name(u))
+                });
             }
         }
-        if self.example_request.is_none() {
-            self.example_request = sample.example_request.as_deref().map(|e| names.get(e));
+        if more.example_request.is_none() {
+            more.example_request = sample.example_request.as_deref().map(|e| held.name(e));
         }
+        self.details = Some(held.details.get(&more, |d| Arc::new(d.clone())));
     }
 }
 
@@ -127,10 +254,10 @@ struct Slice {
 
 /// Keeps the [`FLOWS_PER_SCHEMA`] flows of each level and flow schema with the most pressure.
 fn keep_top(flows: &mut HashMap<FlowKey, FlowSums>) {
-    let mut groups: HashMap<(&str, &str), Vec<(f64, &FlowKey)>> = HashMap::new();
+    let mut groups: HashMap<&Group, Vec<(f64, &FlowKey)>> = HashMap::new();
     for (key, sums) in flows.iter() {
         groups
-            .entry((&key.0, &key.1))
+            .entry(&key.group)
             .or_default()
             .push((sums.pressure(), key));
     }
@@ -147,9 +274,9 @@ fn keep_top(flows: &mut HashMap<FlowKey, FlowSums>) {
 }
 
 fn largest_group(flows: &HashMap<FlowKey, FlowSums>) -> usize {
-    let mut sizes: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut sizes: HashMap<&Group, usize> = HashMap::new();
     for key in flows.keys() {
-        *sizes.entry((&key.0, &key.1)).or_default() += 1;
+        *sizes.entry(&key.group).or_default() += 1;
     }
     sizes.into_values().max().unwrap_or(0)
 }
@@ -158,7 +285,7 @@ fn largest_group(flows: &HashMap<FlowKey, FlowSums>) -> usize {
 #[derive(Debug, Clone, Default)]
 pub struct FlowWindow {
     slices: VecDeque<Slice>,
-    names: Names,
+    held: Holdings,
 }
 
 impl FlowWindow {
@@ -195,13 +322,12 @@ impl FlowWindow {
         };
         *dumps += 1;
         for f in flows {
-            let key = (
-                self.names.get(&f.priority_level),
-                self.names.get(&f.flow_schema),
-                self.names.get(&f.flow),
-            );
+            let key = FlowKey {
+                group: self.held.group(&f.priority_level, &f.flow_schema),
+                flow: self.held.name(&f.flow),
+            };
             let sums = open.entry(key).or_default();
-            sums.add(f, &mut self.names);
+            sums.add(f, &mut self.held);
         }
         // The open slice is bounded too: past twice the keep, back to the keep (the flows cut had the least
         // pressure so far).
@@ -210,12 +336,12 @@ impl FlowWindow {
         }
     }
 
-    /// Drops the slices wholly before the window of `window` seconds ending at `now`, and the names only they held.
+    /// Drops the slices wholly before the window of `window` seconds ending at `now`, and what only they held.
     pub fn prune(&mut self, now: f64, window: f64) {
         while self.slices.len() >= 2 && self.slices[1].start <= now - window {
             self.slices.pop_front();
         }
-        self.names.prune();
+        self.held.prune();
     }
 
     /// The slices overlapping the window ending at `now`.
@@ -255,7 +381,10 @@ impl FlowWindow {
         }
         let mut by_level: BTreeMap<&str, Vec<WindowSum<'_>>> = BTreeMap::new();
         for (key, sum) in sums {
-            by_level.entry(&key.0).or_default().push((key, sum));
+            by_level
+                .entry(&key.group.priority_level)
+                .or_default()
+                .push((key, sum));
         }
         by_level
             .into_iter()
@@ -275,20 +404,22 @@ impl FlowWindow {
                     .map(|(key, (waiting, seats))| {
                         let mut users: Vec<String> = Vec::new();
                         let mut example_request = None;
-                        for s in inside.iter().filter_map(|slice| slice.flows.get(key)) {
-                            for u in &s.users {
-                                if users.len() < USERS_PER_FLOW && !users.iter().any(|h| **h == **u)
-                                {
+                        let details = inside
+                            .iter()
+                            .filter_map(|slice| slice.flows.get(key)?.details.as_deref());
+                        for d in details {
+                            for u in d.users.iter().map(|u| u.name(&key.flow)) {
+                                if users.len() < USERS_PER_FLOW && !users.iter().any(|h| h == u) {
                                     users.push(u.to_string());
                                 }
                             }
                             if example_request.is_none() {
-                                example_request = s.example_request.as_deref().map(str::to_string);
+                                example_request = d.example_request.as_deref().map(str::to_string);
                             }
                         }
                         FlowReport {
-                            flow_schema: key.1.to_string(),
-                            flow: key.2.to_string(),
+                            flow_schema: key.group.flow_schema.to_string(),
+                            flow: key.flow.to_string(),
                             waiting_requests: waiting / dumps,
                             executing_seats: seats / dumps,
                             users,
@@ -304,10 +435,15 @@ impl FlowWindow {
     /// (flow schema, priority level, user) of every user seen in the flows kept.
     pub fn users(&self) -> impl Iterator<Item = (String, String, String)> + '_ {
         self.slices.iter().flat_map(|s| {
-            s.flows.iter().flat_map(|((level, schema, _), sums)| {
-                sums.users
-                    .iter()
-                    .map(|u| (schema.to_string(), level.to_string(), u.to_string()))
+            s.flows.iter().flat_map(|(key, sums)| {
+                let users = sums.details.as_deref().map(|d| d.users.as_slice());
+                users.unwrap_or_default().iter().map(|u| {
+                    (
+                        key.group.flow_schema.to_string(),
+                        key.group.priority_level.to_string(),
+                        u.name(&key.flow).to_string(),
+                    )
+                })
             })
         })
     }
@@ -380,9 +516,9 @@ mod tests {
         // The names of the flows cut are forgotten: those of the flows kept, the level's and the schema's remain.
         let kept: usize = w.slices.iter().map(|s| s.flows.len()).sum();
         assert!(
-            w.names.0.len() <= kept + 3,
+            w.held.names.len() <= kept + 3,
             "{} names for {kept} flows",
-            w.names.0.len()
+            w.held.names.len()
         );
         let top = w.top_by_level(89.75, 60.0, 3);
         assert_eq!(top["workload-low"][0].flow, "heavy");
@@ -417,6 +553,34 @@ mod tests {
         assert_eq!(a.users, users);
         assert_eq!(a.example_request.as_deref(), Some("watch configmaps"));
         assert!(w.top_by_level(7.0, 60.0, 0)["workload-low"].is_empty());
+    }
+
+    #[test]
+    fn a_window_holds_each_flow_in_48_bytes_and_shared_details_once() {
+        assert_eq!(std::mem::size_of::<(FlowKey, FlowSums)>(), 48);
+        let mut w = FlowWindow::default();
+        // By-user flows: each flow's user is the flow, and all ask the same request.
+        let flows: Vec<FlowSample> = (0..500)
+            .map(|i| flow("workload-low", &format!("tenant-{i}"), 1))
+            .collect();
+        w.add(0.0, 6.0, &flows);
+        let mut other = flow("workload-low", "ns-a", 1);
+        other.users = vec!["alice".into()];
+        w.add(1.0, 6.0, &[other]);
+        assert_eq!(w.held.details.len(), 2);
+        assert_eq!(w.held.groups.len(), 1);
+        let top = w.top_by_level(1.0, 60.0, 2);
+        assert_eq!(top["workload-low"][0].flow, "ns-a");
+        assert_eq!(top["workload-low"][0].users, ["alice"]);
+        assert_eq!(top["workload-low"][1].users, ["tenant-0"]);
+        // Once no slice holds the flows, their details and names go too.
+        w.add(100.0, 6.0, &[]);
+        w.add(200.0, 6.0, &[]);
+        w.prune(200.0, 60.0);
+        assert_eq!(w.slices.len(), 2);
+        assert_eq!(w.held.details.len(), 0);
+        assert_eq!(w.held.groups.len(), 0);
+        assert_eq!(w.held.names.len(), 0);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use apf::model::{flow_pressure, FlowSample, USERS_PER_FLOW};
+use apf::model::{flow_pressure, FlowSample, FlowUser, USERS_PER_FLOW};
 
 use super::FlowReport;
 
@@ -94,21 +94,8 @@ struct Details {
     example_request: Option<Arc<str>>,
 }
 
-/// A user of a flow: its distinguisher, or another name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum User {
-    TheFlow,
-    Other(Arc<str>),
-}
-
-impl User {
-    fn name<'a>(&'a self, flow: &'a str) -> &'a str {
-        match self {
-            User::TheFlow => flow,
-            User::Other(name) => name,
-        }
-    }
-}
+/// A user of a flow, as a dump's is held: a by-user flow schema's flow is its user.
+type User = FlowUser<Arc<str>>;
 
 impl Details {
     fn has_user(&self, user: &str, flow: &str) -> bool {

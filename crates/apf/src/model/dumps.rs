@@ -110,23 +110,24 @@ struct FlowTally {
     waiting_requests: u64,
     executing_seats: u64,
     /// Most flows have one user, and a by-user flow schema's flow is its user: held inline, not twice.
-    users: SmallVec<[User; 1]>,
+    users: SmallVec<[FlowUser<Box<str>>; 1]>,
     /// In the builder's examples.
     example_request: Option<u32>,
 }
 
-/// A user of a flow: its distinguisher, or another name.
-#[derive(PartialEq)]
-enum User {
+/// A user of a flow: the flow itself (a by-user flow schema's distinguisher is its user, held once), or another name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FlowUser<S> {
     TheFlow,
-    Other(Box<str>),
+    Other(S),
 }
 
-impl User {
-    fn name<'a>(&'a self, flow: &'a str) -> &'a str {
+impl<S: std::ops::Deref<Target = str>> FlowUser<S> {
+    /// The user's name, given the flow's.
+    pub fn name<'a>(&'a self, flow: &'a str) -> &'a str {
         match self {
-            User::TheFlow => flow,
-            User::Other(name) => name,
+            FlowUser::TheFlow => flow,
+            FlowUser::Other(name) => name,
         }
     }
 }
@@ -171,9 +172,9 @@ impl FlowsBuilder {
                 && !tally.users.iter().any(|u| u.name(flow) == user)
             {
                 tally.users.push(if user == flow {
-                    User::TheFlow
+                    FlowUser::TheFlow
                 } else {
-                    User::Other(user.into())
+                    FlowUser::Other(user.into())
                 });
             }
         }

@@ -10,7 +10,7 @@ mod prometheus;
 
 pub use crate::{PriorityLevelConfig, EXEMPT};
 pub use dumps::{
-    apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowsBuilder,
+    apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowUser, FlowsBuilder,
     USERS_PER_FLOW,
 };
 pub use metrics::{

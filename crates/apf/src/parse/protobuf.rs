@@ -678,33 +678,26 @@ fn read_metric(
         sink,
     };
     let text: &str = &scratch.bounds;
-    match values {
-        Values::Single(value) => out.sample(Suffix::None, &labels, value),
-        Values::Summary { count, sum } => {
-            for (range, value) in &scratch.entries {
-                labels.push(Label {
-                    name: "quantile",
-                    value: Cow::Borrowed(&text[range.clone()]),
-                });
-                out.sample(Suffix::None, &labels, *value);
-                labels.pop();
-            }
-            out.sample(Suffix::Sum, &labels, sum);
-            out.sample(Suffix::Count, &labels, count);
+    // A summary's quantiles and a histogram's buckets differ only in their bound's label and the samples' suffix.
+    let (bound, per_bound, count, sum) = match values {
+        Values::Single(value) => {
+            out.sample(Suffix::None, &labels, value);
+            scratch.labels = recycle(labels);
+            return;
         }
-        Values::Histogram { count, sum } => {
-            for (range, value) in &scratch.entries {
-                labels.push(Label {
-                    name: "le",
-                    value: Cow::Borrowed(&text[range.clone()]),
-                });
-                out.sample(Suffix::Bucket, &labels, *value);
-                labels.pop();
-            }
-            out.sample(Suffix::Sum, &labels, sum);
-            out.sample(Suffix::Count, &labels, count);
-        }
+        Values::Summary { count, sum } => ("quantile", Suffix::None, count, sum),
+        Values::Histogram { count, sum } => ("le", Suffix::Bucket, count, sum),
+    };
+    for (range, value) in &scratch.entries {
+        labels.push(Label {
+            name: bound,
+            value: Cow::Borrowed(&text[range.clone()]),
+        });
+        out.sample(per_bound, &labels, *value);
+        labels.pop();
     }
+    out.sample(Suffix::Sum, &labels, sum);
+    out.sample(Suffix::Count, &labels, count);
     scratch.labels = recycle(labels);
 }
 

@@ -26,10 +26,6 @@ impl<F: Fn(&str) -> bool> MetricsParser<F> {
         }
     }
 
-    pub fn is_protobuf(&self) -> bool {
-        matches!(self, MetricsParser::Protobuf(_))
-    }
-
     pub fn feed(&mut self, chunk: &[u8], sink: &mut impl SampleSink) {
         match self {
             MetricsParser::Text(p) => p.feed(chunk, sink),

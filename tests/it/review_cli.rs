@@ -31,7 +31,9 @@ fn findings(out: &Output) -> Vec<Value> {
 fn nothing_on_the_default_objects_of_any_version() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     for minor in KubeVersion::MIN_MINOR..=KubeVersion::MAX_MINOR {
-        let url = crate::common::sim_on(&rt, minor, ScenarioSource::Ramp, true);
+        // Traffic without an operator: the ramp's cert-manager, caught executing in `dump_requests` (as it is at
+        // random instants), is a finding of its own (the test below), not one of the default objects.
+        let url = crate::common::sim_on(&rt, minor, ScenarioSource::Idle, true);
         let out = review(&["--target", &url, "--output", "json"]);
         assert_eq!(
             out.status.code(),

@@ -287,6 +287,7 @@ pub struct DemoArgs {
 /// Entry point of the binary: runs the command and maps errors to an exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::daemon::tune_allocator();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -25,6 +25,7 @@ mod alerting;
 mod analysis;
 mod leader;
 mod memory;
+pub use memory::tune_allocator;
 mod prometheus;
 mod reload;
 mod replica;
@@ -129,7 +130,7 @@ impl Daemon {
         leadership: Option<Leadership>,
     ) -> anyhow::Result<Daemon> {
         setup.prepare()?;
-        memory::return_large_buffers();
+        memory::tune_allocator();
         let leadership = match leadership {
             Some(l) => l,
             None => {

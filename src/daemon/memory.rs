@@ -5,8 +5,9 @@
 /// async runtime's threads exist: an arena a thread already has stays), and again when a daemon starts, for embedders.
 ///
 /// - One arena for every thread: glibc otherwise gives each thread that allocates at once as another its own heap, and
-///   every heap keeps its own free memory. With one: the soak's peak 17.7-17.9 MiB against 18.4-18.5, the fleet's
-///   48.4-48.6 against 51.6-55.5, for the same CPU (`cargo bench --bench watch_cost`, README, Performance).
+///   every heap keeps its own free memory. With one: the soak's peak 18.1-18.8 MiB against 18.5-19.4, the fleet's
+///   47.8-49.1 against 51.7-54.7; the busy soak's CPU about 6 % more, the workers sharing one lock (`cargo bench
+///   --bench watch_cost`, README, Performance).
 /// - Buffers of 256 KiB and more (a fleet's Prometheus answers, a large scrape's chunks) are mapped apart and given
 ///   back to the system when freed. glibc otherwise raises that threshold to the largest buffer freed so far and
 ///   carves later ones out of its heap, which then stays as large as the worst round left it.

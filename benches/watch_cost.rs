@@ -8,8 +8,8 @@
 //! `fleet`: the daemon reading a Prometheus that holds 100 clusters of 3 replicas (458k APF series; a fake in the
 //! child process, answering as Prometheus would), every 5 s (the default interval).
 //!
-//! `idle` and `large` are followed by their baseline: the same downloads on the same schedule by reqwest alone, and
-//! the daemon's CPU as a ratio to theirs.
+//! `idle` and `large` are followed by their baseline: the same downloads on the same schedule by the daemon's HTTP
+//! client alone, and the daemon's CPU as a ratio to theirs.
 //!
 //! The replicas answer `/metrics` in the format the scrape's `Accept` header negotiates, as kube-apiserver does: the
 //! daemon asks for protobuf first (its default, `scrape.protobuf`), so `idle`, `large` and `soak` read the same
@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use apf_monitor::config::Config;
-use apf_monitor::targets::{PrometheusTarget, StaticTarget};
+use apf_monitor::targets::{PrometheusTarget, ScrapeClient, StaticTarget};
 use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 
 mod common;
@@ -171,7 +171,7 @@ fn run(workload: &str, seconds: u64) {
 }
 
 /// The baseline of `idle` and `large`: the same GETs of the same replicas on the same schedule, each body read by
-/// reqwest (the daemon's HTTP client) and dropped: what the downloads cost alone, in % of one core.
+/// the daemon's HTTP client and dropped: what the downloads cost alone, in % of one core.
 fn downloads_alone(workload: &str, seconds: u64) -> f64 {
     let (config, _, _, senders) = workload_config(workload);
     let every = config.scrape.interval.0;
@@ -182,20 +182,26 @@ fn downloads_alone(workload: &str, seconds: u64) -> f64 {
         .then_some(apf::parse::protobuf::ACCEPT);
     let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall) = rt.block_on(async {
-        let client = reqwest::Client::new();
         for url in &senders.urls {
-            let (client, url) = (client.clone(), format!("{url}/metrics"));
+            let base = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
+            let client = ScrapeClient::new(&kube::Config::new(base))
+                .unwrap_or_else(|e| panic!("the client: {e}"));
             tokio::spawn(async move {
+                use http_body_util::BodyExt;
                 let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
-                    let mut request = client.get(&url);
+                    let mut request = http::Request::get("/metrics");
                     if let Some(accept) = accept {
-                        request = request.header(reqwest::header::ACCEPT, accept);
+                        request = request.header(http::header::ACCEPT, accept);
                     }
-                    if let Ok(mut response) = request.send().await {
-                        while let Ok(Some(chunk)) = response.chunk().await {
-                            std::hint::black_box(chunk);
+                    let Ok(request) = request.body(http_body_util::Empty::new()) else {
+                        continue;
+                    };
+                    if let Ok(response) = client.send(request).await {
+                        let mut body = response.into_body();
+                        while let Some(Ok(frame)) = body.frame().await {
+                            std::hint::black_box(frame);
                         }
                     }
                 }

@@ -84,7 +84,8 @@ pub struct TargetArgs {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// A PEM bundle of the CA that signed the certificates of the --target (and --prometheus) URLs (kubectl's
-    /// flag); default: the public web roots. A kubeconfig carries its own CA.
+    /// flag); default: the system's trust store for --target, the public web roots for --prometheus. A kubeconfig
+    /// carries its own CA.
     #[arg(long, value_name = "FILE")]
     pub certificate_authority: Option<PathBuf>,
     /// Log format.

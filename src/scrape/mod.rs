@@ -16,7 +16,7 @@ pub use settings::ScrapeConfig;
 use std::time::Duration;
 
 use crate::errors::chain_of;
-use crate::targets::{Target, Transport};
+use crate::targets::Target;
 use apf::endpoints::{self, Dump};
 
 /// What is fetched from each replica.
@@ -220,41 +220,52 @@ pub async fn fetch(
     max_body: u64,
     sink: &mut impl BodySink,
 ) -> Result<(), ScrapeError> {
-    let accept = sink.accepts();
+    let request = request(target, path, sink.accepts())?;
     let work = async {
-        match &target.transport {
-            Transport::Http { client, token } => {
-                let mut request = client.get(target.url(path));
-                if let Some(accept) = accept {
-                    request = request.header(http::header::ACCEPT, accept);
-                }
-                let request = with_token(request, token.as_ref())?;
-                let response = request
-                    .send()
-                    .await
-                    .map_err(|e| classify(e, target.timeout))?;
-                read(http::Response::from(response), max_body, sink).await
-            }
-            // The kube client adds the credentials (token files re-read, exec plugins refreshed) and verifies TLS
-            // against the cluster CA with the configured server name.
-            Transport::Kube(client) => {
-                let mut request = http::Request::get(path);
-                if let Some(accept) = accept {
-                    request = request.header(http::header::ACCEPT, accept);
-                }
-                let request = request.body(kube::client::Body::empty()).map_err(|e| {
-                    ScrapeError::Body(format!("cannot build the request for {path}: {e}"))
-                })?;
-                let response = client.send(request).await.map_err(classify_kube)?;
-                read(response, max_body, sink).await
-            }
-        }
+        let response = target
+            .transport
+            .client
+            .send(request)
+            .await
+            .map_err(classify)?;
+        read(response, max_body, sink).await
     };
     match tokio::time::timeout(target.timeout, work).await {
         Ok(result) => result,
         Err(_) => Err(ScrapeError::Timeout(target.timeout)),
     }
 }
+
+/// The GET of `path` (the client adds the base URL): our user agent, `accept`, and for a static target the bearer
+/// token file's current token. The kube access adds its own credentials (token files re-read, exec plugins
+/// refreshed).
+fn request(
+    target: &Target,
+    path: &str,
+    accept: Option<&'static str>,
+) -> Result<crate::targets::client::Request, ScrapeError> {
+    let mut request = http::Request::get(path).header(http::header::USER_AGENT, USER_AGENT);
+    if let Some(accept) = accept {
+        request = request.header(http::header::ACCEPT, accept);
+    }
+    if let Some(token) = &target.transport.token {
+        let token = token
+            .current()
+            .map_err(|e| ScrapeError::Token(e.to_string()))?;
+        let mut value = http::HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+            ScrapeError::Token("the bearer token is not a valid header value".into())
+        })?;
+        // hyper keeps a sensitive value out of its logs and HPACK tables.
+        value.set_sensitive(true);
+        request = request.header(http::header::AUTHORIZATION, value);
+    }
+    request
+        .body(http_body_util::Empty::new())
+        .map_err(|e| ScrapeError::Body(format!("cannot build the request for {path}: {e}")))
+}
+
+/// Ours, as every client of ours sends it.
+const USER_AGENT: &str = concat!("apf-monitor/", env!("CARGO_PKG_VERSION"));
 
 /// The request with the token file's current token as its bearer (re-read when the file changed).
 pub(crate) fn with_token(
@@ -330,10 +341,15 @@ where
 }
 
 /// A kube client's error: authentication (a credential plugin, a token file) or the connection (TLS included).
-fn classify_kube(e: kube::Error) -> ScrapeError {
-    match e {
-        kube::Error::Auth(e) => ScrapeError::Token(chain_of(&e)),
-        other => ScrapeError::Connect(with_tls_hint(chain_of(&other))),
+/// A request that got no response: the kube access' credentials (an exec plugin failing, a token file gone) or the
+/// connection (refused, TLS).
+fn classify(e: tower::BoxError) -> ScrapeError {
+    match e.downcast::<kube::Error>() {
+        Ok(kube) => match *kube {
+            kube::Error::Auth(e) => ScrapeError::Token(chain_of(&e)),
+            other => ScrapeError::Connect(with_tls_hint(chain_of(&other))),
+        },
+        Err(other) => ScrapeError::Connect(with_tls_hint(chain_of(&*other))),
     }
 }
 
@@ -387,7 +403,7 @@ fn httpdate_parse(value: &str) -> Option<std::time::SystemTime> {
 
 /// `timeout` is the target's: reqwest times out only the connect, which is bounded by the same value. reqwest's own
 /// message is terse ("error sending request"): the chain of causes says what went wrong (TLS, refused...).
-pub(crate) fn classify(e: reqwest::Error, timeout: Duration) -> ScrapeError {
+pub(crate) fn classify_reqwest(e: reqwest::Error, timeout: Duration) -> ScrapeError {
     if e.is_timeout() {
         return ScrapeError::Timeout(timeout);
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::targets::KubernetesConfig;
 
-use super::{Target, Transport};
+use super::{ScrapeClient, Target, Transport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
@@ -26,6 +26,11 @@ pub enum AccessError {
     },
     #[error("cannot reach the apiserver at {url}: {source}")]
     Client { url: String, source: kube::Error },
+    #[error("cannot build the client for {url}: {source}")]
+    ScrapeClient {
+        url: String,
+        source: super::ClientError,
+    },
     #[error("{address}: not an address to dial ({reason})")]
     Address { address: String, reason: String },
 }
@@ -91,7 +96,7 @@ pub fn replica(
     Ok(Target {
         name: address.to_string(),
         base_url,
-        transport: Transport::Kube(client(&config)?),
+        transport: scrape_transport(&config)?,
         timeout,
     })
 }
@@ -107,7 +112,19 @@ pub fn through_service(config: &kube::Config, timeout: Duration) -> Result<Targe
     Ok(Target {
         name: super::default_name(&base_url),
         base_url,
-        transport: Transport::Kube(client(config)?),
+        transport: scrape_transport(config)?,
         timeout,
+    })
+}
+
+/// The scrape client of a replica reached with this access: its credentials are the client's own.
+fn scrape_transport(config: &kube::Config) -> Result<Transport, AccessError> {
+    let client = ScrapeClient::new(config).map_err(|source| AccessError::ScrapeClient {
+        url: config.cluster_url.to_string(),
+        source,
+    })?;
+    Ok(Transport {
+        client,
+        token: None,
     })
 }

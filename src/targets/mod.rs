@@ -1,10 +1,12 @@
 //! Where to scrape: the replicas, each with its own HTTP client, credentials and timeout: given by URL (static), or
 //! discovered from the endpoints of the `kubernetes` Service with the kube crate's apiserver access.
 pub mod access;
+pub mod client;
 pub mod discovery;
 mod settings;
 mod token;
 
+pub use client::{ClientError, ScrapeClient};
 pub use settings::{
     KubernetesConfig, PrometheusTarget, StaticTarget, TargetsConfig, DEFAULT_PROMETHEUS_SELECTOR,
 };
@@ -23,17 +25,24 @@ pub enum TargetError {
         path: String,
         source: std::io::Error,
     },
-    #[error("target {target}: {what} {path} holds no valid PEM: {source}")]
+    #[error("target {target}: {what} {path} holds no valid PEM: {reason}")]
     Pem {
         target: String,
         what: &'static str,
         path: String,
-        source: reqwest::Error,
+        reason: String,
     },
+    #[error("target {target}: the URL is not one to dial: {reason}")]
+    Url { target: String, reason: String },
     #[error("target {target}: cannot build the HTTP client: {source}")]
     Client {
         target: String,
         source: reqwest::Error,
+    },
+    #[error("target {target}: cannot build the HTTP client: {source}")]
+    ScrapeClient {
+        target: String,
+        source: client::ClientError,
     },
     #[error("two targets are both named {0:?}: give each a distinct `name`")]
     DuplicateName(String),
@@ -50,17 +59,12 @@ pub struct Target {
     pub timeout: Duration,
 }
 
-/// How requests reach the replica.
+/// How requests reach the replica: its client and, for a static target, the bearer token file (re-read as it
+/// rotates). A replica reached with the kube crate's access has its credentials in the client.
 #[derive(Clone)]
-pub enum Transport {
-    /// A static target: our own client, a bearer token file re-read as it rotates.
-    Http {
-        client: reqwest::Client,
-        token: Option<TokenFile>,
-    },
-    /// A replica reached with the apiserver access of the kube crate (kubeconfig, exec plugins, the pod's
-    /// service account), dialled at its own address.
-    Kube(kube::Client),
+pub struct Transport {
+    pub client: ScrapeClient,
+    pub token: Option<TokenFile>,
 }
 
 impl std::fmt::Debug for Target {
@@ -70,21 +74,6 @@ impl std::fmt::Debug for Target {
             .field("name", &self.name)
             .field("base_url", &self.base_url.as_str())
             .finish()
-    }
-}
-
-impl Target {
-    pub fn url(&self, path_and_query: &str) -> Url {
-        let mut url = self.base_url.clone();
-        let base = url.path().trim_end_matches('/').to_string();
-        match path_and_query.split_once('?') {
-            Some((path, query)) => {
-                url.set_path(&format!("{base}{path}"));
-                url.set_query(Some(query));
-            }
-            None => url.set_path(&format!("{base}{path_and_query}")),
-        }
-        url
     }
 }
 
@@ -129,7 +118,7 @@ pub fn client_builder(
                 target: target.to_string(),
                 what: "ca_file",
                 path: ca.display().to_string(),
-                source,
+                reason: source.to_string(),
             })?;
         for cert in certs {
             builder = builder.add_root_certificate(cert);
@@ -159,24 +148,26 @@ fn build_one(t: &StaticTarget, default_timeout: Duration) -> Result<Target, Targ
     let url = t.url.0.clone();
     let name = t.name.clone().unwrap_or_else(|| default_name(&url));
     let timeout = t.timeout.map(|i| i.0).unwrap_or(default_timeout);
-    let read = |what: &'static str, path: &std::path::Path| read_file(&name, what, path);
-    let pem_err = |what: &'static str, path: &std::path::Path, source| TargetError::Pem {
-        target: name.clone(),
-        what,
-        path: path.display().to_string(),
-        source,
-    };
+    let path_text = |path: &std::path::Path| path.display().to_string();
 
-    // The apiserver never redirects these paths (the base client follows none).
-    let mut builder =
-        client_builder(&name, timeout, t.ca_file.as_deref())?.pool_max_idle_per_host(4);
+    // The target as the kube crate's access would describe it, for the one client every replica is scraped with;
+    // the bearer token stays ours (re-read at once when the file changes).
+    let cluster_url = url.as_str().parse().map_err(|e| TargetError::Url {
+        target: name.clone(),
+        reason: format!("{e}"),
+    })?;
+    let mut config = kube::Config::new(cluster_url);
+    config.connect_timeout = Some(timeout);
+    if let Some(ca) = &t.ca_file {
+        // Checked here for a clear error; kube re-reads the file as it rotates (`root_cert_file`).
+        config.root_cert = Some(pem_certificates(&name, "ca_file", ca)?);
+        config.root_cert_file = Some(ca.clone());
+    }
     if let (Some(cert), Some(key)) = (&t.client_cert_file, &t.client_key_file) {
-        let mut pem = read("client_cert_file", cert)?;
-        pem.push(b'\n');
-        pem.extend(read("client_key_file", key)?);
-        builder = builder.identity(
-            reqwest::Identity::from_pem(&pem).map_err(|e| pem_err("client_key_file", key, e))?,
-        );
+        pem_certificates(&name, "client_cert_file", cert)?;
+        read_file(&name, "client_key_file", key)?;
+        config.auth_info.client_certificate = Some(path_text(cert));
+        config.auth_info.client_key = Some(path_text(key));
     }
     if t.insecure_skip_verify {
         tracing::warn!(
@@ -184,33 +175,45 @@ fn build_one(t: &StaticTarget, default_timeout: Duration) -> Result<Target, Targ
             "insecure_skip_verify is on: the apiserver's certificate is NOT verified and the bearer token can be \
              stolen by anyone on the path. Set ca_file instead."
         );
-        builder = builder.danger_accept_invalid_certs(true);
+        config.accept_invalid_certs = true;
     }
-    let mut base_url = url.clone();
-    if let Some(server_name) = &t.tls_server_name {
-        // Verify the certificate against `server_name` while connecting to the configured address: the URL's host
-        // becomes the name (sent as SNI and checked), and the name resolves to the configured address.
-        if let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) {
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-                builder = builder.resolve(server_name, std::net::SocketAddr::new(ip, port));
-                let _ = base_url.set_host(Some(server_name));
-            } else {
-                tracing::warn!(target = %name, "tls_server_name is only used when the URL holds an IP address");
-            }
-        }
-    }
-    let client = builder.build().map_err(|source| TargetError::Client {
+    // The address dialled stays the URL's; the certificate is verified for `tls_server_name` (sent as SNI).
+    config.tls_server_name = t.tls_server_name.clone();
+    let client = ScrapeClient::new(&config).map_err(|source| TargetError::ScrapeClient {
         target: name.clone(),
         source,
     })?;
     Ok(Target {
         name,
-        base_url,
-        transport: Transport::Http {
+        base_url: url,
+        transport: Transport {
             client,
             token: t.bearer_token_file.clone().map(TokenFile::new),
         },
         timeout,
     })
+}
+
+/// The certificates of a PEM file (DER, as kube takes them): at least one, or a clear error.
+fn pem_certificates(
+    target: &str,
+    what: &'static str,
+    path: &std::path::Path,
+) -> Result<Vec<Vec<u8>>, TargetError> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let pem = read_file(target, what, path)?;
+    let bad = |reason: String| TargetError::Pem {
+        target: target.to_string(),
+        what,
+        path: path.display().to_string(),
+        reason,
+    };
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .map(|c| c.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no CERTIFICATE block".into()));
+    }
+    Ok(certs)
 }

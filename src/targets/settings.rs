@@ -148,12 +148,14 @@ pub struct StaticTarget {
     pub name: Option<String>,
     /// A file holding the bearer token; re-read whenever it changes (projected tokens rotate).
     pub bearer_token_file: Option<PathBuf>,
-    /// PEM bundle of the CA that signed the apiserver's certificate (default: the public web roots).
+    /// PEM bundle of the CA that signed the apiserver's certificate, re-read about once a minute as it rotates
+    /// (default: the system's trust store, as kubectl).
     pub ca_file: Option<PathBuf>,
     /// Client certificate and key (PEM) for mutual TLS.
     pub client_cert_file: Option<PathBuf>,
     pub client_key_file: Option<PathBuf>,
-    /// The name to verify the certificate against when the URL holds an IP address.
+    /// The name to verify the certificate against (and send as SNI) when the URL's host is not it, such as an IP
+    /// address.
     pub tls_server_name: Option<String>,
     /// Turns certificate verification off. Never in production: warned about at start-up.
     #[serde(default)]

@@ -391,3 +391,58 @@ async fn bearer_token_file_is_reread_when_it_rotates() {
         "at most the one scrape racing the rotation fails"
     );
 }
+
+/// A target URL with a path (an apiserver behind a proxy that routes by path, as Rancher's does) is scraped under
+/// that path, with our user agent and the bearer token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_url_with_a_path_is_scraped_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("token");
+    std::fs::write(&token_path, "the-token\n").unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let capture = Arc::new(common::capture("1.35"));
+    let app = Router::new().route(
+        "/k8s/clusters/c-1/metrics",
+        get({
+            let seen = seen.clone();
+            move |headers: axum::http::HeaderMap| {
+                let seen = seen.clone();
+                let capture = capture.clone();
+                async move {
+                    let text = |name| {
+                        headers
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_string()
+                    };
+                    seen.lock()
+                        .unwrap()
+                        .push((text(header::USER_AGENT), text(header::AUTHORIZATION)));
+                    (StatusCode::OK, capture.as_ref().clone()).into_response()
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let monitor = start_monitor(&format!("http://{addr}/k8s/clusters/c-1/"), move |c| {
+        c.scrape.debug_dumps = false;
+        c.targets.static_targets[0].bearer_token_file = Some(token_path);
+    })
+    .await;
+    wait_for(&monitor, "a scrape under the path", |b| {
+        sample_value(
+            b,
+            "apf_monitor_last_scrape_success_timestamp_seconds",
+            &[("endpoint", "metrics")],
+        )
+        .is_some()
+    })
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    let (agent, authorization) = &seen[0];
+    assert!(agent.starts_with("apf-monitor/"), "{agent}");
+    assert_eq!(authorization, "Bearer the-token");
+}

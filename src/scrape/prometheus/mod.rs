@@ -8,7 +8,7 @@ use std::time::Duration;
 pub(crate) mod answer;
 mod range;
 
-use super::{classify, ScrapeError};
+use super::{classify_reqwest, ScrapeError};
 use crate::targets::{PrometheusTarget, TargetError, TokenFile};
 use answer::read_vector;
 use apf::model::{ReplicaKey, ReplicaSnapshot};
@@ -332,7 +332,7 @@ async fn api_body(
     let mut response = request
         .send()
         .await
-        .map_err(|e| classify(e, source.timeout))?;
+        .map_err(|e| classify_reqwest(e, source.timeout))?;
     let status = response.status();
     // Into one buffer of the announced length: collecting the chunks and then joining them held each answer twice.
     let mut body = Vec::with_capacity(
@@ -343,7 +343,7 @@ async fn api_body(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| classify(e, source.timeout))?
+        .map_err(|e| classify_reqwest(e, source.timeout))?
     {
         body.extend_from_slice(&chunk);
     }

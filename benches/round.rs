@@ -69,7 +69,7 @@ fn bench(c: &mut Criterion) {
         let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Bytes(len));
         group.sample_size(10);
-        // The daemon's own HTTP client (hyper, 64 KiB read buffers), the body dropped as it arrives.
+        // The daemon's own HTTP client (hyper, read buffers up to 128 KiB), the body dropped as it arrives.
         group.bench_function("bare download (baseline)", |b| {
             b.iter(|| {
                 rt.block_on(async {

@@ -340,7 +340,6 @@ where
     Ok(())
 }
 
-/// A kube client's error: authentication (a credential plugin, a token file) or the connection (TLS included).
 /// A request that got no response: the kube access' credentials (an exec plugin failing, a token file gone) or the
 /// connection (refused, TLS).
 fn classify(e: tower::BoxError) -> ScrapeError {

@@ -87,3 +87,19 @@ impl ScrapeClient {
         self.0.clone().oneshot(request).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_in_the_access_is_refused_by_name() {
+        let mut config = kube::Config::new("https://10.0.0.1:6443".parse().unwrap());
+        config.proxy_url = Some("http://proxy.corp:3128".parse().unwrap());
+        match ScrapeClient::new(&config) {
+            Err(ClientError::Proxy(proxy)) => assert!(proxy.contains("proxy.corp:3128"), "{proxy}"),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("a proxy was accepted"),
+        }
+    }
+}

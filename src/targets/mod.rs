@@ -53,7 +53,7 @@ pub enum TargetError {
 pub struct Target {
     /// The `apiserver` label: the configured name, else the URL's `host:port` (a discovered replica: `IP:port`).
     pub name: String,
-    /// Where requests go (with `tls_server_name`, the host is that name, resolved to the configured address).
+    /// The URL the replica was given or found at: where requests go (the client holds it too).
     pub base_url: Url,
     pub transport: Transport,
     pub timeout: Duration,

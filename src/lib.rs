@@ -22,3 +22,7 @@ pub mod notify;
 pub mod scrape;
 pub mod targets;
 pub mod values;
+
+/// The `User-Agent` every HTTP client of ours sends (scrapes, Prometheus queries, receivers): the apiserver's audit
+/// log and a receiver's access log name us.
+pub const USER_AGENT: &str = concat!("apf-monitor/", env!("CARGO_PKG_VERSION"));

@@ -93,7 +93,7 @@ pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .user_agent(concat!("apf-monitor/", env!("CARGO_PKG_VERSION")))
+        .user_agent(crate::USER_AGENT)
         .build()
         .map_err(|e| format!("cannot build HTTP client: {}", describe(&e.without_url())))
 }

@@ -244,7 +244,7 @@ fn request(
     path: &str,
     accept: Option<&'static str>,
 ) -> Result<crate::targets::client::Request, ScrapeError> {
-    let mut request = http::Request::get(path).header(http::header::USER_AGENT, USER_AGENT);
+    let mut request = http::Request::get(path).header(http::header::USER_AGENT, crate::USER_AGENT);
     if let Some(accept) = accept {
         request = request.header(http::header::ACCEPT, accept);
     }
@@ -263,9 +263,6 @@ fn request(
         .body(http_body_util::Empty::new())
         .map_err(|e| ScrapeError::Body(format!("cannot build the request for {path}: {e}")))
 }
-
-/// Ours, as every client of ours sends it.
-const USER_AGENT: &str = concat!("apf-monitor/", env!("CARGO_PKG_VERSION"));
 
 /// The request with the token file's current token as its bearer (re-read when the file changed).
 pub(crate) fn with_token(

@@ -108,7 +108,7 @@ pub fn client_builder(
 ) -> Result<reqwest::ClientBuilder, TargetError> {
     let mut builder = reqwest::Client::builder()
         .use_rustls_tls()
-        .user_agent(concat!("apf-monitor/", env!("CARGO_PKG_VERSION")))
+        .user_agent(crate::USER_AGENT)
         .connect_timeout(timeout)
         .redirect(reqwest::redirect::Policy::none());
     if let Some(ca) = ca_file {

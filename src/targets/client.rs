@@ -248,17 +248,18 @@ where
     }
 }
 
-/// `sent` (the response to a request), driving the connection meanwhile. A connection that closes first leaves
-/// `sent` to say why.
+/// `sent` (the response to a request), driving the connection meanwhile. A connection that closes first is dropped,
+/// which fails `sent` with why (and gives back a request it never sent).
 async fn drive_until<T>(driver: &mut Driver, sent: impl Future<Output = T>) -> T {
     let mut sent = std::pin::pin!(sent);
-    let mut driving = true;
     std::future::poll_fn(|cx| {
         if let Poll::Ready(out) = sent.as_mut().poll(cx) {
             return Poll::Ready(out);
         }
-        if driving && driver.as_mut().poll(cx).is_ready() {
-            driving = false;
+        if driver.as_mut().poll(cx).is_ready() {
+            // A finished driver is not polled again; what stands in for it never finishes, and the connection's
+            // sender, its dispatcher dropped, says it is closed.
+            *driver = Box::pin(std::future::pending());
             return sent.as_mut().poll(cx);
         }
         Poll::Pending

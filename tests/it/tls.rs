@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Pki {
     ca_pem: String,
+    ca_der: Vec<u8>,
     server_config: Arc<rustls::ServerConfig>,
 }
 
@@ -43,6 +44,7 @@ fn pki_for(names: &[&str]) -> Pki {
         .unwrap();
     Pki {
         ca_pem: ca.pem(),
+        ca_der: ca.der().to_vec(),
         server_config: Arc::new(server_config),
     }
 }
@@ -91,6 +93,67 @@ async fn https_server(
         }
     });
     addr
+}
+
+/// Requests served over TLS connections kept alive, each answered `hello`; the connections accepted, counted.
+async fn https_keep_alive_server(
+    server_config: Arc<rustls::ServerConfig>,
+) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(sock).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                loop {
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
+                        if tls.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                    match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// A replica's TLS connection is kept for the next request once a response is read: one handshake, not one per
+/// scrape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_connection_is_reused_from_request_to_request() {
+    use http_body_util::BodyExt;
+    let pki = pki();
+    let (addr, accepted) = https_keep_alive_server(pki.server_config.clone()).await;
+    let mut config = kube::Config::new(format!("https://{addr}").parse().unwrap());
+    config.root_cert = Some(vec![pki.ca_der.clone()]);
+    config.tls_server_name = Some("kubernetes.default.svc".into());
+    let client = apf_monitor::targets::ScrapeClient::new(&config).unwrap();
+    for _ in 0..3 {
+        let request = http::Request::get("/metrics")
+            .body(http_body_util::Empty::new())
+            .unwrap();
+        let response = client.send(request).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"hello");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 async fn monitor_for(target: StaticTarget) -> (common::Monitor, String) {

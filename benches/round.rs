@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use apf_monitor::scrape::prometheus::{read_round, PrometheusSource};
 use apf_monitor::scrape::{scrape_replica, Endpoint, ScrapePlan};
-use apf_monitor::targets::{build_static, PrometheusTarget, ScrapeClient, StaticTarget};
+use apf_monitor::targets::{build_static, PrometheusTarget, StaticTarget};
 use apf_monitor::values::parse_target_url;
 use criterion::{criterion_group, Criterion, Throughput};
 use futures_util::StreamExt;
@@ -62,39 +62,15 @@ fn bench(c: &mut Criterion) {
         };
         let accept = protobuf.then_some(apf::parse::protobuf::ACCEPT);
         let client = reqwest::Client::new();
-        let scrape_client = ScrapeClient::new(&kube::Config::new(
-            url.parse().unwrap_or_else(|e| panic!("{url}: {e}")),
-        ))
-        .unwrap_or_else(|e| panic!("the client: {e}"));
+        let scrape_client = common::scrape_client(&url);
         let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Bytes(len));
         group.sample_size(10);
         // The daemon's own HTTP client (hyper, read buffers up to 128 KiB), the body dropped as it arrives.
         group.bench_function("bare download (baseline)", |b| {
             b.iter(|| {
-                rt.block_on(async {
-                    use http_body_util::BodyExt;
-                    let mut request = http::Request::get("/metrics");
-                    if let Some(accept) = accept {
-                        request = request.header(http::header::ACCEPT, accept);
-                    }
-                    let request = request
-                        .body(http_body_util::Empty::new())
-                        .unwrap_or_else(|e| panic!("request: {e}"));
-                    let response = scrape_client
-                        .send(request)
-                        .await
-                        .unwrap_or_else(|e| panic!("GET: {e}"));
-                    let mut body = response.into_body();
-                    let mut n = 0usize;
-                    while let Some(frame) = body.frame().await {
-                        n += frame
-                            .ok()
-                            .and_then(|f| f.into_data().ok())
-                            .map_or(0, |c| c.len());
-                    }
-                    black_box(n)
-                })
+                let n = rt.block_on(common::download(&scrape_client, accept));
+                black_box(n.unwrap_or_else(|e| panic!("GET: {e}")))
             })
         });
         // reqwest's (hyper's default read buffers, up to ~400 KiB): the client the daemon used before.

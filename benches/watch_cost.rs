@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use apf_monitor::config::Config;
-use apf_monitor::targets::{PrometheusTarget, ScrapeClient, StaticTarget};
+use apf_monitor::targets::{PrometheusTarget, StaticTarget};
 use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 
 mod common;
@@ -183,27 +183,12 @@ fn downloads_alone(workload: &str, seconds: u64) -> f64 {
     let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall) = rt.block_on(async {
         for url in &senders.urls {
-            let base = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
-            let client = ScrapeClient::new(&kube::Config::new(base))
-                .unwrap_or_else(|e| panic!("the client: {e}"));
+            let client = common::scrape_client(url);
             tokio::spawn(async move {
-                use http_body_util::BodyExt;
                 let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
-                    let mut request = http::Request::get("/metrics");
-                    if let Some(accept) = accept {
-                        request = request.header(http::header::ACCEPT, accept);
-                    }
-                    let Ok(request) = request.body(http_body_util::Empty::new()) else {
-                        continue;
-                    };
-                    if let Ok(response) = client.send(request).await {
-                        let mut body = response.into_body();
-                        while let Some(Ok(frame)) = body.frame().await {
-                            std::hint::black_box(frame);
-                        }
-                    }
+                    std::hint::black_box(common::download(&client, accept).await.ok());
                 }
             });
         }

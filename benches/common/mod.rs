@@ -11,6 +11,40 @@ use std::process::{Child, Command, Stdio};
 /// store holding many clusters) and on how many ports (for `prometheus`: how many clusters).
 const SENDER: &str = "APF_MONITOR_BENCH_SENDER";
 
+/// The daemon's HTTP client for a sender's URL.
+pub fn scrape_client(url: &str) -> apf_monitor::targets::ScrapeClient {
+    let base = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
+    apf_monitor::targets::ScrapeClient::new(&kube::Config::new(base))
+        .unwrap_or_else(|e| panic!("the client: {e}"))
+}
+
+/// A bare download: `/metrics` by the daemon's HTTP client (`accept`, as the scrape asks), its body dropped as it
+/// arrives; the bytes read, or why the GET failed.
+pub async fn download(
+    client: &apf_monitor::targets::ScrapeClient,
+    accept: Option<&'static str>,
+) -> Result<usize, String> {
+    use http_body_util::BodyExt;
+    let mut request = http::Request::get("/metrics");
+    if let Some(accept) = accept {
+        request = request.header(http::header::ACCEPT, accept);
+    }
+    let request = request
+        .body(http_body_util::Empty::new())
+        .map_err(|e| e.to_string())?;
+    let mut body = client
+        .send(request)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_body();
+    let mut n = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| e.to_string())?;
+        n += frame.data_ref().map_or(0, |c| c.len());
+    }
+    Ok(n)
+}
+
 /// The real 1.34 capture (3.4 MB; tests/fixtures, sources in SOURCES.md there).
 pub fn capture() -> Vec<u8> {
     let path = concat!(

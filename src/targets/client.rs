@@ -34,7 +34,8 @@ const READ_BUFFER_MAX: usize = 128 * 1024;
 const IDLE_PER_HOST: usize = 4;
 
 /// An idle connection older than this is closed rather than reused: kube-apiserver closes its own after 90 s
-/// (`IdleTimeout` of k8s.io/apiserver's secure serving), and a replica gone for good should not keep one open.
+/// (`IdleTimeout` in k8s.io/apiserver `pkg/server/secure_serving.go`), and a replica gone for good should not keep
+/// one open.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub type Request = http::Request<Empty<Bytes>>;
@@ -382,6 +383,10 @@ mod tests {
         (url, accepted)
     }
 
+    fn client_of(url: &str) -> ScrapeClient {
+        ScrapeClient::new(&kube::Config::new(url.parse().unwrap())).unwrap()
+    }
+
     async fn get(client: &ScrapeClient) -> String {
         let request = http::Request::get("/metrics").body(Empty::new()).unwrap();
         let body = client.send(request).await.unwrap().into_body();
@@ -391,7 +396,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_reused_once_its_body_is_read() {
         let (url, accepted) = server(false).await;
-        let client = ScrapeClient::new(&kube::Config::new(url.parse().unwrap())).unwrap();
+        let client = client_of(&url);
         for _ in 0..3 {
             assert_eq!(get(&client).await, "hello");
         }
@@ -401,7 +406,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closed_while_idle_is_replaced() {
         let (url, accepted) = server(true).await;
-        let client = ScrapeClient::new(&kube::Config::new(url.parse().unwrap())).unwrap();
+        let client = client_of(&url);
         for _ in 0..3 {
             assert_eq!(get(&client).await, "hello");
             // The server's close reaches the idle connection before the next request.
@@ -413,7 +418,7 @@ mod tests {
     #[tokio::test]
     async fn a_body_dropped_unread_closes_its_connection() {
         let (url, accepted) = server(false).await;
-        let client = ScrapeClient::new(&kube::Config::new(url.parse().unwrap())).unwrap();
+        let client = client_of(&url);
         let request = http::Request::get("/metrics").body(Empty::new()).unwrap();
         drop(client.send(request).await.unwrap());
         assert_eq!(get(&client).await, "hello");

@@ -204,11 +204,12 @@ async fn fetch_flows(
 /// (a 100 MB round in protobuf 14.3 ms against 16.3 ms with 4 MiB in place, in 512 KiB batches, one run each; README,
 /// Performance).
 ///
-/// A text body stays in place to its end: its parse skips the families not read at memchr speed, a fraction of the
+/// A text body stays in place to its end: its parse skips the families not read at memchr speed, about half the
 /// download's own cost, and the hand-over cost more than it overlapped (each batch a wake-up, its chunks held and read
-/// cold on the other core, the client's read buffer taken fresh for each): 100 MB of text 59-87 ms in place against
-/// 92-107 ms handed over; protobuf, whose parse costs about what its download does, 20.7-23.0 ms in place against
-/// 17.0-18.6 ms (`cargo bench --bench round`, alternately, three and four runs).
+/// cold on the other core, the client's read buffer taken fresh for each): 100 MB of text 72-97 ms in place against
+/// 86-105 ms handed over (medians 86 and 100.5, eight runs each); protobuf, whose parse costs about what its download
+/// does, 15.1-23.7 ms in place against 16.2-20.6 ms (medians 20.7 and 17.7, nine runs each; `cargo bench --bench
+/// round`, run alternately).
 const PARSE_IN_PLACE_BYTES: usize = 1 << 20;
 
 /// A big body's chunks (up to 128 KiB each, as the client reads them) are handed to its parse in batches of this

@@ -212,10 +212,10 @@ async fn fetch_flows(
 /// round`, run alternately).
 const PARSE_IN_PLACE_BYTES: usize = 1 << 20;
 
-/// A big body's chunks (up to 128 KiB each, as the client reads them) are handed to its parse in batches of this
-/// many bytes: a hand-over wakes the parse's thread, and one per chunk cost a 100 MB round more than batching does
-/// (protobuf 14.3-17.3 ms against 18.9-19.3 ms handing single chunks over past 8 MiB, text 80-85 ms against 97-100
-/// ms, with 512 KiB batches; `cargo bench --bench round`). 256 KiB, not 512: fewer bytes held in flight (`large` 3.49
+/// A big protobuf body's chunks (up to 128 KiB each, as the client reads them) are handed to its parse in batches of
+/// this many bytes: a hand-over wakes the parse's thread, and one per chunk cost a 100 MB round more than batching does
+/// (protobuf 14.3-17.3 ms against 18.9-19.3 ms handing single chunks over past 8 MiB, with 512 KiB batches, when text
+/// was handed over too; `cargo bench --bench round`). 256 KiB, not 512: fewer bytes held in flight (`large` 3.49
 /// % of a core and 11.5 MiB against 3.99 % and 13.3 MiB; single chunks 3.63 % and 10.9 MiB; one run each,
 /// `cargo bench --bench watch_cost -- large`).
 const BATCH_BYTES: usize = 256 << 10;

@@ -54,60 +54,43 @@ async fn https_apiserver(server_config: Arc<rustls::ServerConfig>) -> std::net::
     https_server(server_config, common::capture("1.35")).await
 }
 
-/// A one-endpoint HTTPS server: every request gets `body`.
+/// A one-endpoint HTTPS server: every request gets `body`, and its connection closed.
 async fn https_server(
     server_config: Arc<rustls::ServerConfig>,
     body: Vec<u8>,
 ) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
-    let body = Arc::new(body);
-    tokio::spawn(async move {
-        loop {
-            let Ok((sock, _)) = listener.accept().await else {
-                return;
-            };
-            let acceptor = acceptor.clone();
-            let body = body.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(sock).await else {
-                    return;
-                };
-                let mut buf = vec![0u8; 8192];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = tls.write_all(head.as_bytes()).await;
-                let _ = tls.write_all(&body).await;
-                let _ = tls.shutdown().await;
-            });
-        }
-    });
-    addr
+    https_server_with(server_config, body, false).await.0
 }
 
-/// Requests served over TLS connections kept alive, each answered `hello`; the connections accepted, counted.
-async fn https_keep_alive_server(
+/// Every request gets `body`; each connection is closed after one answer unless `keep_alive`. The connections
+/// accepted, counted.
+async fn https_server_with(
     server_config: Arc<rustls::ServerConfig>,
+    body: Vec<u8>,
+    keep_alive: bool,
 ) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(server_config);
+    let close = if keep_alive {
+        ""
+    } else {
+        "connection: close\r\n"
+    };
+    let mut answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n{close}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(&body);
+    let answer = Arc::new(answer);
     let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = accepted.clone();
     tokio::spawn(async move {
         while let Ok((sock, _)) = listener.accept().await {
             count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let acceptor = acceptor.clone();
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(sock).await else {
                     return;
@@ -117,8 +100,11 @@ async fn https_keep_alive_server(
                 loop {
                     while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
                         seen.drain(..end + 4);
-                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
-                        if tls.write_all(answer).await.is_err() {
+                        if tls.write_all(&answer).await.is_err() {
+                            return;
+                        }
+                        if !keep_alive {
+                            let _ = tls.shutdown().await;
                             return;
                         }
                     }
@@ -139,7 +125,8 @@ async fn https_keep_alive_server(
 async fn a_tls_connection_is_reused_from_request_to_request() {
     use http_body_util::BodyExt;
     let pki = pki();
-    let (addr, accepted) = https_keep_alive_server(pki.server_config.clone()).await;
+    let (addr, accepted) =
+        https_server_with(pki.server_config.clone(), b"hello".to_vec(), true).await;
     let mut config = kube::Config::new(format!("https://{addr}").parse().unwrap());
     config.root_cert = Some(vec![pki.ca_der.clone()]);
     config.tls_server_name = Some("kubernetes.default.svc".into());

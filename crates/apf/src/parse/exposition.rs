@@ -12,7 +12,9 @@ use std::borrow::Cow;
 
 use memchr::memchr;
 
+mod names;
 mod value;
+use names::Verdicts;
 use value::parse_value;
 
 /// One label of a sample; `value` is unescaped (`\\`, `\"`, `\n`).
@@ -103,33 +105,13 @@ pub struct ExpositionParser<F: Fn(&str) -> bool> {
     /// Reused between lines; always empty between lines, so the `'static` is never observed.
     labels: Vec<Label<'static>>,
     stats: ParseStats,
-    /// The last sample name the filter judged, and its verdict.
-    last: LastName,
-}
-
-/// The filter's verdict on the last sample name. The lines of a family come together (a histogram's buckets share
-/// one name), so a line that starts with that name and a delimiter is judged by one comparison, not by scanning its
-/// name byte by byte and asking the filter again: that scan was a fifth of a round (`cargo bench --bench round`).
-#[derive(Default)]
-struct LastName {
-    name: Vec<u8>,
-    wanted: bool,
-}
-
-impl LastName {
-    /// The end of the name at `start` when it is the last one judged.
-    fn end_in(&self, line: &[u8], start: usize) -> Option<usize> {
-        let end = start + self.name.len();
-        let same = !self.name.is_empty()
-            && line.get(start..end) == Some(self.name.as_slice())
-            && matches!(line.get(end), Some(b'{' | b' ' | b'\t'));
-        same.then_some(end)
-    }
+    /// The last sample names the filter judged, and its verdicts.
+    verdicts: Verdicts,
 }
 
 impl<F: Fn(&str) -> bool> ExpositionParser<F> {
-    /// `wanted` gets each sample name before its labels are parsed, once for a run of lines with the same name (it
-    /// must give the same answer for the same name). A line longer than
+    /// `wanted` gets each sample name before its labels are parsed, not again while the name is one of the last few
+    /// judged (it must give the same answer for the same name). A line longer than
     /// `max_line_bytes` (without its `\n`) is never buffered.
     pub fn new(wanted: F, max_line_bytes: usize) -> Self {
         ExpositionParser {
@@ -140,7 +122,7 @@ impl<F: Fn(&str) -> bool> ExpositionParser<F> {
             skipping: false,
             labels: Vec::new(),
             stats: ParseStats::default(),
-            last: LastName::default(),
+            verdicts: Verdicts::default(),
         }
     }
 
@@ -175,7 +157,11 @@ impl<F: Fn(&str) -> bool> ExpositionParser<F> {
                 }
             }
         }
-        while let Some(i) = memchr(b'\n', &chunk[pos..]) {
+        loop {
+            pos = self.skip_run(chunk, pos);
+            let Some(i) = memchr(b'\n', &chunk[pos..]) else {
+                break;
+            };
             let line = &chunk[pos..pos + i];
             self.stats.lines += 1;
             process_line(
@@ -185,7 +171,7 @@ impl<F: Fn(&str) -> bool> ExpositionParser<F> {
                 self.max_line_bytes,
                 &mut self.labels,
                 &mut self.stats,
-                &mut self.last,
+                &mut self.verdicts,
                 sink,
             );
             pos += i + 1;
@@ -193,6 +179,26 @@ impl<F: Fn(&str) -> bool> ExpositionParser<F> {
         if pos < chunk.len() {
             self.add_partial(&chunk[pos..]);
         }
+    }
+
+    /// Streams past the whole lines from `pos` on whose name was one of the last judged and not wanted: most of a
+    /// body is such runs (a family not read, line after line), and here each line costs a comparison of its name and
+    /// one `memchr` past it, not a line's full handling. Returns where the first other line (or the unfinished last
+    /// one) starts. A line it passes is counted as [`process_line`] would count it: a skipped sample.
+    fn skip_run(&mut self, chunk: &[u8], mut pos: usize) -> usize {
+        while let Some((end, false)) = self.verdicts.lookup(chunk, pos) {
+            // A name as long as `max_line_bytes` makes its lines oversized, not skipped: leave those to the rule.
+            if end - pos >= self.max_line_bytes {
+                break;
+            }
+            let Some(i) = memchr(b'\n', &chunk[end + 1..]) else {
+                break;
+            };
+            self.stats.lines += 1;
+            self.stats.skipped_samples += 1;
+            pos = end + 1 + i + 1;
+        }
+        pos
     }
 
     /// Parses a last line without `\n` and returns the counters.
@@ -253,7 +259,7 @@ impl<F: Fn(&str) -> bool> ExpositionParser<F> {
             self.max_line_bytes,
             &mut self.labels,
             &mut self.stats,
-            &mut self.last,
+            &mut self.verdicts,
             sink,
         );
         // Keep the allocation for the next split line.
@@ -310,7 +316,7 @@ fn process_line(
     max_line_bytes: usize,
     labels: &mut Vec<Label<'static>>,
     stats: &mut ParseStats,
-    last: &mut LastName,
+    verdicts: &mut Verdicts,
     sink: &mut impl SampleSink,
 ) {
     if line.len() > max_line_bytes {
@@ -329,9 +335,9 @@ fn process_line(
         Some(b'\r') if trim_end(line).is_empty() => return,
         Some(_) => {}
     }
-    // The same name as the line before: the same verdict (the comparison implies the scan's result).
-    if let (false, Some(name_end)) = (name_ok, last.end_in(line, start)) {
-        if !last.wanted {
+    // One of the last names judged: the same verdict (the comparison implies the scan's result).
+    if let (false, Some((name_end, wanted))) = (name_ok, verdicts.lookup(line, start)) {
+        if !wanted {
             stats.skipped_samples += 1;
             return;
         }
@@ -354,9 +360,7 @@ fn process_line(
     let name = ascii_name(&line[start..name_end]);
     if !name_ok {
         let verdict = wanted(name);
-        last.name.clear();
-        last.name.extend_from_slice(name.as_bytes());
-        last.wanted = verdict;
+        verdicts.remember(name.as_bytes(), verdict);
         if !verdict {
             stats.skipped_samples += 1;
             return;
@@ -1092,6 +1096,62 @@ mod tests {
                 let minor = build.and_then(|b| b.label("minor")).map(str::to_string);
                 assert_eq!(minor, Some(v[2..].to_string()));
             }
+        }
+    }
+
+    /// The runs of lines streamed past by the names' recent verdicts count exactly what a line-by-line reading
+    /// counts, on every capture, and the filter is asked once per name and run, not per line.
+    #[test]
+    fn skipped_runs_count_as_line_by_line_reading_does() {
+        for v in ["1.20", "1.29", "1.34", "1.35"] {
+            let input = fixture_gz(&format!("metrics-v{v}.txt"));
+            let asked = std::cell::Cell::new(0u64);
+            let filter = |n: &str| {
+                asked.set(asked.get() + 1);
+                apf_filter(n)
+            };
+            let (s, stats) = chunked(&input, &mut || 64 << 10, filter, 4096);
+            let names: Vec<&[u8]> = input
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty() && !l.starts_with(b"#"))
+                .map(|l| l.split(|&b| b == b'{' || b == b' ').next().unwrap_or(l))
+                .collect();
+            let wanted = names
+                .iter()
+                .filter(|n| n.starts_with(b"apiserver_flowcontrol_"))
+                .count() as u64;
+            assert_eq!(stats.samples, wanted, "{v}");
+            assert_eq!(s.len() as u64, wanted, "{v}");
+            assert_eq!(stats.skipped_samples, names.len() as u64 - wanted, "{v}");
+            let newlines = input.iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(stats.lines, newlines, "{v}");
+            // A histogram's bucket, sum and count alternate without asking again: far fewer asks than name changes.
+            let changes = names.windows(2).filter(|w| w[0] != w[1]).count() as u64;
+            assert!(
+                asked.get() * 5 < changes,
+                "{v}: {} asks, {changes} changes",
+                asked.get()
+            );
+        }
+    }
+
+    /// Families whose lines interleave (no comment between them) and names that extend one another: each line
+    /// judged by its own whole name, wherever the chunks split.
+    #[test]
+    fn interleaved_and_prefixed_names_are_judged_by_their_whole_name() {
+        let input = "h_bucket{le=\"1\"} 1\nh_sum 2\nh_count 3\nh_bucket{le=\"1\"} 4\nh_bucketx 5\nh_sum 6\n\
+            w 7\nh_count 8\nh_sum\t9\nw{a=\"b\"} 10\nh_su 11\nh_summ 12\nx 13\ny 14\nz 15\nw 16\nh_sum 17\n";
+        let wanted = |n: &str| !n.starts_with("h_") || n == "h_bucketx" || n == "h_summ";
+        for size in 1..=input.len() {
+            let (got, stats) = chunked(input.as_bytes(), &mut || size, wanted, 1000);
+            let values: Vec<f64> = got.iter().map(|s| s.value).collect();
+            assert_eq!(
+                values,
+                [5.0, 7.0, 10.0, 12.0, 13.0, 14.0, 15.0, 16.0],
+                "size {size}"
+            );
+            assert_eq!(stats.skipped_samples, 9, "chunk size {size}");
+            assert_eq!(stats.lines, 17, "chunk size {size}");
         }
     }
 

@@ -1,6 +1,7 @@
 //! A scrape round of `/metrics` against the bare download of the same bytes from the same sender: how close a round
 //! (fetch, streaming parse, snapshot) comes to the limit the network and the HTTP client set. The sender is another
-//! process serving the body by sendfile(2) on loopback, so it is not what is measured.
+//! process serving the body by sendfile(2) on loopback, so it is not what is measured. Two baselines: the daemon's own
+//! HTTP client dropping the body (the strict one) and `curl -o /dev/null` (issue 20's).
 //!
 //! The same for a round over a Prometheus holding 100 clusters of 3 replicas (458k APF series; a fake in the child
 //! process, answering as Prometheus would): the round's queries, JSON decoding and snapshots of the 300 replicas,
@@ -91,6 +92,24 @@ fn bench(c: &mut Criterion) {
                 })
             })
         });
+        // `curl -o /dev/null`, the baseline issue 20 names: a process of its own (its start included, as typed),
+        // libcurl's 16 KiB reads. Skipped where there is no curl.
+        if curl_found() {
+            group.bench_function("curl -o /dev/null", |b| {
+                b.iter(|| {
+                    let mut curl = std::process::Command::new("curl");
+                    curl.args(["--silent", "--fail", "--output", "/dev/null"]);
+                    if let Some(accept) = accept {
+                        curl.args(["--header", &format!("Accept: {accept}")]);
+                    }
+                    let status = curl
+                        .arg(format!("{url}/metrics"))
+                        .status()
+                        .unwrap_or_else(|e| panic!("curl: {e}"));
+                    assert!(status.success(), "curl: {status}");
+                })
+            });
+        }
         group.bench_function("scrape round", |b| {
             b.iter(|| {
                 let round = rt.block_on(scrape_replica(&target, &plan));
@@ -101,6 +120,15 @@ fn bench(c: &mut Criterion) {
     }
     fleet(c, &rt);
     in_memory(c);
+}
+
+/// Whether `curl` runs here.
+fn curl_found() -> bool {
+    std::process::Command::new("curl")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The parse alone, with no network: each body in 64 KiB chunks (as a download delivers it) into a snapshot, the

@@ -1,4 +1,4 @@
-//! The filter's verdicts on sample names already judged, and the comparison that recognises them.
+//! The filter's verdicts on the sample names last judged.
 
 /// The filter's verdicts on the last few sample names. The lines of a family come together (a histogram's buckets
 /// share one name; its `_sum` and `_count` follow each series' buckets), so a line that starts with one of these names
@@ -45,48 +45,5 @@ fn delimited_name_at(line: &[u8], start: usize, name: &[u8]) -> bool {
     let end = start + name.len();
     !name.is_empty()
         && matches!(line.get(end), Some(b'{' | b' ' | b'\t'))
-        && same_bytes(&line[start..end], name)
-}
-
-/// `a == b`, 16 bytes at a time: a sample name is 20-60 bytes, where a call to `memcmp` costs more than the compare
-/// (it was a tenth of a round's parse: `perf record` over `cargo bench --bench round -- parse-in-memory`).
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (Some(a_last), Some(b_last)) = (a.last_chunk::<16>(), b.last_chunk::<16>()) else {
-        return a == b;
-    };
-    // The last 16 bytes (which may overlap the others), then the first ones 16 at a time.
-    let (mut a, mut b) = (a, b);
-    let mut same = a_last == b_last;
-    while let (true, Some((x, a_rest)), Some((y, b_rest))) = (
-        same,
-        a.split_first_chunk::<16>(),
-        b.split_first_chunk::<16>(),
-    ) {
-        same = x == y;
-        (a, b) = (a_rest, b_rest);
-    }
-    same
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_bytes_is_slice_equality() {
-        let a: Vec<u8> = (0..48u8).collect();
-        for len in 0..=a.len() {
-            assert!(same_bytes(&a[..len], &a[..len]));
-            assert!(!same_bytes(&a[..len], &a[..len.saturating_sub(1)]) || len == 0);
-            for at in 0..len {
-                let mut b = a[..len].to_vec();
-                b[at] ^= 0x20;
-                assert!(!same_bytes(&a[..len], &b), "len {len}, byte {at}");
-            }
-        }
-    }
+        && &line[start..end] == name
 }

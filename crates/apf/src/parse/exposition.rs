@@ -105,7 +105,7 @@ pub struct ExpositionParser<F: Fn(&str) -> bool> {
     /// Reused between lines; always empty between lines, so the `'static` is never observed.
     labels: Vec<Label<'static>>,
     stats: ParseStats,
-    /// The last sample names the filter judged, and its verdicts.
+    /// The last sample names the filter judged, and their verdicts.
     verdicts: Verdicts,
 }
 

@@ -24,11 +24,7 @@ use futures_util::StreamExt;
 mod common;
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = apf_monitor::daemon::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
     // The text groups ask for text only; the protobuf ones ask as the daemon does by default, and the sender answers
     // the same families in protobuf, as kube-apiserver does: the baseline downloads the same bytes, asked the same way.
     for (name, body, protobuf) in [
@@ -70,14 +66,16 @@ fn bench(c: &mut Criterion) {
         // The daemon's own HTTP client (hyper, read buffers up to 128 KiB), the body dropped as it arrives.
         group.bench_function("bare download (baseline)", |b| {
             b.iter(|| {
-                let n = rt.block_on(common::download(&scrape_client, accept));
+                let client = scrape_client.clone();
+                let n = on_worker(&rt, async move { common::download(&client, accept).await });
                 black_box(n.unwrap_or_else(|e| panic!("GET: {e}")))
             })
         });
         // reqwest's (hyper's default read buffers, up to ~400 KiB): the client the daemon used before.
         group.bench_function("bare download, reqwest", |b| {
             b.iter(|| {
-                rt.block_on(async {
+                let (client, url) = (client.clone(), url.clone());
+                on_worker(&rt, async move {
                     let mut request = client.get(format!("{url}/metrics"));
                     if let Some(accept) = accept {
                         request = request.header(reqwest::header::ACCEPT, accept);
@@ -112,7 +110,8 @@ fn bench(c: &mut Criterion) {
         }
         group.bench_function("scrape round", |b| {
             b.iter(|| {
-                let round = rt.block_on(scrape_replica(&target, &plan));
+                let (target, plan) = (target.clone(), plan.clone());
+                let round = on_worker(&rt, async move { scrape_replica(&target, &plan).await });
                 black_box(round.snapshot.map(|s| s.levels.len()))
             })
         });
@@ -120,6 +119,17 @@ fn bench(c: &mut Criterion) {
     }
     fleet(c, &rt);
     in_memory(c);
+}
+
+/// Runs `work` as the daemon runs a replica's scrape: in a task on the runtime's workers, whose threads also wait on
+/// the sockets. A future given to `block_on` runs on the bench's own thread instead, woken by a worker's at each read
+/// that finds the socket empty: a hop between threads the daemon does not make.
+fn on_worker<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    rt.block_on(rt.spawn(work))
+        .unwrap_or_else(|e| panic!("the task: {e}"))
 }
 
 /// Whether `curl` runs here.

@@ -125,7 +125,7 @@ async fn last_rounds(addr: std::net::SocketAddr) -> Vec<f64> {
 fn run(workload: &str, seconds: u64) {
     reset_peak();
     let (config, interval, replicas, senders) = workload_config(workload);
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = apf_monitor::daemon::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall, daemon) = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -180,7 +180,7 @@ fn downloads_alone(workload: &str, seconds: u64) -> f64 {
         .scrape
         .protobuf
         .then_some(apf::parse::protobuf::ACCEPT);
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = apf_monitor::daemon::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall) = rt.block_on(async {
         for url in &senders.urls {
             let client = common::scrape_client(url);

@@ -289,11 +289,7 @@ pub struct DemoArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::daemon::tune_allocator();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::daemon::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

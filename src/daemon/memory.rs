@@ -1,7 +1,7 @@
 //! How the daemon's memory goes back to the system: glibc keeps what was freed for later, which after a large round
 //! is most of the process (README, Performance). Not glibc: nothing to do.
 
-/// The allocator's policy for a long-running daemon on two threads; called first thing in the process (before the
+/// The allocator's policy for a long-running daemon on a few threads; called first thing in the process (before the
 /// async runtime's threads exist: an arena a thread already has stays), and again when a daemon starts, for embedders.
 ///
 /// - One arena for every thread: glibc otherwise gives each thread that allocates at once as another its own heap, and

@@ -29,6 +29,8 @@ pub use memory::tune_allocator;
 mod prometheus;
 mod reload;
 mod replica;
+mod runtime;
+pub use runtime::runtime;
 mod setup;
 mod supervisor;
 mod targets;

@@ -209,7 +209,9 @@ async fn fetch_flows(
 /// cold on the other core, the client's read buffer taken fresh for each): 100 MB of text 72-97 ms in place against
 /// 86-105 ms handed over (medians 86 and 100.5, eight runs each); protobuf, whose parse costs about what its download
 /// does, 15.1-23.7 ms in place against 16.2-20.6 ms (medians 20.7 and 17.7, nine runs each; `cargo bench --bench
-/// round`, run alternately).
+/// round`, run alternately). Those figures are of a runtime with two workers; on the daemon's one (`daemon/runtime.rs`)
+/// the handed-over parse runs between the reads, and a 100 MB protobuf round took 13.0-14.4 ms so; in place there is
+/// not yet measured.
 const PARSE_IN_PLACE_BYTES: usize = 1 << 20;
 
 /// A big protobuf body's chunks (up to 128 KiB each, as the client reads them) are handed to its parse in batches of

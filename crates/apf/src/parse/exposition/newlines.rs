@@ -60,8 +60,8 @@ impl Newlines {
     }
 }
 
-/// Where AVX2 is missing (or on another architecture): as fast as a `memchr` per line, no faster.
-/// Appends `window`'s words (the last one padded with bytes that are not newlines).
+/// Appends `window`'s words (the last one padded with bytes that are not newlines). Where AVX2 is missing (or on
+/// another architecture): as fast as a `memchr` per line, no faster.
 fn index_portable(window: &[u8], words: &mut Vec<u64>) {
     let first = words.len();
     words.resize(first + window.len().div_ceil(64), 0);

@@ -26,26 +26,25 @@ impl Newlines {
     /// The position of the first newline at or after `from` in `chunk` (the same chunk since the last reset).
     #[inline]
     pub(super) fn find(&mut self, chunk: &[u8], from: usize) -> Option<usize> {
-        let mut word = from / 64;
-        while word >= self.words.len() {
-            self.index_window(chunk)?;
-        }
-        let mut bits = self.words[word] & (u64::MAX << (from % 64));
-        while bits == 0 {
-            word += 1;
+        // The bytes before `from` in its word are masked off; later words are read whole.
+        let (mut word, mut mask) = (from / 64, u64::MAX << (from % 64));
+        loop {
             while word >= self.words.len() {
                 self.index_window(chunk)?;
             }
-            bits = self.words[word];
+            let bits = self.words[word] & mask;
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
+            }
+            (word, mask) = (word + 1, u64::MAX);
         }
-        Some(word * 64 + bits.trailing_zeros() as usize)
     }
 
     /// Indexes the next window of `chunk`; `None` once all of it is.
     #[cold]
     fn index_window(&mut self, chunk: &[u8]) -> Option<()> {
-        let start = self.words.len() * 64;
-        let window = chunk.get(start..)?.get(..WINDOW.min(chunk.len() - start))?;
+        let rest = chunk.get(self.words.len() * 64..)?;
+        let window = &rest[..rest.len().min(WINDOW)];
         if window.is_empty() {
             return None;
         }

@@ -137,6 +137,10 @@ pub struct LevelReport {
     pub nominal_limit_seats: Option<f64>,
     #[serde(serialize_with = "round::seats")]
     pub upper_limit_seats: Option<f64>,
+    /// NominalCL minus what the level lends (1.26+): the seats its configuration keeps for its own load, which a
+    /// share move proposed to feed another level leaves it. Not in the JSON.
+    #[serde(skip)]
+    pub lower_limit_seats: Option<f64>,
     #[serde(serialize_with = "round::seats")]
     pub executing_seats: Option<f64>,
     #[serde(serialize_with = "round::seats")]
@@ -377,6 +381,7 @@ impl Analysis {
             limit_seats: limit,
             nominal_limit_seats: level.nominal_limit_seats,
             upper_limit_seats: level.upper_limit_seats,
+            lower_limit_seats: level.lower_limit_seats,
             executing_seats: level.executing_seats,
             headroom_seats: headroom,
             headroom_ratio: match (headroom, limit) {

@@ -13,6 +13,7 @@
 //! - [`defaults`]: the default PriorityLevelConfigurations and FlowSchemas of each Kubernetes version;
 //! - [`matching`]: which FlowSchema, priority level and flow a request gets;
 //! - [`plan`]: what a change to the shares does to every level's seats;
+//! - [`share_move`]: how many shares to move to a level short of seats, and from which levels;
 //! - [`review`]: what is wrong with a cluster's FlowSchemas and PriorityLevelConfigurations;
 //! - [`audit`]: who got the 429s: audited requests classified and counted per user and per flow;
 //! - [`endpoints`]: where kube-apiserver serves the dumps and objects, and the RBAC rule each needs;
@@ -118,6 +119,7 @@ mod objects;
 pub mod parse;
 pub mod plan;
 pub mod review;
+pub mod share_move;
 mod version;
 
 pub use objects::{

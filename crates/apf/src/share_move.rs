@@ -1,0 +1,233 @@
+//! How many nominalConcurrencyShares to move to a priority level short of seats, and from which levels.
+//!
+//! Moving shares keeps their sum, so every share moved is worth the same seats on both sides: NominalCL =
+//! ceil(ServerCL × shares / Σ shares) ([`crate::limits`]). A move takes no more than a donor has and leaves each
+//! donor what its own load needs, so it never gives more seats than the server has; and a move too small to matter
+//! is not proposed at all.
+
+/// A level that could give shares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Donor {
+    pub name: String,
+    /// Its nominalConcurrencyShares.
+    pub shares: u32,
+    /// The seats its own load needs: what a move must leave it.
+    pub needs_seats: f64,
+}
+
+impl Donor {
+    /// The shares it can give at a worth of `per_share` seats: all but what its load needs, and never its last one
+    /// (a level of 0 shares has no seats of its own).
+    pub fn spare_shares(&self, per_share: f64) -> u32 {
+        if !(per_share > 0.0 && per_share.is_finite() && self.needs_seats.is_finite()) {
+            return 0;
+        }
+        let kept = (self.needs_seats.max(0.0) / per_share).ceil().max(1.0);
+        // `kept` is at least 1; a float beyond u32 saturates, which keeps every share.
+        self.shares.saturating_sub(kept as u32)
+    }
+}
+
+/// What moving shares can do for a level.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShareMove {
+    /// Move these shares from these levels (the one with most to spare first): the level gains about `seats`;
+    /// `short` is what it would still lack (0 when the move covers the need).
+    Move {
+        from: Vec<(String, u32)>,
+        seats: f64,
+        short: f64,
+    },
+    /// The level lacks `seats` (0 or fewer: none), fewer than a move worth making ([`smallest_move`]).
+    TooSmall { seats: f64 },
+    /// The other levels cannot spare a move worth making: `spare` seats in all beyond their own loads.
+    NoSpare { spare: f64 },
+}
+
+/// Donors a move takes from, at most: a change a person can make in one go.
+const MAX_DONORS: usize = 3;
+
+/// The fewest seats worth a move to a level of `nominal` seats: a tenth of it, and 3 at least. A move of a seat or
+/// two changes nothing anyone would notice, and a wide request (a LIST takes up to 10 seats) would not fit them.
+pub fn smallest_move(nominal: f64) -> f64 {
+    (nominal.max(0.0) * 0.1).max(3.0)
+}
+
+/// The move that gives a level of `nominal` seats the `needed` more it lacks, a share worth `per_share` seats.
+pub fn plan(needed: f64, nominal: f64, per_share: f64, donors: &[Donor]) -> ShareMove {
+    if !needed.is_finite() || needed < smallest_move(nominal) {
+        return ShareMove::TooSmall {
+            seats: if needed.is_finite() { needed } else { 0.0 },
+        };
+    }
+    let mut spare: Vec<(&str, u32)> = donors
+        .iter()
+        .map(|d| (d.name.as_str(), d.spare_shares(per_share)))
+        .filter(|(_, s)| *s > 0)
+        .collect();
+    // Most to spare first; by name among equals, so the proposal does not change from round to round.
+    spare.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    // A fold from +0: an empty float sum is -0, which a sentence would print as "-0".
+    let all_spare = spare.iter().fold(0.0, |a, (_, s)| a + f64::from(*s)) * per_share;
+    // Whole shares: a fraction of one cannot be moved. `needed` is finite and positive here; the float saturates.
+    let mut wanted = (needed / per_share).ceil().max(1.0) as u32;
+    let mut from = Vec::new();
+    for (name, s) in spare.into_iter().take(MAX_DONORS) {
+        if wanted == 0 {
+            break;
+        }
+        let take = s.min(wanted);
+        wanted -= take;
+        from.push((name.to_string(), take));
+    }
+    let moved: u32 = from.iter().map(|(_, s)| *s).sum();
+    let seats = f64::from(moved) * per_share;
+    if moved == 0 || seats < smallest_move(nominal) {
+        return ShareMove::NoSpare { spare: all_spare };
+    }
+    ShareMove::Move {
+        from,
+        seats,
+        short: (needed - seats).max(0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn donor(name: &str, shares: u32, needs_seats: f64) -> Donor {
+        Donor {
+            name: name.into(),
+            shares,
+            needs_seats,
+        }
+    }
+
+    /// Default levels at ServerCL 600: 1 share ≈ 2.45 seats.
+    const PER_SHARE: f64 = 2.45;
+
+    #[test]
+    fn a_move_covers_the_need_from_the_level_with_most_to_spare() {
+        let donors = [
+            donor("workload-low", 100, 50.0),
+            donor("node-high", 40, 10.0),
+        ];
+        // 20 seats: 9 shares (22.05 seats), all from workload-low, which keeps 21 of its 100 shares' worth.
+        let m = plan(20.0, 49.0, PER_SHARE, &donors);
+        let ShareMove::Move { from, seats, short } = m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(from, vec![("workload-low".to_string(), 9)]);
+        assert!((seats - 22.05).abs() < 1e-9);
+        assert_eq!(short, 0.0);
+    }
+
+    #[test]
+    fn a_donor_keeps_what_its_own_load_needs_and_its_last_share() {
+        // node-high holds 40 shares (98 seats) and its load needs 73 of them: 10 shares spare, not 3309.
+        let d = donor("node-high", 40, 73.0);
+        assert_eq!(d.spare_shares(PER_SHARE), 10);
+        // Idle: all but one.
+        assert_eq!(donor("catch-all", 5, 0.0).spare_shares(PER_SHARE), 4);
+        // Busier than its shares: nothing.
+        assert_eq!(donor("x", 10, 500.0).spare_shares(PER_SHARE), 0);
+        // Nonsense worth or need: nothing.
+        assert_eq!(d.spare_shares(0.0), 0);
+        assert_eq!(d.spare_shares(f64::NAN), 0);
+        assert_eq!(donor("x", 10, f64::INFINITY).spare_shares(PER_SHARE), 0);
+        assert_eq!(
+            donor("x", u32::MAX, 0.0).spare_shares(PER_SHARE),
+            u32::MAX - 1
+        );
+    }
+
+    #[test]
+    fn a_need_beyond_every_donor_is_bounded_and_says_what_is_left() {
+        // The report that proposed "3309 shares from node-high ... about 8107 more seats": a demand of thousands of
+        // seats on a 600-seat server. The move takes what the donors can spare, never more seats than they hold.
+        let donors = [
+            donor("node-high", 40, 73.0),
+            donor("workload-high", 40, 20.0),
+            donor("global-default", 20, 5.0),
+            donor("catch-all", 5, 0.0),
+        ];
+        let m = plan(8107.0, 245.0, PER_SHARE, &donors);
+        let ShareMove::Move { from, seats, short } = m else {
+            panic!("{m:?}")
+        };
+        // Three donors at most, most to spare first: 31 + 17 + 10 shares.
+        assert_eq!(
+            from,
+            vec![
+                ("workload-high".to_string(), 31),
+                ("global-default".to_string(), 17),
+                ("node-high".to_string(), 10),
+            ]
+        );
+        let total_shares: u32 = donors.iter().map(|d| d.shares).sum();
+        assert!(seats <= f64::from(total_shares) * PER_SHARE);
+        assert!((seats - 58.0 * PER_SHARE).abs() < 1e-9);
+        assert!((short - (8107.0 - seats)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_move_too_small_to_matter_is_not_proposed() {
+        let donors = [donor("node-high", 40, 10.0)];
+        // "move 1 shares ... about 2 more seats" to a 245-seat level: under a tenth of it.
+        assert_eq!(
+            plan(2.0, 245.0, PER_SHARE, &donors),
+            ShareMove::TooSmall { seats: 2.0 }
+        );
+        assert_eq!(
+            plan(24.0, 245.0, PER_SHARE, &donors),
+            ShareMove::TooSmall { seats: 24.0 }
+        );
+        assert!(matches!(
+            plan(24.5, 245.0, PER_SHARE, &donors),
+            ShareMove::Move { .. }
+        ));
+        // A small level: 3 seats at least.
+        assert!(matches!(
+            plan(2.9, 13.0, PER_SHARE, &donors),
+            ShareMove::TooSmall { .. }
+        ));
+        assert!(matches!(
+            plan(3.0, 13.0, PER_SHARE, &donors),
+            ShareMove::Move { .. }
+        ));
+        // No need at all, or a need that is not a number.
+        assert_eq!(
+            plan(-40.0, 245.0, PER_SHARE, &donors),
+            ShareMove::TooSmall { seats: -40.0 }
+        );
+        assert_eq!(
+            plan(f64::NAN, 245.0, PER_SHARE, &donors),
+            ShareMove::TooSmall { seats: 0.0 }
+        );
+    }
+
+    #[test]
+    fn spare_too_small_to_matter_is_no_move() {
+        // The donors can give 2 shares (4.9 seats) to a level that needs 50 more of 245: not worth a move.
+        let donors = [donor("a", 3, 0.0), donor("b", 2, 4.0)];
+        let m = plan(50.0, 245.0, PER_SHARE, &donors);
+        let ShareMove::NoSpare { spare } = m else {
+            panic!("{m:?}")
+        };
+        assert!((spare - 2.0 * PER_SHARE).abs() < 1e-9);
+        let none = plan(50.0, 245.0, PER_SHARE, &[]);
+        assert_eq!(none, ShareMove::NoSpare { spare: 0.0 });
+        // +0, not -0: it is printed.
+        assert!(matches!(none, ShareMove::NoSpare { spare } if spare.is_sign_positive()));
+    }
+
+    #[test]
+    fn equal_donors_are_taken_by_name() {
+        let donors = [donor("b", 11, 0.0), donor("a", 11, 0.0)];
+        let ShareMove::Move { from, .. } = plan(10.0, 49.0, PER_SHARE, &donors) else {
+            panic!()
+        };
+        assert_eq!(from, vec![("a".to_string(), 5)]);
+    }
+}

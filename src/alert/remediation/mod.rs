@@ -1,0 +1,203 @@
+//! The concrete change an alert proposes, and that stays right once a person has made it: isolate the flow that
+//! dominates a shared priority level (with a `flowcontrol.apiserver.k8s.io/v1` manifest), or say that is done;
+//! slow down the one client a level already holds alone; paginate a LIST; or move shares to the level from levels
+//! that can spare them. Pure functions of the report; numbers that are not known are said to be unknown, never
+//! guessed.
+mod isolate;
+mod own_level;
+mod shares;
+
+pub use isolate::isolation_manifest;
+
+use crate::analyze::{FlowReport, LevelReport, ListCosts};
+use apf::model::FlowcontrolObjects;
+
+/// A sentence, and a manifest when the change is one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remediation {
+    pub sentence: String,
+    pub manifest: Option<String>,
+}
+
+/// The share of the limit a level should have free once the change is made: APFHeadroomLow's clear threshold.
+const FREE_AFTER: f64 = 0.25;
+
+/// Pressure a flow puts on its level (as the analysis ranks flows).
+fn pressure(f: &FlowReport) -> f64 {
+    apf::model::flow_pressure(f.waiting_requests, f.executing_seats)
+}
+
+/// The flow holding more than half of the level's waiting requests + executing seats, if one does.
+pub fn dominant_flow(level: &LevelReport) -> Option<&FlowReport> {
+    let flows: f64 = level.top_flows.iter().map(pressure).sum();
+    let level_total = level.inqueue_requests.unwrap_or(0.0) + level.executing_seats.unwrap_or(0.0);
+    // The top flows are a truncated list; the level's own totals cover the rest when known.
+    let total = flows.max(level_total);
+    let top = level
+        .top_flows
+        .iter()
+        .max_by(|a, b| pressure(a).total_cmp(&pressure(b)))?;
+    (total > 0.0 && pressure(top) > 0.5 * total).then_some(top)
+}
+
+/// `list pods` → (`list`, `pods`); anything that is not `verb resource` gives `None`.
+fn verb_and_resource(example: &str) -> Option<(&str, &str)> {
+    let (verb, what) = example.split_once(' ')?;
+    (!verb.is_empty() && !what.is_empty() && !what.contains(' ')).then_some((verb, what))
+}
+
+/// The proposal for one level of one replica; `replica_levels` are all levels of that replica (to find donors).
+pub fn remediate(
+    level: &LevelReport,
+    replica_levels: &[LevelReport],
+    lists: &ListCosts,
+    objects: Option<&FlowcontrolObjects>,
+) -> Remediation {
+    if let Some(owner) = own_level::owner(level, objects) {
+        return own_level::slow_down(&owner, level, replica_levels, lists, objects);
+    }
+    if let Some(flow) = dominant_flow(level) {
+        return isolate::isolate(flow, level, lists, objects);
+    }
+    shares::move_shares(level, replica_levels, objects)
+}
+
+/// Seats the level's load asks for now: in use, plus what its waiting requests will hold (1.28+ reports their
+/// seats; before, each waiting request counts as one). `None` when seats in use are not known.
+fn demand_seats(l: &LevelReport) -> Option<f64> {
+    let queued = l.inqueue_seats.or(l.inqueue_requests).unwrap_or(0.0);
+    Some(l.executing_seats? + queued)
+}
+
+/// Seats in use and waiting, as a sentence says them: `116 in use, 196 requests waiting for 392`.
+fn demand_words(l: &LevelReport) -> String {
+    let executing = l.executing_seats.unwrap_or(0.0);
+    match (l.inqueue_requests, l.inqueue_seats) {
+        (Some(q), Some(s)) if q > 0.0 => {
+            format!("{executing:.0} in use, {q:.0} requests waiting for {s:.0}")
+        }
+        (Some(q), None) if q > 0.0 => format!("{executing:.0} in use, {q:.0} requests waiting"),
+        _ => format!("{executing:.0} in use"),
+    }
+}
+
+fn seats_word(n: u32) -> String {
+    format!("{n} seat{}", if n == 1 { "" } else { "s" })
+}
+
+/// What the client behind a LIST flow can change: paginate, or read from an informer's cache, priced in seats
+/// where the replica's object counts are known. `None` for a flow that is not a LIST.
+fn client_advice(flow: &FlowReport, level: &LevelReport, lists: &ListCosts) -> Option<String> {
+    let example = flow.example_request.as_deref()?;
+    if !example.starts_with("list ") {
+        return None;
+    }
+    let mut advice =
+        "have the client paginate its LIST (limit/continue) or read from an informer's cache instead".to_string();
+    let resource = verb_and_resource(example).map(|(_, r)| r.split('.').next().unwrap_or(r));
+    if let Some(cost) = resource.and_then(|r| list_cost(r, level, lists)) {
+        advice.push_str(&cost);
+    }
+    Some(advice)
+}
+
+/// What one LIST of all of `resource` costs in seats here, and what a page or an informer would cost instead.
+fn list_cost(resource: &str, level: &LevelReport, lists: &ListCosts) -> Option<String> {
+    let (seats, objects, bytes) = lists.list(resource)?;
+    let minor = lists.minor?;
+    let of_limit = level
+        .limit_seats
+        .map(|l| format!(" of the level's {l:.0}"))
+        .unwrap_or_default();
+    let reads = match (objects, bytes) {
+        (Some(o), Some(b)) => format!("{o:.0} objects, {:.1} MB", b / 1e6),
+        (Some(o), None) => format!("{o:.0} objects"),
+        (None, Some(b)) => format!("{:.1} MB", b / 1e6),
+        (None, None) => return None,
+    };
+    // A page of 100: from 1.34 priced by its bytes, before by the 2·limit objects the estimator assumes of etcd.
+    let page = match (minor >= 34, objects, bytes) {
+        (true, Some(o), Some(b)) if o > 0.0 => {
+            apf::limits::list_seats(minor, None, Some(b / o * 100.0))
+        }
+        (false, _, _) => apf::limits::list_seats(minor, Some(200.0), None),
+        _ => None,
+    };
+    Some(format!(
+        ": one `list {resource}` here reads {reads} and holds {}{of_limit} while it runs{}, where an informer lists \
+         once and then watches",
+        seats_word(seats),
+        page.map(|p| format!("; a page of 100 (limit=100) holds {}", seats_word(p)))
+            .unwrap_or_default()
+    ))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn flow(
+        schema: &str,
+        flow: &str,
+        waiting: f64,
+        seats: f64,
+        user: &str,
+        example: &str,
+    ) -> FlowReport {
+        FlowReport {
+            flow_schema: schema.into(),
+            flow: flow.into(),
+            waiting_requests: waiting,
+            executing_seats: seats,
+            users: if user.is_empty() {
+                vec![]
+            } else {
+                vec![user.into()]
+            },
+            example_request: (!example.is_empty()).then(|| example.to_string()),
+        }
+    }
+
+    pub(crate) fn level(
+        name: &str,
+        nominal: f64,
+        limit: f64,
+        executing: f64,
+        queued: f64,
+    ) -> LevelReport {
+        LevelReport {
+            priority_level: name.into(),
+            limit_seats: Some(limit),
+            nominal_limit_seats: Some(nominal),
+            executing_seats: Some(executing),
+            headroom_seats: Some(limit - executing),
+            headroom_ratio: Some((limit - executing) / limit),
+            inqueue_requests: Some(queued),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_flow_dominates_with_more_than_half_of_the_pressure() {
+        let mut l = level("global-default", 49.0, 49.0, 45.0, 6.0);
+        l.top_flows = vec![
+            flow("global-default", "a", 2.0, 15.0, "a", "get pods"),
+            flow("global-default", "b", 2.0, 15.0, "b", "get nodes"),
+        ];
+        assert!(dominant_flow(&l).is_none(), "17 of 51 is not over half");
+        l.top_flows[0].executing_seats = 40.0;
+        assert_eq!(dominant_flow(&l).map(|f| f.flow.as_str()), Some("a"));
+    }
+
+    #[test]
+    fn demand_counts_the_seats_of_waiting_requests() {
+        let mut l = level("x", 12.0, 116.0, 116.0, 196.0);
+        assert_eq!(demand_seats(&l), Some(312.0), "before 1.28: one each");
+        assert_eq!(demand_words(&l), "116 in use, 196 requests waiting");
+        l.inqueue_seats = Some(392.0);
+        assert_eq!(demand_seats(&l), Some(508.0));
+        assert_eq!(demand_words(&l), "116 in use, 196 requests waiting for 392");
+        l.executing_seats = None;
+        assert_eq!(demand_seats(&l), None);
+    }
+}

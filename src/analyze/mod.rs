@@ -217,6 +217,12 @@ pub struct FlowReport {
     pub example_request: Option<String>,
 }
 
+/// The share of the window the samples of a trend must span before its time to exhaustion is published. Samples
+/// seconds apart swing with every jitter of a scrape's timing: on a steady ramp scraped each second, a fit of the
+/// first three read 56 s where 78 s was true. Over half the window the fit is stable, so on a steady ramp the
+/// estimate only falls.
+pub const TREND_SPAN_SHARE: f64 = 0.5;
+
 /// Settings of the analysis.
 #[derive(Debug, Clone)]
 pub struct Analysis {
@@ -369,9 +375,13 @@ impl Analysis {
             .iter()
             .filter_map(|p| Some((p.at - now, p.level(name)?.headroom_seats()?)))
             .collect();
+        let trend_span = match (trend.first(), trend.last()) {
+            (Some(first), Some(last)) => last.0 - first.0,
+            _ => 0.0,
+        };
         let seconds_to_exhaustion = match headroom {
             Some(h) if h <= 0.0 => Some(0.0),
-            Some(h) if trend.len() >= 3 => {
+            Some(h) if trend.len() >= 3 && trend_span >= self.window_seconds * TREND_SPAN_SHARE => {
                 theil_sen_slope(&trend).filter(|s| *s > 1e-9).map(|s| h / s)
             }
             _ => None,
@@ -600,6 +610,54 @@ mod tests {
             .collect();
         let r = Analysis::default().analyze_replica("a", &history(points), 50.0);
         assert_eq!(r.levels[0].seconds_to_exhaustion, None);
+    }
+
+    #[test]
+    fn on_a_steady_ramp_the_time_to_exhaustion_only_falls() {
+        // Seats in use rise 2 a second toward a 400-seat limit, scraped every second; each scrape's recorded time is
+        // off by up to 0.3 s from the instant its gauges were read (scrapes take time, and not the same each time).
+        let mut seed: u64 = 42;
+        let mut jitter = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.6
+        };
+        let analysis = Analysis::default();
+        let mut h = ReplicaHistory::default();
+        let mut published: Vec<(u32, f64)> = Vec::new();
+        for k in 0..=120u32 {
+            let at = f64::from(k) + jitter();
+            h.push(Point {
+                at,
+                wall_time: String::new(),
+                snapshot: Arc::new(snap(vec![(
+                    "workload-low",
+                    level(400.0, 2.0 * f64::from(k), 0.0, &[]),
+                )])),
+            });
+            if let Some(s) = analysis.analyze_replica("a", &h, at).levels[0].seconds_to_exhaustion {
+                published.push((k, s));
+            }
+        }
+        // Not before the samples span half the window.
+        assert!(published[0].0 >= 30, "{:?}", &published[..3]);
+        assert_eq!(published.len(), 120 - 30 + 1, "then at every scrape");
+        for (k, s) in &published {
+            let truth = 200.0 - f64::from(*k);
+            assert!(
+                (s - truth).abs() <= 0.05 * truth + 0.5,
+                "{k}: {s} for {truth}"
+            );
+        }
+        for pair in published.windows(2) {
+            assert!(
+                pair[1].1 < pair[0].1,
+                "the estimate rose from {:?} to {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
     }
 
     #[test]

@@ -176,6 +176,10 @@ pub struct LevelReport {
     /// spent past a threshold ([`LevelReport::time_above`]). Not in the JSON.
     #[serde(skip)]
     pub seat_utilization_window: Vec<(f64, f64)>,
+    /// The same over the recent part of the window ([`RECENT_SHARE`] of it, and two scrapes at least): what tells a
+    /// level that recovered from one still under pressure ([`LevelReport::time_above_recently`]). Not in the JSON.
+    #[serde(skip)]
+    pub seat_utilization_recent: Vec<(f64, f64)>,
     /// The most seats demanded (executing + waiting) in the window, from `demand_seats_high_watermark` (1.26+).
     #[serde(serialize_with = "round::seats")]
     pub demand_seats_max: Option<f64>,
@@ -200,6 +204,12 @@ impl LevelReport {
     pub fn time_above(&self, utilization: f64) -> Option<f64> {
         share_above(utilization, &self.seat_utilization_window)
     }
+
+    /// [`LevelReport::time_above`] over the recent part of the window alone: 0 once a level has recovered, while
+    /// the whole window still holds the pressure from before.
+    pub fn time_above_recently(&self, utilization: f64) -> Option<f64> {
+        share_above(utilization, &self.seat_utilization_recent)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -222,6 +232,10 @@ pub struct FlowReport {
 /// first three read 56 s where 78 s was true. Over half the window the fit is stable, so on a steady ramp the
 /// estimate only falls.
 pub const TREND_SPAN_SHARE: f64 = 0.5;
+
+/// The share of the window, at its end, that tells whether pressure the window holds is still there: a quarter (15 s
+/// of a minute). A rule reading the window's histogram holds only while this part of it shows the pressure too.
+pub const RECENT_SHARE: f64 = 0.25;
 
 /// Settings of the analysis.
 #[derive(Debug, Clone)]
@@ -355,6 +369,24 @@ impl Analysis {
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
+        // The recent part of the window: its last quarter, and two scrapes at least. A level that recovered shows
+        // nothing here while the whole window still holds the pressure from before.
+        let recent_from = points.last().map_or(0.0, |p| p.at) - self.window_seconds * RECENT_SHARE;
+        let recent_base = points
+            .iter()
+            .rposition(|p| p.at <= recent_from)
+            .unwrap_or(0)
+            .min(points.len().saturating_sub(3));
+        let seat_utilization_recent = match (
+            points.get(recent_base).and_then(|p| p.level(name)),
+            levels().next_back().flatten(),
+        ) {
+            (Some(base), Some(last)) if points.len() >= 2 => last
+                .seat_utilization()
+                .map(|l| math::histogram_delta(base.seat_utilization().as_ref(), &l))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let seat_utilization_p99 = histogram_quantile(0.99, &seat_utilization_window);
         let demand_seats_max = inside
             .iter()
@@ -415,6 +447,7 @@ impl Analysis {
             wait_p99_seconds,
             seat_utilization_p99,
             seat_utilization_window,
+            seat_utilization_recent,
             demand_seats_max,
             no_accommodation_per_second,
             seconds_to_exhaustion,
@@ -472,7 +505,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use apf::model::{FlowSample, QueueSummary};
+    use apf::model::{FlowSample, Histogram, QueueSummary};
 
     fn level(limit: f64, executing: f64, queued: f64, rejected: &[(&str, f64)]) -> LevelSnapshot {
         LevelSnapshot {
@@ -657,6 +690,56 @@ mod tests {
                 pair[0],
                 pair[1]
             );
+        }
+    }
+
+    #[test]
+    fn the_recent_part_of_the_window_tells_a_recovered_level() {
+        // Scraped every 5 s; full (seat utilization 1.0) until 40 s, idle (0.1) after: the apiserver's histogram
+        // counts the seconds spent in each bucket.
+        let (mut full, mut idle) = (0.0, 0.0);
+        let mut h = ReplicaHistory::default();
+        for k in 0..=12 {
+            let at = f64::from(k) * 5.0;
+            if k > 0 {
+                if at <= 40.0 {
+                    full += 5.0;
+                } else {
+                    idle += 5.0;
+                }
+            }
+            let mut l = level(100.0, 10.0, 0.0, &[]);
+            l.seat_utilization = Some(Histogram {
+                buckets: vec![
+                    (0.1, idle),
+                    (0.95, idle),
+                    (1.0, idle + full),
+                    (f64::INFINITY, idle + full),
+                ],
+                count: idle + full,
+                sum: 0.0,
+            });
+            h.push(Point {
+                at,
+                wall_time: String::new(),
+                snapshot: Arc::new(snap(vec![("workload-low", l)])),
+            });
+            let l = &Analysis::default().analyze_replica("a", &h, at).levels[0];
+            let recently = l.time_above_recently(0.95).unwrap_or(-1.0);
+            if at == 50.0 {
+                // The last quarter (35..50 s) still holds 5 s of the level full.
+                assert!((recently - 5.0 / 15.0).abs() < 1e-9, "{recently}");
+            }
+            if at == 60.0 {
+                // The window (0..60 s) holds 40 s of the level full; its last quarter (45..60 s) none.
+                let window = l.time_above(0.95).unwrap();
+                assert!((window - 40.0 / 60.0).abs() < 1e-9, "{window}");
+                assert_eq!(recently, 0.0);
+            }
+            if at == 5.0 {
+                // Two scrapes: the recent part is all there is.
+                assert_eq!(Some(recently), l.time_above(0.95));
+            }
         }
     }
 

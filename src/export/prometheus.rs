@@ -222,31 +222,44 @@ impl Collector for DerivedMetrics {
             .into_iter()
             .map(|u| (format!("{}", (u * 100.0).round() / 100.0), u))
             .collect();
-        let busy = r.apiservers.iter().flat_map(|a| {
-            a.levels
+        let busy = |share: fn(&LevelReport, f64) -> Option<f64>| {
+            r.apiservers
                 .iter()
-                .filter(|l| l.priority_level != EXEMPT)
-                .flat_map(|l| {
-                    utilizations.iter().filter_map(|(label, utilization)| {
-                        let labels = replica_labels(
-                            a,
-                            &[
-                                ("priority_level", l.priority_level.as_str()),
-                                ("utilization", label.as_str()),
-                            ],
-                        );
-                        Some((labels, l.time_above(*utilization)?))
-                    })
+                .flat_map(|a| {
+                    a.levels
+                        .iter()
+                        .filter(|l| l.priority_level != EXEMPT)
+                        .flat_map(|l| {
+                            utilizations.iter().filter_map(|(label, utilization)| {
+                                let labels = replica_labels(
+                                    a,
+                                    &[
+                                        ("priority_level", l.priority_level.as_str()),
+                                        ("utilization", label.as_str()),
+                                    ],
+                                );
+                                Some((labels, share(l, *utilization)?))
+                            })
+                        })
+                        .collect::<Vec<_>>()
                 })
                 .collect::<Vec<_>>()
-        });
+        };
         gauge(
             &mut e,
             "apf_priority_level_time_above_ratio",
             "The share of the analysis window the level spent with more than `utilization` of its enforced limit in \
              use, from the apiserver's time-integrated seat-utilization histogram (1.25+): pressure that lasts, \
              where the 99th percentile also shows a blip.",
-            busy,
+            busy(LevelReport::time_above),
+        )?;
+        gauge(
+            &mut e,
+            "apf_priority_level_recent_time_above_ratio",
+            "The same share over the recent part of the window (its last quarter, two scrapes at least): 0 once a \
+             level has recovered, while the whole window still holds the pressure from before. The rules that read \
+             the window's share hold only while this one is past window_share too.",
+            busy(LevelReport::time_above_recently),
         )?;
         let by_schema = r.apiservers.iter().flat_map(|a| {
             a.flow_schema_rejected_per_second

@@ -842,6 +842,11 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
             let share = RuleSpec::of(RuleName::APFHeadroomLow).window_share.unwrap();
             let [clear, fire, _] = default_busy_utilizations();
             let above = |u: f64| format!(r#",utilization="{u}""#);
+            // The window's last quarter (recent_time_above_ratio) shows the same pressure while it lasts.
+            let (fire_share, clear_share) = (
+                [0.0, share + 0.2, share / 2.0, 0.0],
+                [0.0, share + 0.3, share + 0.1, share / 2.0],
+            );
             Life {
                 rule: RuleName::APFHeadroomLow,
                 series: [
@@ -849,12 +854,22 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
                     level_series(
                         "apf_priority_level_time_above_ratio",
                         &above(fire),
-                        [0.0, share + 0.2, share / 2.0, 0.0],
+                        fire_share,
+                    ),
+                    level_series(
+                        "apf_priority_level_recent_time_above_ratio",
+                        &above(fire),
+                        fire_share,
                     ),
                     level_series(
                         "apf_priority_level_time_above_ratio",
                         &above(clear),
-                        [0.0, share + 0.3, share + 0.1, share / 2.0],
+                        clear_share,
+                    ),
+                    level_series(
+                        "apf_priority_level_recent_time_above_ratio",
+                        &above(clear),
+                        clear_share,
                     ),
                 ]
                 .concat(),
@@ -865,13 +880,15 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
         {
             let share = RuleSpec::of(RuleName::APFExhaustionPredicted).window_share.unwrap();
             let [_, _, full] = default_busy_utilizations();
+            let bursts = [0.0, share + 0.2, share + 0.2, 0.0];
+            let full = format!(r#",utilization="{full}""#);
             Life {
                 rule: RuleName::APFExhaustionPredicted,
-                series: level_series(
-                    "apf_priority_level_time_above_ratio",
-                    &format!(r#",utilization="{full}""#),
-                    [0.0, share + 0.2, share + 0.2, 0.0],
-                ),
+                series: [
+                    level_series("apf_priority_level_time_above_ratio", &full, bursts),
+                    level_series("apf_priority_level_recent_time_above_ratio", &full, bursts),
+                ]
+                .concat(),
                 labels: level.into(),
             }
         },
@@ -940,6 +957,47 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
             })
         })
         .collect();
+
+    // A level that recovered: its window still holds the pressure from before (well past window_share at every
+    // utilization), its last quarter none. Neither histogram rule fires on it.
+    let window = RuleSpec::of(RuleName::APFHeadroomLow).window_share.unwrap() + 0.4;
+    let recovered: Vec<serde_json::Value> = default_busy_utilizations()
+        .into_iter()
+        .flat_map(|u| {
+            let series = |metric: &str, value: f64| {
+                json!({
+                    "series": format!(
+                        r#"{metric}{{apiserver="10.0.0.5:6443",priority_level="workload-low",pod="a",utilization="{u}"}}"#
+                    ),
+                    "values": format!("{value}x24"),
+                })
+            };
+            [
+                series("apf_priority_level_time_above_ratio", window),
+                series("apf_priority_level_recent_time_above_ratio", 0.0),
+            ]
+        })
+        .chain([json!({
+            "series": r#"apf_priority_level_headroom_ratio{apiserver="10.0.0.5:6443",priority_level="workload-low",pod="a"}"#,
+            "values": "1x24",
+        })])
+        .collect();
+    let quiet: Vec<serde_json::Value> = [60, 120, 300]
+        .iter()
+        .map(|t| {
+            json!({
+                "expr": r#"ALERTS{priority_level="workload-low"}"#,
+                "eval_time": format!("{t}s"),
+                "exp_samples": [],
+            })
+        })
+        .collect();
+    tests.push(json!({
+        "name": "a recovered level: the window holds the pressure, its last quarter none",
+        "interval": "15s",
+        "input_series": recovered,
+        "promql_expr_test": quiet,
+    }));
 
     // APFScrapeFailing on /metrics: the last success stops advancing at 60s; older than 30s from 105s, firing
     // two minutes later.

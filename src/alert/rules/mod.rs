@@ -616,6 +616,32 @@ mod tests {
     }
 
     #[test]
+    fn a_level_that_recovered_warns_of_nothing_new_though_its_window_holds_the_pressure() {
+        let r = rules();
+        // 50 s of the last minute full, then the fix: all 285 seats free at the last scrape and nothing in use in
+        // the last quarter of the window.
+        let mut l = level("workload-low", 285.0, 0.0, 0.0);
+        l.seat_utilization_window = window_with(50.0);
+        l.seat_utilization_recent = window_with(0.0);
+        for active in [false, true] {
+            let c = r.evaluate(&report(vec![l.clone()]), |_| active);
+            assert!(c.is_empty(), "active {active}: {:?}", names(&c));
+        }
+        // Still bursting in the last quarter: the window's pressure is still there.
+        l.seat_utilization_recent = window_with(15.0);
+        assert_eq!(
+            names(&r.evaluate(&report(vec![l.clone()]), |_| false)),
+            [
+                "APFHeadroomLow/workload-low",
+                "APFExhaustionPredicted/workload-low"
+            ]
+        );
+        // No recent part to read (a replica too young for one): the window alone speaks, as before.
+        l.seat_utilization_recent = Vec::new();
+        assert_eq!(r.evaluate(&report(vec![l]), |_| false).len(), 2);
+    }
+
+    #[test]
     fn window_share_is_a_share_and_only_for_the_histogram_rules() {
         let with = |name, share| {
             let cfg = BTreeMap::from([(

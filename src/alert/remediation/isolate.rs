@@ -36,11 +36,28 @@ pub(super) fn flow_words(flow: &FlowReport) -> String {
 pub(super) fn isolate(
     flow: &FlowReport,
     level_report: &LevelReport,
+    replica_levels: &[LevelReport],
     lists: &ListCosts,
     objects: Option<&FlowcontrolObjects>,
 ) -> Remediation {
     let level = level_report.priority_level.as_str();
     let user = flow.users.first();
+    // The level the manifest makes already serves on this replica, but the objects were read before it was made
+    // (they are re-read as they change; a scrape can come first): the manifest is in force.
+    if let Some(own) = user.map(|u| object_name("isolate-", u)).filter(|own| {
+        replica_levels.iter().any(|l| &l.priority_level == own)
+            && !objects.is_some_and(|o| o.priority_levels.iter().any(|p| &p.name == own))
+    }) {
+        return Remediation {
+            sentence: format!(
+                "Nothing more to change on {level} for {}: level {own}, of the manifest apf-monitor proposed for it, \
+                 serves on this replica. What {level} still shows is left from before the change: requests that \
+                 waited are served or time out, and the window's rates fall to 0 within one window.",
+                flow_words(flow)
+            ),
+            manifest: None,
+        };
+    }
     // The cluster's own FlowSchemas, matched as kube-apiserver matches: where the flow's requests land today, and
     // whether the proposed schema would catch them first.
     let today = match (user, objects) {
@@ -342,6 +359,46 @@ mod tests {
             r.sentence
         );
         assert!(!r.sentence.contains("Isolate"), "{}", r.sentence);
+    }
+
+    #[test]
+    fn a_level_of_the_manifest_on_the_replica_is_the_fix_in_force_though_the_objects_are_older() {
+        let l = runner_on_workload_low();
+        let mut own = level("isolate-ci-runner", 12.0, 12.0, 12.0, 30.0);
+        own.top_flows = Vec::new();
+        let replica = vec![l.clone(), own];
+        let r = remediate(
+            &l,
+            &replica,
+            &ListCosts::default(),
+            Some(&cluster_objects()),
+        );
+        assert_eq!(r.manifest, None, "{}", r.sentence);
+        assert!(
+            r.sentence.starts_with(
+                "Nothing more to change on workload-low for flow system:serviceaccount:ci:runner of flow schema \
+                 service-accounts (user system:serviceaccount:ci:runner, mostly `list pods`): level \
+                 isolate-ci-runner, of the manifest apf-monitor proposed for it, serves on this replica."
+            ),
+            "{}",
+            r.sentence
+        );
+        // Objects that have the level: their matching decides (here the runner still matches ci, ahead of the
+        // manifest's schema, which is not there): the isolation is proposed.
+        let mut objects = cluster_objects();
+        objects.priority_levels.push(apf::PriorityLevelConfig {
+            name: "isolate-ci-runner".into(),
+            queuing: true,
+            exempt: false,
+            queues: Some(16),
+            hand_size: Some(4),
+            queue_length_limit: Some(50),
+            shares: Some(5),
+            lendable_percent: Some(0),
+            borrowing_limit_percent: None,
+        });
+        let r = remediate(&l, &replica, &ListCosts::default(), Some(&objects));
+        assert!(r.sentence.starts_with("Isolate flow"), "{}", r.sentence);
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub fn remediate(
         return own_level::slow_down(&owner, level, replica_levels, lists, objects);
     }
     if let Some(flow) = dominant_flow(level) {
-        return isolate::isolate(flow, level, lists, objects);
+        return isolate::isolate(flow, level, replica_levels, lists, objects);
     }
     shares::move_shares(level, replica_levels, objects)
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::shares::{from_words, more_concurrency, shortfall};
-use super::{client_advice, demand_words, dominant_flow, Remediation, FREE_AFTER};
+use super::{client_advice, demand_words, Remediation, FREE_AFTER};
 use crate::analyze::{LevelReport, ListCosts};
 use apf::model::FlowcontrolObjects;
 use apf::share_move::ShareMove;
@@ -29,24 +29,27 @@ fn one_user(s: &Subject) -> Option<String> {
 }
 
 /// The client a level holds alone: every FlowSchema sending requests to it names that one user and no one else.
-/// Without the cluster's objects, a level and schema named as apf-monitor's own isolation manifest names them for
-/// the flow that fills the level.
+/// Where the cluster's objects name no schema for the level, a level and schema named as apf-monitor's own
+/// isolation manifest names them for a flow seen on the level.
 pub(super) fn owner(level: &LevelReport, objects: Option<&FlowcontrolObjects>) -> Option<Owner> {
     let name = level.priority_level.as_str();
-    let Some(objects) = objects else {
-        let flow = dominant_flow(level)?;
-        let user = flow.users.first()?;
-        let own = object_name("isolate-", user);
-        return (own == name && flow.flow_schema == own).then(|| Owner {
-            user: user.clone(),
-            flow_schemas: vec![own],
-        });
-    };
     let schemas: Vec<_> = objects
-        .flow_schemas
         .iter()
+        .flat_map(|o| &o.flow_schemas)
         .filter(|s| s.priority_level == name)
         .collect();
+    if schemas.is_empty() {
+        // No objects, or objects read before the level was made (they are re-read as they change, but a scrape can
+        // come first): the names apf-monitor's own isolation manifest gives.
+        return level.top_flows.iter().find_map(|flow| {
+            let user = flow.users.first()?;
+            let own = object_name("isolate-", user);
+            (own == name && flow.flow_schema == own).then(|| Owner {
+                user: user.clone(),
+                flow_schemas: vec![own],
+            })
+        });
+    }
     let mut users = BTreeSet::new();
     for subject in schemas
         .iter()
@@ -323,10 +326,23 @@ mod tests {
         // workload-low, sent to by service-accounts (a group): shared.
         let wl = level("workload-low", 240.0, 240.0, 10.0, 0.0);
         assert_eq!(owner(&wl, Some(&objects_with_isolation())), None);
-        // Without objects: the names apf-monitor's own manifest gives.
+        // Without objects, or with objects read before the level was made: the names apf-monitor's own manifest
+        // gives.
         assert_eq!(
             owner(&l, None).map(|o| o.flow_schemas),
             Some(vec!["isolate-monitoring-agent".to_string()])
+        );
+        let stale = FlowcontrolObjects {
+            priority_levels: apf::defaults::default_priority_levels(apf::KubeVersion::new(34, 0)),
+            flow_schemas: objects_with_isolation()
+                .flow_schemas
+                .into_iter()
+                .filter(|s| s.name != "isolate-monitoring-agent")
+                .collect(),
+        };
+        assert_eq!(
+            owner(&l, Some(&stale)).map(|o| o.user),
+            Some(AGENT.to_string())
         );
         let mut elsewhere = l.clone();
         elsewhere.priority_level = "agents".into();

@@ -67,7 +67,17 @@ pub(super) fn shortfall(
         .collect();
     // `None` unless every level's reported NominalCL agrees with its shares for one worth of a share.
     let per_share = limits::seats_per_share(&known);
-    let server_seats = per_share.map(|p| p * shares.values().map(|s| f64::from(*s)).sum::<f64>());
+    // A level whose shares are not known (made after the objects were read) counts by its seats.
+    let server_seats = per_share.map(|p| {
+        let shares: f64 = replica_levels
+            .iter()
+            .map(|l| match shares.get(l.priority_level.as_str()) {
+                Some(s) => f64::from(*s),
+                None => (l.nominal_limit_seats.unwrap_or(0.0) / p).round(),
+            })
+            .sum();
+        p * shares
+    });
     let proposal = per_share.map(|per_share| {
         let donors: Vec<Donor> = replica_levels
             .iter()

@@ -46,7 +46,8 @@ pub struct IncidentReport {
     pub recovered_at: Option<String>,
     /// apf-monitor's rules replayed on the history: when each went pending and fired.
     pub alerts: Vec<AlertReplay>,
-    /// What the first alert to fire proposed, on the seats seen then.
+    /// What the alert that fired nearest before the first 429 (else the first to fire) proposed, on the seats seen
+    /// then.
     pub remediation: Option<String>,
     /// `first_rejection` in unix seconds, for the page's time axis.
     #[serde(skip)]
@@ -119,15 +120,16 @@ pub(super) fn incident(i: &Incident, episodes: &[Episode], lookback: f64) -> Inc
         .map(|e| e.pending_at)
         .reduce(f64::min)
         .map(rfc3339);
-    let remediation = on
+    // The alert that fired nearest before the first 429: its remediation is priced on the pressure that gave the
+    // 429s, where the earliest warning, minutes before, often saw a level only a few seats short. Without one, the
+    // first alert that fired.
+    let fired: Vec<(f64, &Episode)> = on.iter().filter_map(|e| Some((e.fired_at?, *e))).collect();
+    let remediation = fired
         .iter()
-        .filter(|e| e.fired_at.is_some())
-        .min_by(|a, b| {
-            a.fired_at
-                .unwrap_or(f64::MAX)
-                .total_cmp(&b.fired_at.unwrap_or(f64::MAX))
-        })
-        .and_then(|e| e.annotations.get("remediation").cloned());
+        .filter(|(at, _)| *at <= reference)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .or_else(|| fired.iter().min_by(|a, b| a.0.total_cmp(&b.0)))
+        .and_then(|(_, e)| e.annotations.get("remediation").cloned());
     IncidentReport {
         cluster: i.replica.cluster.clone(),
         apiserver: i.replica.apiserver.clone(),
@@ -156,5 +158,63 @@ pub(super) fn incident(i: &Incident, episodes: &[Episode], lookback: f64) -> Inc
         remediation,
         first: i.first_rejection,
         points: i.points.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn episode(name: &str, fired_at: Option<f64>, remediation: &str) -> Episode {
+        Episode {
+            labels: [
+                ("alertname".to_string(), name.to_string()),
+                ("priority_level".to_string(), "workload-low".to_string()),
+            ]
+            .into(),
+            replica: Default::default(),
+            pending_at: fired_at.unwrap_or(50.0) - 10.0,
+            fired_at,
+            ended_at: None,
+            annotations: [("remediation".to_string(), remediation.to_string())].into(),
+        }
+    }
+
+    fn rejecting_from(first: f64) -> Incident {
+        Incident {
+            replica: Default::default(),
+            priority_level: "workload-low".into(),
+            started_at: first,
+            first_rejection: Some(first),
+            last_rejection: Some(first + 60.0),
+            peak_rejected_per_second: 10.0,
+            rejected_total: 100.0,
+            flow_schemas: Vec::new(),
+            max_waiting_requests: None,
+            queue_capacity_requests: None,
+            longest_wait_p99_seconds: None,
+            min_headroom_seats: None,
+            recovered_at: None,
+            points: 0..0,
+        }
+    }
+
+    #[test]
+    fn the_remediation_is_the_one_priced_nearest_before_the_first_429() {
+        let episodes = [
+            episode(
+                "APFExhaustionPredicted",
+                Some(100.0),
+                "early: a few seats short",
+            ),
+            episode("APFHeadroomExhausted", Some(170.0), "at the pressure"),
+            episode("APFRequestsRejected", Some(205.0), "after the first 429"),
+            episode("APFHeadroomLow", None, "never fired"),
+        ];
+        let r = incident(&rejecting_from(200.0), &episodes, 600.0);
+        assert_eq!(r.remediation.as_deref(), Some("at the pressure"));
+        // Nothing fired before it: the first that fired.
+        let r = incident(&rejecting_from(50.0), &episodes, 600.0);
+        assert_eq!(r.remediation.as_deref(), Some("early: a few seats short"));
     }
 }

@@ -318,15 +318,31 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Dependencies that log at ERROR what apf-monitor already says once per streak, with what to do: kube's client
+/// (every failed request) and rustls-platform-verifier (every certificate it refuses, once per connection). Each is
+/// (what a filter names to ask for it, the target kept out otherwise).
+const DEPENDENCY_NOISE: [(&str, &str); 2] = [
+    ("kube", "kube_client::client::builder"),
+    ("rustls_platform_verifier", "rustls_platform_verifier"),
+];
+
+/// The tracing filter for `level`: the dependencies' noise kept out, unless the filter names the crate
+/// (`info,rustls_platform_verifier=debug`) or asks for debug or trace everywhere.
+fn log_filter(level: &str) -> String {
+    let verbose = level
+        .split(',')
+        .any(|d| matches!(d.trim().to_ascii_lowercase().as_str(), "debug" | "trace"));
+    let mut filter = level.to_string();
+    for (named, target) in DEPENDENCY_NOISE {
+        if !verbose && !level.contains(named) {
+            filter.push_str(&format!(",{target}=off"));
+        }
+    }
+    filter
+}
+
 fn init_logging(format: LogFormat, level: &str) -> Result<()> {
-    // kube's client logs every failed request at ERROR; the scrape and discovery loops already say so, once per
-    // streak and with what to do: keep its lines out unless the filter asks for them.
-    let filter = if level.contains("kube") {
-        level.to_string()
-    } else {
-        format!("{level},kube_client::client::builder=off")
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter).with_context(|| {
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(level)).with_context(|| {
         format!("invalid log level {level:?}: use error, warn, info, debug or a filter")
     })?;
     // Colour codes belong on a terminal only: in a file, a pipe or a log collector they are noise.
@@ -493,4 +509,36 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn the_dependencies_noise_is_kept_out_unless_asked_for() {
+        assert_eq!(
+            log_filter("warn"),
+            "warn,kube_client::client::builder=off,rustls_platform_verifier=off"
+        );
+        assert_eq!(
+            log_filter("info,rustls_platform_verifier=debug"),
+            "info,rustls_platform_verifier=debug,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            log_filter("kube_client=info"),
+            "kube_client=info,rustls_platform_verifier=off"
+        );
+        // debug or trace everywhere shows everything.
+        assert_eq!(log_filter("debug"), "debug");
+        assert_eq!(
+            log_filter("apf_monitor=info, TRACE"),
+            "apf_monitor=info, TRACE"
+        );
+        // debug for apf-monitor alone is not debug everywhere.
+        assert_eq!(
+            log_filter("apf_monitor=debug"),
+            "apf_monitor=debug,kube_client::client::builder=off,rustls_platform_verifier=off"
+        );
+    }
 }

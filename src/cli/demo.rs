@@ -24,6 +24,9 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
     let replicas = usize::from(args.replicas);
     let first_address = first_replica_address(args.listen.ip(), replicas)?;
+    // Held before the cluster starts: a second simulate with the same file is refused, not let overwrite it.
+    let kubeconfig = absolute(&args.kubeconfig_out);
+    let mut held = super::held::HeldKubeconfig::claim(&kubeconfig)?;
     let token = match (&args.token_file, args.require_token) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)
@@ -60,10 +63,10 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     })?;
 
     // Files beside the kubeconfig: the token (unless the user gave one), the CA and a config to scrape with.
-    let kubeconfig = absolute(&args.kubeconfig_out);
     cluster
         .kubeconfig(&kubeconfig)
         .context("cannot write the kubeconfig; use --kubeconfig-out")?;
+    held.written();
     let token_file = match (&args.token_file, &token) {
         (Some(path), _) => Some(absolute(path)),
         (None, Some(t)) => {

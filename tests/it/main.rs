@@ -31,6 +31,7 @@ mod serve_sim;
 mod silences_api;
 mod sim_cluster;
 mod sim_versions;
+mod simulate_cli;
 mod spike_signals;
 mod status_page;
 mod tls;

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use super::output::{errln, out, outln};
 use super::table::{columns, seconds};
 use super::{init_logging, load_config, TargetArgs};
 use crate::audit::read::{read_file, read_lines, Malformed, Tally};
@@ -165,7 +166,7 @@ pub async fn run(args: AuditArgs) -> Result<()> {
         );
     }
     if let Some(e) = unmatched_first {
-        eprintln!("warning: {e}: those requests are not counted");
+        errln!("warning: {e}: those requests are not counted");
     }
     let counts = ledger.counts();
     let mut users = ledger.users();
@@ -198,10 +199,9 @@ pub async fn run(args: AuditArgs) -> Result<()> {
         flows_not_shown,
     };
     match args.output {
-        AuditOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        AuditOutput::Table => print!("{}", render(&report)),
+        AuditOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        AuditOutput::Table => out!("{}", render(&report)),
     }
-    Ok(())
 }
 
 /// Why input without one audit Event is refused: it is not an audit log (or an empty one), and what to give.

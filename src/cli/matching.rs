@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use super::output::{errln, out, outln};
 use super::{init_logging, load_config, TargetArgs};
 use apf::matching::{
     implied_groups, match_request, Match, Request, Target, NON_RESOURCE_VERBS, RESOURCE_VERBS,
@@ -91,10 +92,9 @@ pub async fn run(args: MatchArgs) -> Result<()> {
         source: &source,
     };
     match args.output {
-        MatchOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        MatchOutput::Table => print!("{}", render(&report, &schemas)),
+        MatchOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        MatchOutput::Table => out!("{}", render(&report, &schemas)),
     }
-    Ok(())
 }
 
 fn request(args: &MatchArgs) -> Result<Request> {
@@ -135,7 +135,7 @@ fn request(args: &MatchArgs) -> Result<Request> {
     }
     if let Target::Resource { resource, .. } = &target {
         if let Some(hint) = resource_hint(resource) {
-            eprintln!("warning: --resource {resource}: {hint}");
+            errln!("warning: --resource {resource}: {hint}");
         }
     }
     let mut groups = args.groups.clone();

@@ -1,13 +1,14 @@
 //! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
 //! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig, `plan`,
-//! `match` in `matching.rs`, `audit`), `table.rs` for the terminal table and `objects.rs` for the flowcontrol
-//! objects `plan`, `match` and the review read; the work itself is the library's.
+//! `match` in `matching.rs`, `audit`), `output.rs` for what they print, `table.rs` for the terminal table and
+//! `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work itself is the library's.
 mod audit;
 mod check;
 mod demo;
 mod held;
 mod matching;
 mod objects;
+mod output;
 mod plan;
 mod report;
 mod review;
@@ -293,7 +294,7 @@ pub fn main() -> ExitCode {
     let runtime = match crate::daemon::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            output::errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -312,8 +313,10 @@ pub fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader has gone (`| head`): nothing to say, and nowhere to say it.
+        Err(e) if output::is_stdout_closed(&e) => output::end_by_sigpipe(),
         Err(e) => {
-            eprintln!("error: {}", crate::errors::chain(&e));
+            output::errln!("error: {}", crate::errors::chain(&e));
             ExitCode::from(failure)
         }
     }
@@ -350,7 +353,10 @@ fn init_logging(format: LogFormat, level: &str) -> Result<()> {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(table::colour_on(std::io::stderr().is_terminal()))
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr closed: `2>&1 | head`) is lost; saying so on that same stderr
+        // would panic.
+        .log_internal_errors(false);
     let result = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

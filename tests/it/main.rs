@@ -8,6 +8,7 @@ mod api_auth;
 mod audit_cli;
 mod audit_daemon;
 mod check_cli;
+mod closed_stdout;
 mod daemon_lifecycle;
 mod dashboards;
 mod demo_cli;

@@ -290,6 +290,14 @@ async fn report_finds_the_incident_in_prometheus_history_and_when_the_rules_woul
         "{table}"
     );
     assert!(!table.contains("10.0.0.2"), "{table}");
+    // Its reader gone (`report | head -0`): it ends as cat would, by SIGPIPE, without a panic.
+    let closed = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .arg("report")
+        .args(window)
+        .stdout(crate::common::closed_pipe())
+        .output()
+        .unwrap();
+    crate::common::assert_ended_by_sigpipe("report", closed.status, &closed.stderr);
     let (code, markdown, _) = report(&[&window[..], &["--output", "markdown"]].concat());
     assert_eq!(code, Some(0));
     assert!(

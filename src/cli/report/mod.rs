@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 use super::init_logging;
+use super::output::{out, outln};
 use crate::alert::replay::{Episode, Replay};
 use crate::analyze::incidents::{incidents, IncidentOptions, Timeline, Timelines};
 use crate::analyze::{Analysis, ReplicaHistory, StatusReport};
@@ -205,11 +206,10 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     }
     report.incidents = found.into_iter().map(|(i, _)| i).collect();
     match args.output {
-        ReportOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        ReportOutput::Table => print!("{}", text::table(&report)),
-        ReportOutput::Markdown => print!("{}", text::markdown(&report)),
+        ReportOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        ReportOutput::Table => out!("{}", text::table(&report)),
+        ReportOutput::Markdown => out!("{}", text::markdown(&report)),
     }
-    Ok(())
 }
 
 fn config_name(args: &ReportArgs) -> String {

@@ -23,11 +23,11 @@ pub struct MatchArgs {
     #[arg(long = "file", short = 'f', value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The user sending the request, e.g. alice or system:serviceaccount:monitoring:agent.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::values::parse_subject_name)]
     pub user: String,
     /// A group of the user; repeatable. The groups kube-apiserver's authenticators add (system:authenticated,
     /// system:serviceaccounts, ...) are added too, unless --no-implied-groups.
-    #[arg(long = "group", value_name = "NAME")]
+    #[arg(long = "group", value_name = "NAME", value_parser = crate::values::parse_subject_name)]
     pub groups: Vec<String>,
     #[arg(long)]
     pub no_implied_groups: bool,
@@ -44,8 +44,9 @@ pub struct MatchArgs {
     /// The subresource, e.g. status or log.
     #[arg(long, value_name = "NAME", requires = "resource")]
     pub subresource: Option<String>,
-    /// The namespace; without it a resource request is cluster-scoped (or lists across every namespace).
-    #[arg(long, value_name = "NAME", requires = "resource")]
+    /// The namespace (a DNS-1123 label, as kube-apiserver requires); without it a resource request is
+    /// cluster-scoped (or lists across every namespace).
+    #[arg(long, value_name = "NAME", requires = "resource", value_parser = crate::values::parse_namespace)]
     pub namespace: Option<String>,
     /// A non-resource request's path, e.g. /healthz or /metrics.
     #[arg(long, value_name = "PATH")]

@@ -58,6 +58,11 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Which FlowSchema, priority level and flow a request gets, with kube-apiserver's own matching, on the
     /// cluster's objects or on files.
+    // Written out: clap's own line lists the flags given as if they were required (`--file` among them).
+    #[command(
+        override_usage = "apf-monitor match --user NAME [--group NAME]... (--verb VERB --resource RESOURCE \
+                          [--namespace NAME] | --non-resource-url PATH) [-f FILE]... [OPTIONS]"
+    )]
     Match(matching::MatchArgs),
     /// Who got the 429s: kube-apiserver's audit log (plain, gzipped, rotated) classified with kube-apiserver's own
     /// matching, per user and per flow, worst first.

@@ -390,3 +390,47 @@ async fn a_dead_or_partial_prometheus_is_an_error_that_names_it() {
         "{err}"
     );
 }
+
+/// A Prometheus that accepts the connection and never answers: the error names that Prometheus and gives advice
+/// `report` can follow (its own --timeout), not the daemon's (scrape.timeout) nor a word about an apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_prometheus_is_named_with_advice_that_works_for_report() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    for step in [&[][..], &["--step", "30s"][..]] {
+        let args: Vec<String> = ["--prometheus", &url, "--from", "-1h", "--timeout", "1s"]
+            .iter()
+            .chain(step)
+            .map(|s| s.to_string())
+            .collect();
+        let started = std::time::Instant::now();
+        let (code, _, err) = tokio::task::spawn_blocking(move || {
+            report(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .unwrap();
+        assert_eq!(code, Some(1), "{step:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "Prometheus {url}: no answer to a query within 1s: the Prometheus is slow or unreachable; give a \
+                 longer --timeout"
+            )),
+            "{step:?}: {err}"
+        );
+        assert!(
+            !err.contains("apiserver") && !err.contains("scrape.timeout"),
+            "{step:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

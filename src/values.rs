@@ -74,6 +74,47 @@ pub fn parse_target_url(text: &str) -> Result<TargetUrl, String> {
     Ok(TargetUrl(url))
 }
 
+/// A user or group name as kube-apiserver's authenticators give one: any text but the empty one.
+pub fn parse_subject_name(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err(
+            "empty: kube-apiserver gives every user and group a name (an unauthenticated request is user \
+             system:anonymous in group system:unauthenticated)"
+                .into(),
+        );
+    }
+    Ok(text.to_string())
+}
+
+/// A namespace as kube-apiserver validates one: a DNS-1123 label (`ValidateNamespaceName`, `IsDNS1123Label` in
+/// k8s.io/apimachinery `pkg/util/validation`), in its words. Empty is no namespace.
+pub fn parse_namespace(text: &str) -> Result<String, String> {
+    const MAX: usize = 63;
+    let label = text
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-');
+    if !text.is_empty() && !label {
+        return Err(format!(
+            "not a namespace: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+             and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc'){}",
+            if text.bytes().any(|b| b.is_ascii_uppercase()) {
+                format!("; did you mean {:?}?", text.to_ascii_lowercase())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if text.len() > MAX {
+        return Err(format!(
+            "not a namespace: must be no more than {MAX} characters (it has {})",
+            text.len()
+        ));
+    }
+    Ok(text.to_string())
+}
+
 pub fn parse_byte_count(text: &str) -> Result<ByteCount, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -166,6 +207,46 @@ mod tests {
         assert!(e.contains("yesterday: not a time"), "{e}");
     }
     use super::*;
+
+    #[test]
+    fn a_namespace_is_a_dns_1123_label_and_a_subject_has_a_name() {
+        for ok in [
+            "default",
+            "kube-system",
+            "123-abc",
+            "a",
+            &"x".repeat(63),
+            "",
+        ] {
+            assert_eq!(parse_namespace(ok).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "NOT VALID!!",
+            "-a",
+            "a-",
+            "a.b",
+            "a_b",
+            "Default",
+            "ns ",
+            "é",
+        ] {
+            let e = parse_namespace(bad).unwrap_err();
+            assert!(
+                e.starts_with("not a namespace: a lowercase RFC 1123 label"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(parse_namespace("Default")
+            .unwrap_err()
+            .contains("did you mean \"default\"?"));
+        let e = parse_namespace(&"x".repeat(64)).unwrap_err();
+        assert!(e.contains("no more than 63 characters (it has 64)"), "{e}");
+        assert!(parse_subject_name("").unwrap_err().starts_with("empty: "));
+        assert_eq!(
+            parse_subject_name("system:anonymous").as_deref(),
+            Ok("system:anonymous")
+        );
+    }
 
     #[test]
     fn byte_counts() {

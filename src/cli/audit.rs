@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use super::output::{errln, out, outln};
 use super::table::{columns, seconds};
 use super::{init_logging, load_config, TargetArgs};
 use crate::audit::read::{read_file, read_lines, Malformed, Tally};
@@ -124,6 +125,7 @@ pub async fn run(args: AuditArgs) -> Result<()> {
     });
     let mut tally = Tally::default();
     let (mut malformed, mut outside, mut unmatched_first) = (Vec::new(), 0u64, None);
+    let mut lines = 0u64;
     for path in &args.files {
         let mut each = |r: AuditedRequest| {
             if since.is_some() || until.is_some() {
@@ -145,15 +147,26 @@ pub async fn run(args: AuditArgs) -> Result<()> {
         };
         if path.as_os_str() == "-" {
             let mut stdin = std::io::stdin().lock();
-            read_lines(&mut stdin, "stdin", &mut tally, &mut bad, &mut each)
+            lines += read_lines(&mut stdin, "stdin", &mut tally, &mut bad, &mut each)
                 .context("cannot read standard input")?;
         } else {
-            read_file(path, &mut tally, &mut bad, &mut each)
+            lines += read_file(path, &mut tally, &mut bad, &mut each)
                 .with_context(|| format!("cannot read {}", path.display()))?;
         }
     }
+    if tally.counted + tally.skipped == 0 {
+        bail!(
+            "{}: {}",
+            args.files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            no_event(lines, tally.malformed, malformed.first())
+        );
+    }
     if let Some(e) = unmatched_first {
-        eprintln!("warning: {e}: those requests are not counted");
+        errln!("warning: {e}: those requests are not counted");
     }
     let counts = ledger.counts();
     let mut users = ledger.users();
@@ -186,10 +199,25 @@ pub async fn run(args: AuditArgs) -> Result<()> {
         flows_not_shown,
     };
     match args.output {
-        AuditOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        AuditOutput::Table => print!("{}", render(&report)),
+        AuditOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        AuditOutput::Table => out!("{}", render(&report)),
     }
-    Ok(())
+}
+
+/// Why input without one audit Event is refused: it is not an audit log (or an empty one), and what to give.
+fn no_event(lines: u64, malformed: u64, first: Option<&Malformed>) -> String {
+    let what = match first {
+        Some(m) => format!(
+            "no line is an audit Event ({malformed} of {lines} lines malformed, the first {}:{}: {})",
+            m.file, m.line, m.error
+        ),
+        None if lines == 0 => "empty: no audit Event".to_string(),
+        None => format!("no line is an audit Event ({lines} lines, none holding one)"),
+    };
+    format!(
+        "{what}. Give kube-apiserver's audit log as --audit-log-format=json writes it (one Event a line), or its \
+         webhook's EventList batches (README: Who got the 429s)"
+    )
 }
 
 /// An RFC 3339 time to the second (`2026-11-24 10:00:16`); the whole text when it is not one.
@@ -353,6 +381,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--until yesterday: not a time"), "{e}");
+    }
+
+    #[test]
+    fn input_without_an_event_says_what_it_holds() {
+        let first = Malformed {
+            file: "metrics.txt".into(),
+            line: 1,
+            error: "not JSON".into(),
+        };
+        let e = no_event(3, 3, Some(&first));
+        assert!(
+            e.starts_with(
+                "no line is an audit Event (3 of 3 lines malformed, the first metrics.txt:1: not JSON). Give"
+            ),
+            "{e}"
+        );
+        assert!(no_event(0, 0, None).starts_with("empty: no audit Event. Give"));
+        assert!(no_event(2, 0, None).contains("(2 lines, none holding one)"));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
+use super::output::{errln, out, outln};
 use super::{init_logging, load_config, CheckArgs, OutputFormat};
 use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
 use crate::daemon::{analysis_of, build_rules, Replica};
@@ -52,14 +53,14 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     }
     let code = exit_status(&report);
     match args.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Table => print!(
+        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&report)?)?,
+        OutputFormat::Table => out!(
             "{}",
             super::table::render(&report, code, super::table::Style::for_stdout())
-        ),
+        )?,
         OutputFormat::Manifests => match manifests(&report) {
-            Some(text) => print!("{text}"),
-            None => eprintln!(
+            Some(text) => out!("{text}")?,
+            None => errln!(
                 "no alert proposes a manifest: nothing to apply (`apf-monitor check` without --output shows why)"
             ),
         },
@@ -79,14 +80,14 @@ fn audit_of_window(
         .iter()
         .find_map(|a| Some((a.objects.as_ref()?, a.display_name())))
     else {
-        eprintln!("warning: audit.files: no replica served its FlowSchemas: the audit events are not classified");
+        errln!("warning: audit.files: no replica served its FlowSchemas: the audit events are not classified");
         return Vec::new();
     };
     let since =
         std::time::SystemTime::now() - std::time::Duration::from_secs_f64(analysis.window_seconds);
     let (ledger, problems) = crate::audit::recent(&config.audit, objects, since);
     for p in problems {
-        eprintln!("warning: {p}");
+        errln!("warning: {p}");
     }
     let mut a =
         crate::analyze::AuditReport::of(&ledger, analysis.window_seconds, analysis.top_flows);

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::output::outln;
 use super::table::num as fmt_num;
 use super::{init_logging, shutdown_signal, DemoArgs, SimulateArgs};
 use crate::analyze::StatusReport;
@@ -24,6 +25,9 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
     let replicas = usize::from(args.replicas);
     let first_address = first_replica_address(args.listen.ip(), replicas)?;
+    // Held before the cluster starts: a second simulate with the same file is refused, not let overwrite it.
+    let kubeconfig = absolute(&args.kubeconfig_out);
+    let mut held = super::held::HeldKubeconfig::claim(&kubeconfig)?;
     let token = match (&args.token_file, args.require_token) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)
@@ -60,10 +64,10 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     })?;
 
     // Files beside the kubeconfig: the token (unless the user gave one), the CA and a config to scrape with.
-    let kubeconfig = absolute(&args.kubeconfig_out);
     cluster
         .kubeconfig(&kubeconfig)
         .context("cannot write the kubeconfig; use --kubeconfig-out")?;
+    held.written();
     let token_file = match (&args.token_file, &token) {
         (Some(path), _) => Some(absolute(path)),
         (None, Some(t)) => {
@@ -83,52 +87,71 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
         None => None,
     };
 
+    let told = tell_simulated(&args, &cluster, &kubeconfig, &token_file, &ca_file);
+    // Until Ctrl-C, or until the reader of its lines has gone (`simulate | head -3`): it has nothing more to say.
+    let told = match told {
+        Ok(()) => tokio::select! {
+            _ = shutdown_signal() => Ok(()),
+            _ = super::output::closed() => Err(super::output::StdoutClosed.into()),
+        },
+        Err(e) => Err(e),
+    };
+    cluster.stop().await;
+    told
+}
+
+/// What `simulate` prints: the replicas, the files beside the kubeconfig, and what to run against them.
+fn tell_simulated(
+    args: &SimulateArgs,
+    cluster: &apf_sim::Cluster,
+    kubeconfig: &std::path::Path,
+    token_file: &Option<std::path::PathBuf>,
+    ca_file: &Option<std::path::PathBuf>,
+) -> Result<()> {
+    let replicas = usize::from(args.replicas);
     let shares = apf_sim::load_shares(replicas);
-    println!(
+    outln!(
         "simulated Kubernetes v{} cluster under the {:?} load scenario: {replicas} kube-apiserver replica{}",
         args.kubernetes_version,
         args.scenario,
         if replicas == 1 { "" } else { "s" }
-    );
+    )?;
     for ((index, _), (url, share)) in cluster
         .replicas()
         .iter()
         .zip(cluster.replica_urls().iter().zip(&shares))
     {
-        println!(
+        outln!(
             "  replica {index}  {url}   {:.0}% of the cluster's load ({:.2} times the scenario)",
             share * 100.0,
             share * replicas as f64
-        );
+        )?;
     }
     let k = kubeconfig.display();
-    println!("kubeconfig: {k}");
-    if let Some(t) = &token_file {
-        println!("  bearer token (required): {}", t.display());
+    outln!("kubeconfig: {k}")?;
+    if let Some(t) = token_file {
+        outln!("  bearer token (required): {}", t.display())?;
     }
-    if let Some(c) = &ca_file {
-        println!("  CA certificate: {}", c.display());
+    if let Some(c) = ca_file {
+        outln!("  CA certificate: {}", c.display())?;
     }
     if let Some(log) = &args.audit_log {
-        println!("audit log: {}", absolute(log).display());
-        println!(
+        outln!("audit log: {}", absolute(log).display())?;
+        outln!(
             "  apf-monitor audit --kubeconfig {k} --file {}*",
             absolute(log).display()
-        );
+        )?;
     }
     if let Some(url) = &args.audit_webhook {
-        println!("audit events posted to: {url}");
+        outln!("audit events posted to: {url}")?;
     }
-    println!("  kubectl --kubeconfig {k} get flowschemas,prioritylevelconfigurations");
-    println!("  kubectl --kubeconfig {k} get endpointslices -n default");
-    println!("  kubectl --kubeconfig {k} version");
+    outln!("  kubectl --kubeconfig {k} get flowschemas,prioritylevelconfigurations")?;
+    outln!("  kubectl --kubeconfig {k} get endpointslices -n default")?;
+    outln!("  kubectl --kubeconfig {k} version")?;
     // The replicas are discovered from the cluster's EndpointSlices, as in a real cluster.
-    println!("scrape every replica:");
-    println!("  apf-monitor serve --kubeconfig {k}");
-    println!("  apf-monitor check --kubeconfig {k}");
-    shutdown_signal().await;
-    cluster.stop().await;
-    Ok(())
+    outln!("scrape every replica:")?;
+    outln!("  apf-monitor serve --kubeconfig {k}")?;
+    outln!("  apf-monitor check --kubeconfig {k}")
 }
 
 /// Where `simulate --audit-log` and `--audit-webhook` send the audit events.
@@ -253,7 +276,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         Ok(c) => c,
         // Not every system routes all of 127.0.0.0/8 (macOS has 127.0.0.1 only): one replica there.
         Err(apf_sim::ClusterError::Bind { .. }) if options.replicas > 1 => {
-            println!("(127.0.0.2 cannot be bound here: the simulated cluster has one replica, on 127.0.0.1)");
+            outln!("(127.0.0.2 cannot be bound here: the simulated cluster has one replica, on 127.0.0.1)")?;
             apf_sim::Cluster::start(apf_sim::ClusterOptions {
                 replicas: 1,
                 first_address: std::net::Ipv4Addr::LOCALHOST.into(),
@@ -294,15 +317,35 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     let loader: crate::daemon::Loader = Arc::new(move || Ok(config.clone()));
     let daemon = Daemon::start(loader, listener).await?;
 
+    // What was said is cut short when the reader of its lines goes (`demo | head`); the demo stops as Ctrl-C
+    // stops it, and then the program ends by SIGPIPE.
+    let shown = match tell_demo(&args, &cluster, listen, &kubeconfig) {
+        Ok(hot) => watch(&args, &daemon, &hot).await,
+        Err(e) => Err(e),
+    };
+    let stopped = daemon.stop().await;
+    cluster.stop().await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    let _ = std::fs::remove_file(&tokens_file);
+    shown.and(stopped)
+}
+
+/// The demo's opening: the replicas, where to look, how to apply the fix; returns the hot replica's address.
+fn tell_demo(
+    args: &DemoArgs,
+    cluster: &apf_sim::Cluster,
+    listen: std::net::SocketAddr,
+    kubeconfig: &std::path::Path,
+) -> Result<String> {
     let replicas = cluster.replicas();
-    println!(
+    outln!(
         "apf-monitor demo: a simulated Kubernetes v{} cluster of {} kube-apiserver replica{} under the {:?} load \
          scenario,\nfound from its EndpointSlices as in a real cluster, each scraped at its own address:",
         args.kubernetes_version,
         replicas.len(),
         if replicas.len() == 1 { "" } else { "s" },
         args.scenario
-    );
+    )?;
     let shares = apf_sim::load_shares(replicas.len());
     for (i, ((_, addr), share)) in replicas.iter().zip(&shares).enumerate() {
         let hot = if i == 0 && replicas.len() > 1 {
@@ -310,61 +353,63 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         } else {
             ""
         };
-        println!(
+        outln!(
             "  replica {addr}   {:>3.0}% of the load{hot}",
             share * 100.0
-        );
+        )?;
     }
     let hot = replicas
         .first()
         .map(|(_, a)| a.to_string())
         .unwrap_or_default();
-    println!("  apf-monitor metrics:  http://{listen}/metrics   (apf_priority_level_headroom_seats, ...)");
-    println!("  status page:          http://{listen}/");
-    println!("  status as JSON:       http://{listen}/api/v1/status");
-    println!(
+    outln!("  apf-monitor metrics:  http://{listen}/metrics   (apf_priority_level_headroom_seats, ...)")?;
+    outln!("  status page:          http://{listen}/")?;
+    outln!("  status as JSON:       http://{listen}/api/v1/status")?;
+    outln!(
         "  the cluster:          kubectl --kubeconfig {} get endpointslices -n default",
         kubeconfig.display()
-    );
+    )?;
     // Written out with this binary's path: `cargo run` puts none on the PATH.
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "apf-monitor".into());
-    println!(
+    outln!(
         "  apply the fix:        {exe} check --kubeconfig {k} --output manifests | kubectl --kubeconfig {k} apply -f -",
         k = kubeconfig.display()
-    );
-    println!(
+    )?;
+    outln!(
         "Every {}s, one line per priority level of the hot replica and the tightest level of each other one: limit, \
          seats in use, headroom and queued at the last scrape, rejected/s over the window, and the status the alert \
          rules give (each alert says which measure it read). Ctrl-C stops.\n",
         args.interval.0.as_secs()
-    );
+    )?;
+    Ok(hot)
+}
 
+/// Every interval the demo's lines, until `--duration`, Ctrl-C, or the reader of the lines has gone.
+async fn watch(args: &DemoArgs, daemon: &Daemon, hot: &str) -> Result<()> {
     let mut ticker = tokio::time::interval(args.interval.0);
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d.0);
     let started = std::time::Instant::now();
     let stop = shutdown_signal();
-    tokio::pin!(stop);
+    let closed = super::output::closed();
+    tokio::pin!(stop, closed);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = &mut stop => break,
+            _ = &mut closed => return Err(super::output::StdoutClosed.into()),
         }
         if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
             break;
         }
         let report = daemon.status();
-        for line in demo_lines(&report, started.elapsed(), &hot) {
-            println!("{line}");
+        for line in demo_lines(&report, started.elapsed(), hot) {
+            outln!("{line}")?;
         }
-        println!();
+        outln!()?;
     }
-    let stopped = daemon.stop().await;
-    cluster.stop().await;
-    let _ = std::fs::remove_file(&kubeconfig);
-    let _ = std::fs::remove_file(&tokens_file);
-    stopped
+    Ok(())
 }
 
 /// The demo's live summary: a line per non-exempt level of the `hot` replica, and the tightest level (least

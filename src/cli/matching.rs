@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use super::output::{errln, out, outln};
 use super::{init_logging, load_config, TargetArgs};
 use apf::matching::{
     implied_groups, match_request, Match, Request, Target, NON_RESOURCE_VERBS, RESOURCE_VERBS,
@@ -22,11 +23,11 @@ pub struct MatchArgs {
     #[arg(long = "file", short = 'f', value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The user sending the request, e.g. alice or system:serviceaccount:monitoring:agent.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::values::parse_subject_name)]
     pub user: String,
     /// A group of the user; repeatable. The groups kube-apiserver's authenticators add (system:authenticated,
     /// system:serviceaccounts, ...) are added too, unless --no-implied-groups.
-    #[arg(long = "group", value_name = "NAME")]
+    #[arg(long = "group", value_name = "NAME", value_parser = crate::values::parse_subject_name)]
     pub groups: Vec<String>,
     #[arg(long)]
     pub no_implied_groups: bool,
@@ -43,8 +44,9 @@ pub struct MatchArgs {
     /// The subresource, e.g. status or log.
     #[arg(long, value_name = "NAME", requires = "resource")]
     pub subresource: Option<String>,
-    /// The namespace; without it a resource request is cluster-scoped (or lists across every namespace).
-    #[arg(long, value_name = "NAME", requires = "resource")]
+    /// The namespace (a DNS-1123 label, as kube-apiserver requires); without it a resource request is
+    /// cluster-scoped (or lists across every namespace).
+    #[arg(long, value_name = "NAME", requires = "resource", value_parser = crate::values::parse_namespace)]
     pub namespace: Option<String>,
     /// A non-resource request's path, e.g. /healthz or /metrics.
     #[arg(long, value_name = "PATH")]
@@ -91,10 +93,9 @@ pub async fn run(args: MatchArgs) -> Result<()> {
         source: &source,
     };
     match args.output {
-        MatchOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        MatchOutput::Table => print!("{}", render(&report, &schemas)),
+        MatchOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        MatchOutput::Table => out!("{}", render(&report, &schemas)),
     }
-    Ok(())
 }
 
 fn request(args: &MatchArgs) -> Result<Request> {
@@ -135,7 +136,7 @@ fn request(args: &MatchArgs) -> Result<Request> {
     }
     if let Target::Resource { resource, .. } = &target {
         if let Some(hint) = resource_hint(resource) {
-            eprintln!("warning: --resource {resource}: {hint}");
+            errln!("warning: --resource {resource}: {hint}");
         }
     }
     let mut groups = args.groups.clone();

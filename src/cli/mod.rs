@@ -1,12 +1,14 @@
 //! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
-//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs`, `plan`, `match` in `matching.rs`, `audit`), `table.rs` for
-//! the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work
-//! itself is the library's.
+//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig, `plan`,
+//! `match` in `matching.rs`, `audit`), `output.rs` for what they print, `table.rs` for the terminal table and
+//! `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work itself is the library's.
 mod audit;
 mod check;
 mod demo;
+mod held;
 mod matching;
 mod objects;
+mod output;
 mod plan;
 mod report;
 mod review;
@@ -56,6 +58,11 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Which FlowSchema, priority level and flow a request gets, with kube-apiserver's own matching, on the
     /// cluster's objects or on files.
+    // Written out: clap's own line lists the flags given as if they were required (`--file` among them).
+    #[command(
+        override_usage = "apf-monitor match --user NAME [--group NAME]... (--verb VERB --resource RESOURCE \
+                          [--namespace NAME] | --non-resource-url PATH) [-f FILE]... [OPTIONS]"
+    )]
     Match(matching::MatchArgs),
     /// Who got the 429s: kube-apiserver's audit log (plain, gzipped, rotated) classified with kube-apiserver's own
     /// matching, per user and per flow, worst first.
@@ -292,7 +299,7 @@ pub fn main() -> ExitCode {
     let runtime = match crate::daemon::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            output::errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -311,29 +318,50 @@ pub fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader has gone (`| head`): nothing to say, and nowhere to say it.
+        Err(e) if output::is_stdout_closed(&e) => output::end_by_sigpipe(),
         Err(e) => {
-            eprintln!("error: {}", crate::errors::chain(&e));
+            output::errln!("error: {}", crate::errors::chain(&e));
             ExitCode::from(failure)
         }
     }
 }
 
+/// Dependencies that log at ERROR what apf-monitor already says once per streak, with what to do: kube's client
+/// (every failed request) and rustls-platform-verifier (every certificate it refuses, once per connection). Each is
+/// (what a filter names to ask for it, the target kept out otherwise).
+const DEPENDENCY_NOISE: [(&str, &str); 2] = [
+    ("kube", "kube_client::client::builder"),
+    ("rustls_platform_verifier", "rustls_platform_verifier"),
+];
+
+/// The tracing filter for `level`: the dependencies' noise kept out, unless the filter names the crate
+/// (`info,rustls_platform_verifier=debug`) or asks for debug or trace everywhere.
+fn log_filter(level: &str) -> String {
+    let verbose = level
+        .split(',')
+        .any(|d| matches!(d.trim().to_ascii_lowercase().as_str(), "debug" | "trace"));
+    let mut filter = level.to_string();
+    for (named, target) in DEPENDENCY_NOISE {
+        if !verbose && !level.contains(named) {
+            filter.push_str(&format!(",{target}=off"));
+        }
+    }
+    filter
+}
+
 fn init_logging(format: LogFormat, level: &str) -> Result<()> {
-    // kube's client logs every failed request at ERROR; the scrape and discovery loops already say so, once per
-    // streak and with what to do: keep its lines out unless the filter asks for them.
-    let filter = if level.contains("kube") {
-        level.to_string()
-    } else {
-        format!("{level},kube_client::client::builder=off")
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter).with_context(|| {
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(level)).with_context(|| {
         format!("invalid log level {level:?}: use error, warn, info, debug or a filter")
     })?;
     // Colour codes belong on a terminal only: in a file, a pipe or a log collector they are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(table::colour_on(std::io::stderr().is_terminal()))
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr closed: `2>&1 | head`) is lost; saying so on that same stderr
+        // would panic.
+        .log_internal_errors(false);
     let result = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -493,4 +521,36 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn the_dependencies_noise_is_kept_out_unless_asked_for() {
+        assert_eq!(
+            log_filter("warn"),
+            "warn,kube_client::client::builder=off,rustls_platform_verifier=off"
+        );
+        assert_eq!(
+            log_filter("info,rustls_platform_verifier=debug"),
+            "info,rustls_platform_verifier=debug,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            log_filter("kube_client=info"),
+            "kube_client=info,rustls_platform_verifier=off"
+        );
+        // debug or trace everywhere shows everything.
+        assert_eq!(log_filter("debug"), "debug");
+        assert_eq!(
+            log_filter("apf_monitor=info, TRACE"),
+            "apf_monitor=info, TRACE"
+        );
+        // debug for apf-monitor alone is not debug everywhere.
+        assert_eq!(
+            log_filter("apf_monitor=debug"),
+            "apf_monitor=debug,kube_client::client::builder=off,rustls_platform_verifier=off"
+        );
+    }
 }

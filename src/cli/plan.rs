@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use super::output::{out, outln};
 use super::{init_logging, load_config, TargetArgs};
 use apf::endpoints::flowcontrol_api_version;
 use apf::plan::{self, Change, PlanRow, DEFAULT_SERVER_CONCURRENCY};
@@ -94,17 +95,16 @@ pub async fn plan(args: PlanArgs) -> Result<()> {
         priority_levels: rows,
     };
     match args.output {
-        PlanOutput::Table => print!("{}", render_table(&report)),
-        PlanOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        PlanOutput::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
+        PlanOutput::Table => out!("{}", render_table(&report)),
+        PlanOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        PlanOutput::Yaml => out!("{}", serde_saphyr::to_string(&report)?),
         PlanOutput::Manifests => {
             if changed.is_empty() {
                 bail!("nothing changes: give --set LEVEL.FIELD=N");
             }
-            print!("{}", manifests(&changed));
+            out!("{}", manifests(&changed))
         }
     }
-    Ok(())
 }
 
 fn from_files(files: &[PathBuf]) -> Result<Vec<PriorityLevelConfig>> {

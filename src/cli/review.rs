@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
+use super::output::{errln, out, outln};
 use super::{init_logging, load_config, CheckArgs, OutputFormat};
 use apf::plan::{infer_server_concurrency, DEFAULT_SERVER_CONCURRENCY};
 use apf::review::{review as run_review, Finding, ReviewInput, Severity};
@@ -64,8 +65,8 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
         findings,
     };
     match args.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        OutputFormat::Table => print!("{}", render(&report)),
+        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&report)?)?,
+        OutputFormat::Table => out!("{}", render(&report))?,
         OutputFormat::Manifests => {
             let docs: Vec<&str> = report
                 .findings
@@ -74,9 +75,9 @@ pub async fn review(args: CheckArgs) -> Result<ExitCode> {
                 .map(str::trim_end)
                 .collect();
             if docs.is_empty() {
-                eprintln!("no finding proposes a manifest: nothing to apply");
+                errln!("no finding proposes a manifest: nothing to apply");
             } else {
-                println!("{}", docs.join("\n---\n"));
+                outln!("{}", docs.join("\n---\n"))?;
             }
         }
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 
+use super::output::outln;
 use super::{init_logging, load_config, shutdown_signal, ServeArgs};
 use crate::daemon::{self, Loader, Setup};
 
@@ -14,12 +15,12 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let setup = Setup::build(load_config(&args.common, Some(&args.source), args.listen)?).await?;
     let config = &setup.config;
     if args.check_config {
-        println!(
+        outln!(
             "config OK: {}, alerts to {}, listen {}",
             setup.targets.describe(),
             setup.alerting.describe_receivers(),
             config.listen
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     init_logging(config.log.format, &config.log.level)?;

@@ -253,12 +253,19 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
     for alert in &report.alerts {
         let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
         let severity = crate::alert::rules::severity_status(Some(get("severity")));
+        // A replica-wide alert (APFScrapeFailing) has no level: no empty word before the colon.
+        let head: Vec<String> = [
+            style.status(severity, &get("severity").to_uppercase()),
+            get("alertname").to_string(),
+            get("priority_level").to_string(),
+        ]
+        .into_iter()
+        .filter(|w| !w.is_empty())
+        .collect();
         let _ = writeln!(
             out,
-            "{} {} {}: {}",
-            style.status(severity, &get("severity").to_uppercase()),
-            get("alertname"),
-            get("priority_level"),
+            "{}: {}",
+            head.join(" "),
             alert
                 .annotations
                 .get("summary")

@@ -262,3 +262,55 @@ fn who_got_the_429s_event_for_event() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--file /nonexistent/audit.log"), "{err}");
 }
+
+/// A file that is not an audit log (a /metrics capture, an empty file) is refused: exit 1, saying no line is an
+/// audit Event and what to give; a log whose Events are all of earlier stages is an audit log (exit 0, the hint
+/// about its level and stages).
+#[test]
+fn a_file_without_one_audit_event_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let objects = ["--objects", fs.as_str(), "--objects", pl.as_str()];
+    let metrics = dir.path().join("metrics.txt");
+    std::fs::write(&metrics, crate::common::capture("1.35")).unwrap();
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    for (file, says) in [
+        (&metrics, "no line is an audit Event ("),
+        (&empty, "empty: no audit Event"),
+    ] {
+        let out = run(&[&["--file", file.to_str().unwrap()][..], &objects].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{}: {says}", file.display()))
+                && err.contains("--audit-log-format=json"),
+            "{err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    let request = json!({"uri": "/api/v1/pods", "verb": "list", "agent": "kubectl/v1.33.0"});
+    let received = event(
+        "RequestReceived",
+        "alice",
+        &["system:authenticated"],
+        &request,
+        0,
+        "2026-11-24T10:00:00.000000Z",
+    );
+    let earlier = dir.path().join("earlier.log");
+    std::fs::write(&earlier, format!("{received}\n")).unwrap();
+    let out = run(&[&["--file", earlier.to_str().unwrap()][..], &objects].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("No request completed in these events"),
+        "{text}"
+    );
+}

@@ -334,7 +334,16 @@ fn an_unreachable_target_is_unknown() {
         .port();
     let out = check(&["--target", &format!("http://127.0.0.1:{port}")], None);
     assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("cannot connect"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cannot connect"), "{text}");
+    // The replica-wide alert has no level: its line has no empty word before the colon.
+    assert!(
+        text.contains(&format!(
+            "WARNING APFScrapeFailing: 127.0.0.1:{port}: /metrics cannot be scraped"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(" : "), "{text}");
 }
 
 #[test]

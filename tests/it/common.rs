@@ -284,3 +284,34 @@ pub fn fast_config(sim_url: &str) -> apf_monitor::config::Config {
     config.targets.static_targets = vec![sim_target(sim_url)];
     config
 }
+
+/// The write end of a pipe whose reader has already gone (`| head` once head has exited): give it to a child as
+/// its stdout (and stderr: `2>&1`) with `Stdio::from(fd.try_clone())`.
+pub fn closed_pipe() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // O_CLOEXEC: no other test's child inherits the read end and keeps the pipe open.
+    // SAFETY: pipe2 fills the two descriptors of the array it is given.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just made and are owned here.
+    let (read, write) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    write
+}
+
+/// Ended as a closed pipe ends `cat`: by SIGPIPE, without a panic's message.
+pub fn assert_ended_by_sigpipe(what: &str, status: std::process::ExitStatus, stderr: &[u8]) {
+    use std::os::unix::process::ExitStatusExt;
+    let err = String::from_utf8_lossy(stderr);
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGPIPE),
+        "{what}: {status}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+}

@@ -435,3 +435,56 @@ fn an_unknown_verb_is_refused_and_a_singular_resource_is_warned_about() {
     .concat());
     assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
 }
+
+/// A request kube-apiserver could not have classified is refused, naming the flag and the rule: an empty user or
+/// group, a namespace that is not a DNS-1123 label. The usage line says what is required and what is optional.
+#[test]
+fn names_kube_apiserver_could_not_have_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let source = ["-f", fs.as_str(), "-f", pl.as_str()];
+    let list = ["--verb", "list", "--resource", "pods"];
+    for (args, says) in [
+        (vec!["--user", ""], "invalid value '' for '--user <NAME>': empty: "),
+        (
+            vec!["--user", "alice", "--group", ""],
+            "invalid value '' for '--group <NAME>': empty: ",
+        ),
+        (
+            vec!["--user", "alice", "--namespace", "NOT VALID!!"],
+            "invalid value 'NOT VALID!!' for '--namespace <NAME>': not a namespace: a lowercase RFC 1123 label",
+        ),
+        (
+            vec!["--user", "alice", "--namespace", &"n".repeat(64)],
+            "no more than 63 characters",
+        ),
+    ] {
+        let out = run(&[&source[..], &list, &args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let out = run(&[
+        &source[..],
+        &list,
+        &["--user", "alice", "--namespace", "team-a"],
+    ]
+    .concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Files given, the user forgotten: the usage line does not make --file look required.
+    let out = run(&source);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "Usage: apf-monitor match --user NAME [--group NAME]... (--verb VERB --resource RESOURCE \
+             [--namespace NAME] | --non-resource-url PATH) [-f FILE]... [OPTIONS]"
+        ),
+        "{err}"
+    );
+}

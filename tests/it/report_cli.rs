@@ -290,6 +290,14 @@ async fn report_finds_the_incident_in_prometheus_history_and_when_the_rules_woul
         "{table}"
     );
     assert!(!table.contains("10.0.0.2"), "{table}");
+    // Its reader gone (`report | head -0`): it ends as cat would, by SIGPIPE, without a panic.
+    let closed = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .arg("report")
+        .args(window)
+        .stdout(crate::common::closed_pipe())
+        .output()
+        .unwrap();
+    crate::common::assert_ended_by_sigpipe("report", closed.status, &closed.stderr);
     let (code, markdown, _) = report(&[&window[..], &["--output", "markdown"]].concat());
     assert_eq!(code, Some(0));
     assert!(
@@ -305,6 +313,11 @@ async fn report_finds_the_incident_in_prometheus_history_and_when_the_rules_woul
     let page = std::fs::read_to_string(html.path()).unwrap();
     assert!(page.contains("<svg") && page.contains("workload-low"));
     assert!(page.contains("10.0.0.1:6443") && page.contains("<code>prod</code>"));
+    // The words' code spans are code on the page, not dropped backticks.
+    assert!(
+        page.contains("without firing (its <code>for</code> not reached)") && !page.contains('`'),
+        "{page}"
+    );
     for outside in [
         "<script",
         "<link",
@@ -381,4 +394,48 @@ async fn a_dead_or_partial_prometheus_is_an_error_that_names_it() {
         err.contains("partial answer") && err.contains("store 10.0.0.9:10901"),
         "{err}"
     );
+}
+
+/// A Prometheus that accepts the connection and never answers: the error names that Prometheus and gives advice
+/// `report` can follow (its own --timeout), not the daemon's (scrape.timeout) nor a word about an apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_prometheus_is_named_with_advice_that_works_for_report() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    for step in [&[][..], &["--step", "30s"][..]] {
+        let args: Vec<String> = ["--prometheus", &url, "--from", "-1h", "--timeout", "1s"]
+            .iter()
+            .chain(step)
+            .map(|s| s.to_string())
+            .collect();
+        let started = std::time::Instant::now();
+        let (code, _, err) = tokio::task::spawn_blocking(move || {
+            report(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .unwrap();
+        assert_eq!(code, Some(1), "{step:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "Prometheus {url}: no answer to a query within 1s: the Prometheus is slow or unreachable; give a \
+                 longer --timeout"
+            )),
+            "{step:?}: {err}"
+        );
+        assert!(
+            !err.contains("apiserver") && !err.contains("scrape.timeout"),
+            "{step:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }

@@ -438,3 +438,44 @@ async fn certificate_authority_flag_trusts_a_private_ca_and_an_untrusted_certifi
         "{err}"
     );
 }
+
+/// An untrusted certificate is said by apf-monitor, once per endpoint with what to do; the TLS verifier's own ERROR
+/// line per connection is kept out of the log, and shown when the log level names its crate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_certificate_is_said_by_apf_monitor_not_by_the_verifier() {
+    let pki = pki_for(&["127.0.0.1"]);
+    let addr = https_apiserver(pki.server_config.clone()).await;
+    let url = format!("https://{addr}");
+    let check = |extra: &'static [&'static str]| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+                .args(["check", "--target", &url])
+                .args(extra)
+                .output()
+                .unwrap()
+        })
+    };
+    let quiet = check(&[]).await.unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&quiet.stdout),
+        String::from_utf8_lossy(&quiet.stderr),
+    );
+    assert!(
+        out.contains("not trusted") && out.contains("--certificate-authority"),
+        "{out}"
+    );
+    assert!(
+        !err.contains("rustls_platform_verifier") && !err.contains("failed to verify"),
+        "{err}"
+    );
+    let asked = check(&["--log-level", "warn,rustls_platform_verifier=debug"])
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&asked.stderr);
+    assert!(
+        err.contains("rustls_platform_verifier")
+            && err.contains("failed to verify TLS certificate"),
+        "{err}"
+    );
+}

@@ -20,6 +20,25 @@ fn escape(text: &str) -> String {
     html_escape::encode_double_quoted_attribute(text).into_owned()
 }
 
+/// Text whose `code` spans (the words' own Markdown: "its `for` not reached", "mostly `list pods`") become
+/// `<code>` elements, everything escaped; a backtick without its pair stays a backtick.
+fn with_code(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    let mut out = String::new();
+    for (n, part) in parts.iter().enumerate() {
+        let paired = n % 2 == 1 && n + 1 < parts.len();
+        if paired {
+            let _ = write!(out, "<code>{}</code>", escape(part));
+        } else {
+            if n % 2 == 1 {
+                out.push('`');
+            }
+            out.push_str(&escape(part));
+        }
+    }
+    out
+}
+
 pub(super) fn page(report: &Report, incidents: &[(IncidentReport, &Timeline)]) -> String {
     let mut out = String::new();
     let title = format!(
@@ -88,7 +107,7 @@ fn section(out: &mut String, n: usize, i: &IncidentReport, timeline: &Timeline) 
             out,
             "<tr><th>{}</th><td>{}</td></tr>",
             escape(&name),
-            escape(&what.replace('`', ""))
+            with_code(&what)
         );
     }
     if i.alerts.is_empty() {
@@ -97,7 +116,11 @@ fn section(out: &mut String, n: usize, i: &IncidentReport, timeline: &Timeline) 
         );
     }
     if let Some(r) = &i.remediation {
-        let _ = write!(out, "<tr><th>Remediation</th><td>{}</td></tr>", escape(r));
+        let _ = write!(
+            out,
+            "<tr><th>Remediation</th><td>{}</td></tr>",
+            with_code(r)
+        );
     }
     out.push_str("</table>\n");
     chart(out, i, timeline);
@@ -474,3 +497,24 @@ font-weight:600;padding:2px 16px 2px 0;vertical-align:top;white-space:nowrap}tab
 svg{width:100%;height:auto;background:#fff}svg .frame{fill:none;stroke:#d5d8dc}svg .tick{font-size:10px;\
 fill:#566573}svg .title{font-size:12px;font-weight:600;fill:#1b2631}svg .legend{font-size:11px}\
 svg .mark{font-size:10px}section{border-top:1px solid #d5d8dc}";
+
+#[cfg(test)]
+mod tests {
+    use super::with_code;
+
+    #[test]
+    fn code_spans_become_code_elements_and_everything_is_escaped() {
+        assert_eq!(
+            with_code("pending once from 10:00 without firing (its `for` not reached)"),
+            "pending once from 10:00 without firing (its <code>for</code> not reached)"
+        );
+        assert_eq!(
+            with_code("a <b> & `list <pods>` then `get`"),
+            "a &lt;b&gt; &amp; <code>list &lt;pods&gt;</code> then <code>get</code>"
+        );
+        // A backtick without its pair is text.
+        assert_eq!(with_code("one ` alone"), "one ` alone");
+        assert_eq!(with_code("`a` and ` b"), "<code>a</code> and ` b");
+        assert_eq!(with_code("no code"), "no code");
+    }
+}

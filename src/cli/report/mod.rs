@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 use super::init_logging;
+use super::output::{out, outln};
 use crate::alert::replay::{Episode, Replay};
 use crate::analyze::incidents::{incidents, IncidentOptions, Timeline, Timelines};
 use crate::analyze::{Analysis, ReplicaHistory, StatusReport};
@@ -69,6 +70,10 @@ pub struct ReportArgs {
     /// A PEM bundle of the CA that signed the --prometheus URLs' certificates.
     #[arg(long, value_name = "FILE")]
     pub certificate_authority: Option<PathBuf>,
+    /// The longest one query may take, e.g. 3m. Default: a minute (or the config's scrape.timeout if longer, or
+    /// a source's own timeout).
+    #[arg(long, value_name = "DURATION", value_parser = values::parse_interval)]
+    pub timeout: Option<values::Interval>,
     /// The PriorityLevelConfigurations in force (`kubectl get prioritylevelconfigurations -o yaml`, the API's
     /// JSON, or manifests): with them the queues' capacity is known, and the rules that read it replay.
     /// Repeatable; `-` reads standard input.
@@ -138,7 +143,9 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             }
             step
         }
-        None => default_step(&sources[0], from, to).await?,
+        None => default_step(&sources[0], from, to)
+            .await
+            .map_err(|e| source_error(&sources[0], e))?,
     };
     report.step = whole_duration(step);
 
@@ -160,7 +167,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             &mut timelines,
         )
         .await
-        .with_context(|| format!("Prometheus {}", source.url))?;
+        .map_err(|e| source_error(source, e))?;
         episodes.extend(replay.finish());
         seen.extend(held);
     }
@@ -205,11 +212,10 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     }
     report.incidents = found.into_iter().map(|(i, _)| i).collect();
     match args.output {
-        ReportOutput::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        ReportOutput::Table => print!("{}", text::table(&report)),
-        ReportOutput::Markdown => print!("{}", text::markdown(&report)),
+        ReportOutput::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        ReportOutput::Table => out!("{}", text::table(&report)),
+        ReportOutput::Markdown => out!("{}", text::markdown(&report)),
     }
-    Ok(())
 }
 
 fn config_name(args: &ReportArgs) -> String {
@@ -242,8 +248,17 @@ fn sources(args: &ReportArgs, config: &Config) -> Result<Vec<PrometheusSource>> 
             t.ca_file = Some(ca.clone());
         }
     }
-    // A range query over a long window takes longer than a round's: a minute each, unless the source says.
-    let timeout = config.scrape.timeout.0.max(Duration::from_secs(60));
+    // A range query over a long window takes longer than a round's: a minute each, unless the source or the flag
+    // says.
+    let timeout = match args.timeout {
+        Some(t) => {
+            for target in &mut targets {
+                target.timeout = None;
+            }
+            t.0
+        }
+        None => config.scrape.timeout.0.max(Duration::from_secs(60)),
+    };
     targets
         .iter()
         .map(|t| PrometheusSource::build(t, timeout).map_err(anyhow::Error::from))
@@ -255,15 +270,28 @@ fn sources(args: &ReportArgs, config: &Config) -> Result<Vec<PrometheusSource>> 
 async fn default_step(source: &PrometheusSource, from: f64, to: f64) -> Result<f64> {
     let mut found = None;
     for probe in [(from + to) / 2.0, to, (from + 600.0).min(to)] {
-        found = resolution(source, probe)
-            .await
-            .with_context(|| format!("Prometheus {}", source.url))?;
+        found = resolution(source, probe).await?;
         if found.is_some() {
             break;
         }
     }
     let data = found.unwrap_or(60.0).round().max(1.0);
     Ok(data.max(((to - from) / DEFAULT_MAX_STEPS).ceil()))
+}
+
+/// A source's error, said of that Prometheus; a query it did not answer in time gets the advice that works for
+/// `report` (the scrape's own, to raise scrape.timeout, is the daemon's).
+fn source_error(source: &PrometheusSource, e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<crate::scrape::ScrapeError>() {
+        Some(crate::scrape::ScrapeError::Timeout(d)) => anyhow::anyhow!(
+            "Prometheus {}: no answer to a query within {}: the Prometheus is slow or unreachable; give a longer \
+             --timeout, a shorter window (--from/--to), a coarser --step or a narrower --selector, or check the \
+             network",
+            source.url,
+            humantime::format_duration(*d)
+        ),
+        _ => e.context(format!("Prometheus {}", source.url)),
+    }
 }
 
 /// One source's history, step by step: each replica's snapshots (with the `levels` given) into its history, the

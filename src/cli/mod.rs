@@ -1,10 +1,11 @@
 //! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
-//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs`, `plan`, `match` in `matching.rs`, `audit`), `table.rs` for
+//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with the demo's live lines in `live.rs`, `plan`, `match` in `matching.rs`, `audit`), `table.rs` for
 //! the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work
 //! itself is the library's.
 mod audit;
 mod check;
 mod demo;
+mod live;
 mod matching;
 mod objects;
 mod plan;
@@ -14,7 +15,6 @@ mod serve;
 mod table;
 
 pub use check::exit_status;
-pub use demo::demo_lines;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;

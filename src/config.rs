@@ -394,8 +394,16 @@ mod tests {
         let c = Config::from_yaml(text).expect("example config parses");
         assert_eq!(c.scrape.interval.0, Duration::from_secs(5));
         assert_eq!(c.scrape.max_body_bytes.0, 256 * 1024 * 1024);
-        assert_eq!(c.targets.static_targets.len(), 2);
-        assert_eq!(c.receivers.len(), 4);
+        // As it is, the simulated cluster of README's `simulate`, discovered through the kubeconfig it writes, and
+        // the console.
+        assert!(c.targets.static_targets.is_empty());
+        assert_eq!(
+            c.targets.kubernetes.kubeconfig.as_deref(),
+            Some(std::path::Path::new("apf-monitor-sim.kubeconfig"))
+        );
+        assert_eq!(c.receivers.len(), 1);
+        assert!(c.receivers[0].console.is_some());
+        assert!(c.route.receivers.is_empty());
         assert_eq!(
             c.rules[&RuleName::APFHeadroomLow].clear_threshold,
             Some(0.25)
@@ -405,40 +413,74 @@ mod tests {
         assert_eq!(c.shutdown_timeout.0, Duration::from_secs(20));
     }
 
-    /// What the example comments out for a pod (files a pod mounts), uncommented, is valid config too.
-    #[test]
-    fn the_examples_pod_only_lines_are_valid_when_uncommented() {
-        let text = include_str!("../config/apf-monitor.example.yaml");
-        let pod_keys = [
-            "bearer_token_file: /var/run/secrets/kubernetes.io/",
-            "ca_file: /var/run/secrets/kubernetes.io/",
-            "- name: oncall-slack",
-            "slack:",
-            "webhook_url_file: /etc/apf-monitor-secrets/",
-            "username: apf-monitor",
-            "password_file: /etc/apf-monitor-secrets/",
-            "state_file: /var/lib/apf-monitor/",
-        ];
-        let mut uncommented = 0;
-        let text: String = text
-            .lines()
-            .map(|l| {
-                let body = l.trim_start();
-                match body.strip_prefix("# ") {
-                    Some(rest) if pod_keys.iter().any(|k| rest.trim_start().starts_with(k)) => {
-                        uncommented += 1;
-                        let indent = &l[..l.len() - body.len()];
-                        format!("{indent}{rest}\n")
-                    }
-                    _ => format!("{l}\n"),
+    /// `text` with the commented-out block that starts at the line `marker` (trimmed) uncommented: that line and the
+    /// commented lines under it (indented deeper after their `# `) lose one `# `; a comment inside the block
+    /// (`#   # ...`) stays a comment.
+    fn uncomment(text: &str, marker: &str) -> String {
+        let mut out = String::new();
+        let mut inside = false;
+        let mut found = false;
+        for l in text.lines() {
+            let body = l.trim_start();
+            let rest = body.strip_prefix("# ");
+            if body == marker {
+                inside = true;
+                found = true;
+            } else if inside && !rest.is_some_and(|r| r.starts_with(' ')) {
+                inside = false;
+            }
+            match rest.filter(|_| inside) {
+                Some(rest) => {
+                    let indent = &l[..l.len() - body.len()];
+                    out.push_str(&format!("{indent}{rest}\n"));
                 }
-            })
-            .collect();
-        assert_eq!(uncommented, pod_keys.len(), "{text}");
-        let c = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e}"));
-        assert!(c.receivers.iter().any(|r| r.slack.is_some()));
+                None => out.push_str(&format!("{l}\n")),
+            }
+        }
+        assert!(found, "no line {marker:?} in the example");
+        out
+    }
+
+    /// What the example comments out (files a pod mounts, static targets, receivers that need a server), uncommented,
+    /// is valid config too, and says what it documents.
+    #[test]
+    fn the_examples_commented_blocks_are_valid_when_uncommented() {
+        let mut text = include_str!("../config/apf-monitor.example.yaml").to_string();
+        for marker in [
+            "# static:",
+            "# - name: oncall-slack",
+            "# - name: oncall-mail",
+            "# - name: hook",
+            "# - name: am",
+            "# receivers: [console, oncall-mail, hook, am]   # default: every receiver",
+            "# state_file: /var/lib/apf-monitor/alerts.json",
+            "# external_url: http://apf-monitor.monitoring.svc:9864",
+            "# runbook_base_url: https://git.example.com/platform/apf-monitor/blob/main/docs/runbooks.md",
+            "# tls:",
+        ] {
+            text = uncomment(&text, marker);
+        }
+        let c = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let t = &c.targets.static_targets;
+        assert_eq!(t.len(), 2, "{text}");
+        assert_eq!(t[0].name.as_deref(), Some("local"));
+        assert!(t[1].bearer_token_file.is_some() && t[1].ca_file.is_some());
+        assert!(t[1].client_cert_file.is_some() && t[1].client_key_file.is_some());
+        let kinds: Vec<&str> = c.receivers.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["console", "oncall-slack", "oncall-mail", "hook", "am"]
+        );
+        assert!(c.receivers[1].slack.is_some());
+        let mail = c.receivers[2].email.as_ref().unwrap();
+        assert!(mail.password_file.is_some());
+        assert_eq!(c.receivers[2].delivery.queue_capacity, 100);
+        assert!(c.receivers[3].webhook.is_some() && c.receivers[4].alertmanager.is_some());
+        assert_eq!(c.route.receivers.len(), 4);
         assert!(c.alerting.state_file.is_some());
-        assert!(c.targets.static_targets[1].ca_file.is_some());
+        assert!(c.alerting.external_url.is_some());
+        assert!(c.alerting.runbook_base_url.contains("git.example.com"));
+        assert!(c.web.tls.is_some());
     }
 
     #[test]

@@ -6,9 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::output::outln;
-use super::table::num as fmt_num;
 use super::{init_logging, shutdown_signal, DemoArgs, SimulateArgs};
-use crate::analyze::StatusReport;
 use crate::config::{Config, LogFormat};
 use crate::daemon::Daemon;
 use crate::values;
@@ -378,9 +376,10 @@ fn tell_demo(
         k = kubeconfig.display()
     )?;
     outln!(
-        "Every {}s, one line per priority level of the hot replica and the tightest level of each other one: limit, \
-         seats in use, headroom and queued at the last scrape, rejected/s over the window, and the status the alert \
-         rules give (each alert says which measure it read). Ctrl-C stops.\n",
+        "Every {}s, a line for each level that is not OK or has changed (every level of the hot replica, the tightest \
+         level of each other one): limit, seats in use, headroom and queued at the last scrape, rejected/s over the \
+         window, the status and the alert rules that give it, and the level's top flow; under a status that appears \
+         or changes, what its first rule read. Ctrl-C stops.\n",
         args.interval.0.as_secs()
     )?;
     Ok(hot)
@@ -391,6 +390,7 @@ async fn watch(args: &DemoArgs, daemon: &Daemon, hot: &str) -> Result<()> {
     let mut ticker = tokio::time::interval(args.interval.0);
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d.0);
     let started = std::time::Instant::now();
+    let mut live = super::live::LiveView::default();
     let stop = shutdown_signal();
     let closed = super::output::closed();
     tokio::pin!(stop, closed);
@@ -404,109 +404,10 @@ async fn watch(args: &DemoArgs, daemon: &Daemon, hot: &str) -> Result<()> {
             break;
         }
         let report = daemon.status();
-        for line in demo_lines(&report, started.elapsed(), hot) {
+        for line in live.lines(&report, started.elapsed(), hot) {
             outln!("{line}")?;
         }
         outln!()?;
     }
     Ok(())
-}
-
-/// The demo's live summary: a line per non-exempt level of the `hot` replica, and the tightest level (least
-/// headroom) of each other one, each line naming its replica.
-pub fn demo_lines(report: &StatusReport, elapsed: Duration, hot: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    // One column width for every level, so a level applied during the demo lines up with the defaults.
-    let width = report
-        .apiservers
-        .iter()
-        .flat_map(|a| &a.levels)
-        .map(|l| l.priority_level.len())
-        .max()
-        .unwrap_or(0)
-        .max(15);
-    for a in &report.apiservers {
-        for e in &a.errors {
-            lines.push(format!("[{:>4}s] {}: {e}", elapsed.as_secs(), a.apiserver));
-        }
-        let mut levels: Vec<&crate::analyze::LevelReport> = a
-            .levels
-            .iter()
-            .filter(|l| l.priority_level != apf::model::EXEMPT)
-            .collect();
-        if a.apiserver != hot {
-            levels = levels
-                .into_iter()
-                // Least headroom; among equals, the busiest.
-                .min_by(|x, y| {
-                    let key = |l: &crate::analyze::LevelReport| {
-                        (
-                            l.headroom_ratio.unwrap_or(1.0),
-                            -l.executing_seats.unwrap_or(0.0),
-                        )
-                    };
-                    let (a, b) = (key(x), key(y));
-                    a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1))
-                })
-                .into_iter()
-                .collect();
-        }
-        for l in levels {
-            let rejected = l
-                .rejected_per_second
-                .as_ref()
-                .map(|r| r.values().fold(0.0, |a, b| a + b));
-            let top = l
-                .top_flows
-                .first()
-                .map(|f| format!("  top flow {}/{}", f.flow_schema, f.flow))
-                .unwrap_or_default();
-            lines.push(format!(
-                "[{:>4}s] {:<15} {:<width$} limit {:>4} in use {:>4} headroom {:>5} ({:>4}) queued {:>4} rejected/s {:>6}  {:<8}{}",
-                elapsed.as_secs(),
-                a.apiserver,
-                l.priority_level,
-                fmt_num(l.limit_seats),
-                fmt_num(l.executing_seats),
-                fmt_num(l.headroom_seats),
-                l.headroom_ratio.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "-".into()),
-                fmt_num(l.inqueue_requests),
-                fmt_num(rejected),
-                format!("{:?}", l.status).to_uppercase(),
-                top
-            ));
-        }
-    }
-    // Who got the 429s, from the replicas' audit events: the most rejected users of the cluster.
-    for a in &report.audit {
-        let mut users: Vec<(&str, &crate::analyze::AuditUser)> = a
-            .levels
-            .iter()
-            .flat_map(|l| {
-                l.rejected_users()
-                    .map(move |u| (l.priority_level.as_str(), u))
-            })
-            .collect();
-        users.sort_by(|x, y| y.1.rejected_per_second.total_cmp(&x.1.rejected_per_second));
-        if users.is_empty() {
-            continue;
-        }
-        let named: Vec<String> = users
-            .iter()
-            .take(3)
-            .map(|(level, u)| {
-                format!(
-                    "{} {}/s in {level}",
-                    u.user,
-                    crate::analyze::round::shown(u.rejected_per_second)
-                )
-            })
-            .collect();
-        lines.push(format!(
-            "[{:>4}s] who got 429s (audit events): {}",
-            elapsed.as_secs(),
-            named.join(", ")
-        ));
-    }
-    lines
 }

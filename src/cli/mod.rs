@@ -1,11 +1,13 @@
 //! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
-//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig, `plan`,
-//! `match` in `matching.rs`, `audit`), `output.rs` for what they print, `table.rs` for the terminal table and
-//! `objects.rs` for the flowcontrol objects `plan`, `match` and the review read; the work itself is the library's.
+//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig and
+//! `live.rs` for the demo's live lines, `plan`, `match` in `matching.rs`, `audit`), `output.rs` for what they print,
+//! `table.rs` for the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review
+//! read; the work itself is the library's.
 mod audit;
 mod check;
 mod demo;
 mod held;
+mod live;
 mod matching;
 mod objects;
 mod output;
@@ -16,7 +18,6 @@ mod serve;
 mod table;
 
 pub use check::exit_status;
-pub use demo::demo_lines;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;

@@ -180,6 +180,17 @@ alerting: {{state_file: {state}}}
         "{fired}"
     );
 
+    // Exported while it fires (the storm lasts until 41 s).
+    until("apf_alert_firing exported", 30, async || {
+        let metrics = get_text(&format!("{monitor}/metrics")).await?;
+        sample_value(
+            &metrics,
+            "apf_alert_firing",
+            &[("priority_level", "workload-low")],
+        )
+    })
+    .await;
+
     // Slack: Block Kit with a text fallback.
     let slack = until("a Slack message", 30, async || {
         slack_bodies.lock().unwrap().first().cloned()
@@ -200,26 +211,16 @@ alerting: {{state_file: {state}}}
     assert_eq!(hook["version"], "4", "{hook}");
     assert_eq!(hook["status"], "firing");
     assert!(*hook_attempts.lock().unwrap() >= 3);
-    let metrics = get_text(&format!("{monitor}/metrics")).await.unwrap();
-    assert!(
-        sample_value(
+    until("the webhook's retries counted", 10, async || {
+        let metrics = get_text(&format!("{monitor}/metrics")).await?;
+        (sample_value(
             &metrics,
             "apf_monitor_notifications_total",
-            &[("receiver", "hook"), ("outcome", "retried")]
-        )
-        .unwrap_or(0.0)
-            >= 2.0,
-        "{metrics}"
-    );
-    assert!(
-        sample_value(
-            &metrics,
-            "apf_alert_firing",
-            &[("priority_level", "workload-low")]
-        )
-        .is_some(),
-        "apf_alert_firing exported"
-    );
+            &[("receiver", "hook"), ("outcome", "retried")],
+        )? >= 2.0)
+            .then_some(())
+    })
+    .await;
 
     // Email through a real SMTP server: subject like Alertmanager's, text and HTML parts.
     let mail = until("an email", 30, async || {

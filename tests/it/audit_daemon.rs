@@ -144,7 +144,23 @@ async fn who_got_the_429s_from_a_followed_log_and_the_webhook() {
     assert!(page.contains("Who got 429s"), "{page}");
     assert!(page.contains(&format!("<b>{agent}</b>")), "{page}");
 
-    let metrics = get_text(&format!("{monitor}/metrics")).await.unwrap();
+    // The file's cut line is counted when the follower reaches it, which may be a round after the status showed
+    // the events before it.
+    let events_of = |metrics: &str, outcome: &str| {
+        sample_value(
+            metrics,
+            "apf_monitor_audit_events_total",
+            &[("outcome", outcome)],
+        )
+    };
+    let metrics = eventually(Duration::from_secs(20), || async {
+        let metrics = get_text(&format!("{monitor}/metrics")).await?;
+        (events_of(&metrics, "counted") == Some(35.0)
+            && events_of(&metrics, "malformed") == Some(2.0))
+        .then_some(metrics)
+    })
+    .await
+    .expect("the audit events counted by outcome");
     let labels = [
         ("user", agent),
         ("flow_schema", "service-accounts"),
@@ -157,13 +173,7 @@ async fn who_got_the_429s_from_a_followed_log_and_the_webhook() {
         (rejected / requests - 10.0 / 30.0).abs() < 1e-9,
         "{rejected} {requests}"
     );
-    let events = |outcome: &str| {
-        sample_value(
-            &metrics,
-            "apf_monitor_audit_events_total",
-            &[("outcome", outcome)],
-        )
-    };
+    let events = |outcome: &str| events_of(&metrics, outcome);
     assert_eq!(events("counted"), Some(35.0));
     assert_eq!(events("skipped"), Some(30.0));
     // The cut line in the file and the body that was not an EventList.

@@ -400,16 +400,33 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
         text.contains("config OK: 1 static target(s), alerts to c (console)"),
         "{text}"
     );
-    // The shipped example runs as it is, on any machine: what needs a pod's files is commented out.
+    // The shipped example watches README's simulated cluster through the kubeconfig `simulate` writes where it runs:
+    // without it, the check names the file; with it, every replica is discovered through it, alerts to the console.
+    // Checked, not contacted.
     let example = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/config/apf-monitor.example.yaml"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
-        .args(["serve", "--check-config", "--config", example])
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
+    let here = tempfile::tempdir().unwrap();
+    let check_example = || {
+        Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["serve", "--check-config", "--config", example])
+            .current_dir(here.path())
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let out = check_example();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("apf-monitor-sim.kubeconfig"), "{err}");
+    let (apiserver, url) = common::untouched_apiserver();
+    std::fs::rename(
+        common::kubeconfig(here.path(), &url),
+        here.path().join("apf-monitor-sim.kubeconfig"),
+    )
+    .unwrap();
+    let out = check_example();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -418,9 +435,12 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("2 static target(s)") && text.contains("oncall-mail (email)"),
+        text.contains(&format!(
+            "every replica of the Service default/kubernetes through {url}/"
+        )) && text.contains("alerts to console (console)"),
         "{text}"
     );
+    common::assert_untouched(&apiserver);
     // No receiver: the alerts are logged, and the check says so.
     let bare = dir.path().join("bare.yaml");
     std::fs::write(

@@ -1,5 +1,6 @@
 //! `apf-monitor demo`, as a newcomer runs it: a simulated cluster of three replicas found from its EndpointSlices,
-//! where to look, and a live line per priority level of the hot replica and the tightest level of the others.
+//! where to look, and live lines for what is not OK or changed among the levels of the hot replica and the tightest
+//! level of the others, each status with the rule behind it.
 use std::process::Command;
 
 /// (replica, priority level) of a live line: `[  10s] 127.0.0.2:41231 workload-low    limit ...`.
@@ -9,7 +10,7 @@ fn replica_and_level(line: &str) -> Option<(&str, &str)> {
 }
 
 #[test]
-fn demo_prints_where_to_look_and_a_line_per_level_under_load() {
+fn demo_prints_where_to_look_and_what_is_not_ok_or_changed_with_its_rule() {
     let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .args([
             "demo",
@@ -56,6 +57,12 @@ fn demo_prints_where_to_look_and_a_line_per_level_under_load() {
         .filter(|l| replica_and_level(l) == Some((hot, "workload-low")))
         .collect();
     assert!(lines.len() >= 3, "{text}");
+    // Every level of the hot replica is shown at first sight: a line, or named among the idle ones.
+    let idle: Vec<&str> = text
+        .lines()
+        .find_map(|l| l.split_once(&format!("{hot} OK and idle: ")))
+        .map(|(_, names)| names.split(" (").next().unwrap_or("").split(", ").collect())
+        .unwrap_or_default();
     for level in [
         "catch-all",
         "global-default",
@@ -64,8 +71,50 @@ fn demo_prints_where_to_look_and_a_line_per_level_under_load() {
         "system",
         "workload-high",
     ] {
-        assert!(seen.contains(&(hot, level)), "{level} missing:\n{text}");
+        assert!(
+            seen.contains(&(hot, level)) || idle.contains(&level),
+            "{level} missing:\n{text}"
+        );
     }
+    // What stays OK is not repeated every interval (8 of them): only what is not OK, or changed.
+    let ticks = text
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .filter_map(|l| l.split(']').next())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    for level in [
+        "catch-all",
+        "leader-election",
+        "node-high",
+        "system",
+        "workload-high",
+    ] {
+        let ok_lines = text
+            .lines()
+            .filter(|l| replica_and_level(l) == Some((hot, level)) && l.contains("  OK"))
+            .count();
+        assert!(ok_lines * 2 < ticks, "{level} repeated while OK:\n{text}");
+    }
+    // A status names the rule behind it, and what that rule read is said under the line where it appears.
+    for line in text
+        .lines()
+        .filter(|l| l.contains("  WARNING") || l.contains("  CRITICAL"))
+    {
+        let after = line
+            .split("  WARNING ")
+            .nth(1)
+            .or_else(|| line.split("  CRITICAL ").nth(1));
+        assert!(
+            after.is_some_and(|r| r.starts_with("APF")),
+            "no rule named: {line}"
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("        APF") && l.contains(": ")),
+        "no rule's reading under a status:\n{text}"
+    );
     assert!(
         !text.contains(" exempt "),
         "exempt has no limit to summarise"

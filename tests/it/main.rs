@@ -26,6 +26,7 @@ mod plan_cli;
 mod polite_scrape;
 mod prometheus_scrape;
 mod prometheus_source;
+mod readme_simulate;
 mod report_cli;
 mod review_cli;
 mod serve_resilience;

@@ -98,14 +98,27 @@ fn readme_and_ci_run_the_same_test_commands() {
         .map(|l| l.split('#').next().unwrap_or("").trim())
         .filter(|l| !l.is_empty())
         .collect();
+    // --no-fail-fast: a failing test binary does not keep the others (the simulator's, the doc tests) from running.
     assert_eq!(
         commands,
-        ["bash tests/install-deps.sh", "cargo test --locked"]
+        [
+            "bash tests/install-deps.sh",
+            "cargo test --locked --no-fail-fast"
+        ]
     );
-    let ci_lines: Vec<&str> = ci.lines().map(str::trim).collect();
-    for c in commands {
-        assert!(ci_lines.contains(&c), ".ci/run does not run `{c}`");
+    let ci_lines: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    for c in &commands {
+        assert!(ci_lines.contains(c), ".ci/run does not run `{c}`");
     }
+    assert_eq!(
+        ci_lines.last(),
+        commands.last(),
+        ".ci/run ends with README's test command"
+    );
 }
 
 /// The workspace's top folder.

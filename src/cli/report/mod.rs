@@ -127,6 +127,8 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         sources: sources.iter().map(|s| s.url.clone()).collect(),
         ..Default::default()
     };
+    // How the step was chosen, for the error that finds no series.
+    let mut chosen = "--step";
     let step = match args.step {
         Some(s) => {
             let step = s.0.as_secs_f64();
@@ -143,9 +145,17 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             }
             step
         }
-        None => default_step(&sources[0], from, to)
-            .await
-            .map_err(|e| source_error(&sources[0], e))?,
+        None => {
+            let (step, found) = default_step(&sources[0], from, to)
+                .await
+                .map_err(|e| source_error(&sources[0], e))?;
+            chosen = if found {
+                "the data's own resolution; --step sets another"
+            } else {
+                "no limit series with two samples to infer the data's resolution from; --step sets another"
+            };
+            step
+        }
     };
     report.step = whole_duration(step);
 
@@ -173,10 +183,11 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     }
     if seen.is_empty() {
         bail!(
-            "no apiserver series from {} to {} at {} for the selector {}: check --from/--to, --selector (the \
-             apiservers' job), and that this Prometheus scrapes the apiservers' /metrics",
+            "no apiserver series from {} to {}, read every {} ({chosen}), at {} for the selector {}: check \
+             --from/--to, --selector (the apiservers' job), and that this Prometheus scrapes the apiservers' /metrics",
             report.from,
             report.to,
+            report.step,
             report.sources.join(", "),
             sources
                 .iter()
@@ -265,9 +276,9 @@ fn sources(args: &ReportArgs, config: &Config) -> Result<Vec<PrometheusSource>> 
         .collect()
 }
 
-/// The data's own resolution (the store's samples of the replicas' limits), coarser where the window would hold
-/// more than [`DEFAULT_MAX_STEPS`] points.
-async fn default_step(source: &PrometheusSource, from: f64, to: f64) -> Result<f64> {
+/// The data's own resolution (the time between the store's samples of the replicas' limits; a minute where it
+/// holds none), coarser where the window would hold more than [`DEFAULT_MAX_STEPS`] points.
+async fn default_step(source: &PrometheusSource, from: f64, to: f64) -> Result<(f64, bool)> {
     let mut found = None;
     for probe in [(from + to) / 2.0, to, (from + 600.0).min(to)] {
         found = resolution(source, probe).await?;
@@ -276,7 +287,10 @@ async fn default_step(source: &PrometheusSource, from: f64, to: f64) -> Result<f
         }
     }
     let data = found.unwrap_or(60.0).round().max(1.0);
-    Ok(data.max(((to - from) / DEFAULT_MAX_STEPS).ceil()))
+    Ok((
+        data.max(((to - from) / DEFAULT_MAX_STEPS).ceil()),
+        found.is_some(),
+    ))
 }
 
 /// A source's error, said of that Prometheus; a query it did not answer in time gets the advice that works for

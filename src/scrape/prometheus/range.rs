@@ -61,19 +61,95 @@ pub async fn read_range(
 }
 
 /// How often the store holds a sample of the replicas' limits around `time`, in seconds (the scrape interval of
-/// the apiservers): the most samples any limit series has in the 10 minutes before `time`. `None` when it holds
-/// none there.
+/// the apiservers): the median gap between the samples of the limit series with the most samples in the 10 minutes
+/// before `time`, so that a store which began scraping a minute ago gives its interval, not a tenth of its minute's
+/// samples spread over ten. `None` when no series has two samples there.
 pub async fn resolution(source: &PrometheusSource, time: f64) -> Result<Option<f64>, ScrapeError> {
-    const SPAN: f64 = 600.0;
-    let mut most: Option<f64> = None;
+    let mut finest: Option<f64> = None;
     // One query per family: `count_over_time` drops the name, and two families' series would then clash.
     for family in apf::model::limit_families() {
         let selector = selector_with(source, std::slice::from_ref(&family))?;
-        let query = format!("max(count_over_time({selector}[10m]))");
+        let query = format!("topk(1, count_over_time({selector}[10m]))");
         let body = query_body(source, &query, time).await?;
-        read_vector(&body, |_, count| {
-            most = Some(most.map_or(count, |m| m.max(count)))
+        let mut fullest: Option<String> = None;
+        read_vector(&body, |labels, count| {
+            if count >= 2.0 && fullest.is_none() {
+                fullest = Some(series_selector(&family, labels));
+            }
         })?;
+        let Some(series) = fullest else {
+            continue;
+        };
+        // That series' own samples: a range vector, answered as they were stored.
+        let body = query_body(source, &format!("{series}[10m]"), time).await?;
+        let mut times = Vec::new();
+        read_matrix(&body, |_, at, _| times.push(at))?;
+        if let Some(gap) = median_gap(&mut times) {
+            finest = Some(finest.map_or(gap, |f| f.min(gap)));
+        }
     }
-    Ok(most.filter(|c| *c >= 2.0).map(|c| (SPAN / c).max(1.0)))
+    Ok(finest.map(|g| g.max(1.0)))
+}
+
+/// `family{l1="v1",...}`: exactly the series with these labels, their values escaped as PromQL strings are.
+fn series_selector(family: &str, labels: &[apf::parse::exposition::Label<'_>]) -> String {
+    let matchers: Vec<String> = labels
+        .iter()
+        .filter(|l| l.name != "__name__")
+        .map(|l| {
+            let value = l
+                .value
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!("{}=\"{value}\"", l.name)
+        })
+        .collect();
+    format!("{family}{{{}}}", matchers.join(","))
+}
+
+/// The median time between consecutive samples (unix seconds, in any order); `None` under two samples.
+fn median_gap(times: &mut [f64]) -> Option<f64> {
+    times.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    gaps.sort_by(f64::total_cmp);
+    Some(gaps[gaps.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apf::parse::exposition::Label;
+    use std::borrow::Cow;
+
+    #[test]
+    fn one_series_is_named_by_all_its_labels_escaped() {
+        let labels = [
+            Label {
+                name: "instance",
+                value: Cow::Borrowed("10.0.0.1:6443"),
+            },
+            Label {
+                name: "odd",
+                value: Cow::Borrowed("a\"b\\c\nd"),
+            },
+        ];
+        assert_eq!(
+            series_selector("apiserver_flowcontrol_nominal_limit_seats", &labels),
+            r#"apiserver_flowcontrol_nominal_limit_seats{instance="10.0.0.1:6443",odd="a\"b\\c\nd"}"#
+        );
+        assert_eq!(series_selector("x", &[]), "x{}");
+    }
+
+    #[test]
+    fn the_resolution_is_the_median_gap_whatever_span_the_samples_cover() {
+        // Forty seconds of 5 s scrapes (a young store), out of order, one missed scrape: 5 s, not 600 s / 8.
+        let mut times = vec![140.0, 100.0, 105.0, 110.0, 120.0, 125.0, 130.0, 135.0];
+        assert_eq!(median_gap(&mut times), Some(5.0));
+        assert_eq!(median_gap(&mut [3.0]), None);
+        assert_eq!(median_gap(&mut []), None);
+    }
 }

@@ -116,9 +116,7 @@ pub async fn prometheus(targets: &[(&str, String)], rules: &str) -> Process {
 
 /// Prometheus with `scrape_configs` (the YAML list's items, indented two spaces) scraped every second.
 pub async fn prometheus_with(scrape_configs: &str, rules: &str) -> Process {
-    let bin = binary("prometheus", "prometheus");
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let rules_file = dir.path().join("rules.yml");
     std::fs::write(&rules_file, rules).unwrap();
     let mut config = format!(
@@ -128,6 +126,19 @@ pub async fn prometheus_with(scrape_configs: &str, rules: &str) -> Process {
     config.push_str(scrape_configs);
     let config_file = dir.path().join("prometheus.yml");
     std::fs::write(&config_file, config).unwrap();
+    prometheus_in(dir, &config_file).await
+}
+
+/// Prometheus started as a user starts it, `prometheus --config.file FILE`, with its storage in a temporary
+/// directory and its API on a free loopback port.
+pub async fn prometheus_file(config_file: &std::path::Path) -> Process {
+    prometheus_in(tempfile::tempdir().unwrap(), config_file).await
+}
+
+/// Prometheus with `config_file`, its storage under `dir`, once it answers ready.
+async fn prometheus_in(dir: tempfile::TempDir, config_file: &std::path::Path) -> Process {
+    let bin = binary("prometheus", "prometheus");
+    let port = free_port();
     let args = vec![
         format!("--config.file={}", config_file.display()),
         format!("--storage.tsdb.path={}", dir.path().join("data").display()),

@@ -30,6 +30,12 @@ pub enum Update {
         at: Instant,
         wall: SystemTime,
     },
+    /// The replica's flowcontrol objects changed (its watch saw it): who got the 429s, the queue settings, the
+    /// remediations and the configuration review follow them from now on.
+    Objects {
+        apiserver: String,
+        objects: Arc<FlowcontrolObjects>,
+    },
     /// The replica is no longer a target: its history and its part of the report go.
     Removed { apiserver: String },
     /// One round of a Prometheus source: every replica it holds now (a replica it no longer holds is gone), or
@@ -153,6 +159,14 @@ impl AnalysisStage {
         match update {
             Update::Removed { apiserver } => {
                 self.replicas.remove(&direct(apiserver));
+            }
+            Update::Objects { apiserver, objects } => {
+                let key = direct(apiserver);
+                if let Some(state) = self.replicas.get_mut(&key) {
+                    state.objects = Some(objects);
+                    let now = self.seconds(Instant::now());
+                    self.reanalyze(&key, now);
+                }
             }
             Update::Round {
                 apiserver,

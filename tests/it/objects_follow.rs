@@ -133,6 +133,19 @@ async fn who_got_the_429s_follows_the_objects_applied_with_kubectl() {
     );
     let u = user(level_users(&s, NEW_LEVEL).unwrap(), AGENT).unwrap();
     assert_eq!(u["flow_schema"], NEW_LEVEL);
+    // What waited in workload-low when the fix came is turned away there as its wait runs out (time-out, up to
+    // 15 s on): those 429s are that level's, each request classified on the objects in force when it came in, not
+    // when its event arrived.
+    let waited = rejected_in(&s, "workload-low").unwrap_or(0);
+    eventually(Duration::from_secs(25), || async {
+        (rejected_in(&status(&monitor).await?, "workload-low")? > waited).then_some(())
+    })
+    .await
+    .expect("the 429s of the requests workload-low held at the apply are blamed on workload-low");
+    eprintln!(
+        "the time-outs of workload-low blamed on it {:?} after the apply",
+        applied.elapsed()
+    );
 }
 
 /// A replica whose RBAC grants `list` but not `watch` on the flowcontrol objects: what it serves, and what it was

@@ -45,6 +45,8 @@ pub struct ObjectsFollow {
     watch: Option<Watching>,
     /// The watch was refused (403, 404, 405): not asked for again before then.
     refused_until: Option<Instant>,
+    /// The refusal was said in the log (once, until a watch works again).
+    refusal_said: bool,
     /// Watches that failed in a row.
     failures: u32,
     /// Levels of `/metrics` the objects lacked at the last list (a deleted level draining its requests): they ask
@@ -67,6 +69,7 @@ impl ObjectsFollow {
             next_list: Some(Instant::now()),
             watch: None,
             refused_until: None,
+            refusal_said: false,
             failures: 0,
             unexplained: BTreeSet::new(),
         }
@@ -155,6 +158,7 @@ impl ObjectsFollow {
             .is_some_and(|w| now.duration_since(w.started) >= WORKED_FOR);
         if worked {
             self.failures = 0;
+            self.refusal_said = false;
         }
         match end {
             WatchEnd::Expired if worked => {
@@ -174,13 +178,18 @@ impl ObjectsFollow {
                 now,
             ),
             WatchEnd::Unavailable(error) => {
-                tracing::warn!(
-                    apiserver,
-                    "cannot watch the flowcontrol objects ({error}): listing them every {} instead, so a change \
-                     is seen that late; grant {}",
-                    humantime::format_duration(self.interval),
-                    apf::endpoints::FLOWCONTROL_RBAC_RULE
-                );
+                // Said once; the watch is asked for again now and then (RBAC may be granted), quietly.
+                if !std::mem::replace(&mut self.refusal_said, true) {
+                    tracing::warn!(
+                        apiserver,
+                        "cannot watch the flowcontrol objects ({error}): listing them every {} instead (and when \
+                         a priority level appears that they lack), so a change is seen that late; grant {}",
+                        humantime::format_duration(self.interval),
+                        apf::endpoints::FLOWCONTROL_RBAC_RULE
+                    );
+                } else {
+                    tracing::debug!(apiserver, %error, "the watch of the flowcontrol objects is still refused");
+                }
                 self.refused_until = Some(now + UNAVAILABLE_RETRY);
                 self.next_list = Some(now + self.interval);
             }

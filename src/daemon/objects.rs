@@ -75,6 +75,11 @@ impl ObjectsFollow {
         }
     }
 
+    /// Whether a watch follows the objects now.
+    pub fn watching(&self) -> bool {
+        self.watch.is_some()
+    }
+
     /// Whether a round lists the objects (the endpoint's own back-off aside).
     pub fn list_due(&self, now: Instant) -> bool {
         self.next_list.is_some_and(|t| now >= t)

@@ -15,6 +15,7 @@ use super::analysis::Update;
 use super::objects::{Followed, ObjectsFollow};
 use super::setup::LoopSettings;
 use crate::analyze::Problem;
+use crate::scrape::objects::WatchEnd;
 use crate::scrape::{self, Endpoint, EndpointState, ScrapeMetrics, ScrapePlan};
 use crate::targets::Target;
 
@@ -84,6 +85,9 @@ async fn scrape_forever(
                             }
                         }
                         Followed::Ended(end) => {
+                            if let WatchEnd::Unavailable(e) | WatchEnd::Failed(e) = &end {
+                                metrics.record_error(&target.name, Endpoint::PriorityLevelConfigurations, e);
+                            }
                             follow.ended(end, &target.name, std::time::Instant::now());
                         }
                     }
@@ -138,6 +142,9 @@ async fn scrape_forever(
             .collect();
         let wall = SystemTime::now();
         metrics.record(&target.name, &round.results, &unavailable, wall);
+        if follow.watching() {
+            metrics.record_current(&target.name, Endpoint::PriorityLevelConfigurations, wall);
+        }
         let update = Update::Round {
             apiserver: target.name.clone(),
             round: Box::new(round),

@@ -146,6 +146,23 @@ async fn who_got_the_429s_follows_the_objects_applied_with_kubectl() {
         "the time-outs of workload-low blamed on it {:?} after the apply",
         applied.elapsed()
     );
+    // Followed all along: the objects are as fresh as the last round, though they were listed at the start only.
+    let body = get_text(&format!("{monitor}/metrics")).await.unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let ages: Vec<f64> = body
+        .lines()
+        .filter(|l| l.starts_with("apf_monitor_last_scrape_success_timestamp_seconds{"))
+        .filter(|l| l.contains("endpoint=\"priority_level_configurations\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|t| now - t)
+        .collect();
+    assert!(
+        ages.len() == 2 && ages.iter().all(|a| *a < 5.0),
+        "ages {ages:?}"
+    );
 }
 
 /// A replica whose RBAC grants `list` but not `watch` on the flowcontrol objects: what it serves, and what it was
@@ -316,4 +333,15 @@ async fn where_the_watch_is_refused_a_level_new_in_metrics_lists_the_objects_aga
     assert_eq!(replica.lists.load(Ordering::SeqCst), 4);
     let watches = replica.watches.load(Ordering::SeqCst);
     assert!((1..=2).contains(&watches), "{watches} watches");
+    // The refusal counted where the endpoint's errors are: once, one watch of the objects ended.
+    let body = get_text(&format!("{monitor}/metrics")).await.unwrap();
+    let refused = common::sample_value(
+        &body,
+        "apf_monitor_scrape_errors_total",
+        &[
+            ("endpoint", "priority_level_configurations"),
+            ("reason", "http_4xx"),
+        ],
+    );
+    assert_eq!(refused, Some(1.0));
 }

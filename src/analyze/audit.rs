@@ -1,12 +1,69 @@
 //! Who got the 429s in the window: the audited requests of a cluster, counted by [`apf::audit`], as the report
 //! shows them: per priority level, the users with the most rejections (then the most requests), as rates over the
 //! window.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 use super::round;
 use apf::audit::Ledger;
+use apf::model::FlowcontrolObjects;
+
+/// Superseded objects are kept this long: a request is rarely classified longer before it is audited (a LIST runs
+/// for up to a minute, a queued request waits up to 15 s).
+const SUPERSEDED_KEPT: Duration = Duration::from_secs(300);
+/// At most this many versions kept, however often the objects change.
+const VERSIONS_KEPT: usize = 32;
+
+/// The flowcontrol objects a cluster had in force over time, each from when apf-monitor saw it: a request is
+/// classified on those in force when it came in (its `requestReceivedTimestamp`, about when APF classified it), so
+/// that one queued before a change and rejected after it is blamed on the level that held it.
+#[derive(Debug, Default)]
+pub struct ObjectsInForce {
+    versions: VecDeque<(SystemTime, Arc<FlowcontrolObjects>)>,
+}
+
+impl ObjectsInForce {
+    /// `objects` are in force from `at` on, unless they are the newest already.
+    pub fn note(&mut self, objects: &Arc<FlowcontrolObjects>, at: SystemTime) {
+        let unchanged = self
+            .versions
+            .back()
+            .is_some_and(|(_, newest)| Arc::ptr_eq(newest, objects) || **newest == **objects);
+        if unchanged {
+            return;
+        }
+        self.versions.push_back((at, Arc::clone(objects)));
+        let keep_after = at
+            .checked_sub(SUPERSEDED_KEPT)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        // The oldest goes once the next one has been in force long enough.
+        while self.versions.len() > VERSIONS_KEPT
+            || self
+                .versions
+                .get(1)
+                .is_some_and(|(since, _)| *since < keep_after)
+        {
+            self.versions.pop_front();
+        }
+    }
+
+    /// The objects in force when a request came in (RFC 3339; the newest when it does not read, the oldest kept
+    /// when it came before them all).
+    pub fn at(&self, received: &str) -> Option<&Arc<FlowcontrolObjects>> {
+        let Ok(when) = humantime::parse_rfc3339_weak(received) else {
+            return self.versions.back().map(|(_, o)| o);
+        };
+        self.versions
+            .iter()
+            .rev()
+            .find(|(since, _)| *since <= when)
+            .or(self.versions.front())
+            .map(|(_, o)| o)
+    }
+}
 
 /// One cluster's audited requests over the window (`/api/v1/status` `audit`, `apf_user_*`).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -126,5 +183,66 @@ impl AuditLevel {
     /// The users with rejections, most first: who suffers.
     pub fn rejected_users(&self) -> impl Iterator<Item = &AuditUser> {
         self.users.iter().filter(|u| u.rejected > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects(level: &str) -> Arc<FlowcontrolObjects> {
+        let object = serde_json::json!({"metadata": {"name": level}});
+        Arc::new(FlowcontrolObjects {
+            priority_levels: vec![apf::model::parse_priority_level_configuration(&object).unwrap()],
+            flow_schemas: Vec::new(),
+        })
+    }
+
+    fn at(rfc3339: &str) -> SystemTime {
+        humantime::parse_rfc3339(rfc3339).unwrap()
+    }
+
+    #[test]
+    fn a_request_is_classified_on_the_objects_in_force_when_it_came_in() {
+        let mut history = ObjectsInForce::default();
+        assert!(history.at("2026-11-24T10:00:00Z").is_none());
+        let before = objects("workload-low");
+        let after = objects("isolate-monitoring-agent");
+        history.note(&before, at("2026-11-24T10:00:00Z"));
+        // The same objects again (listed anew) are no new version.
+        history.note(&objects("workload-low"), at("2026-11-24T10:00:30Z"));
+        history.note(&after, at("2026-11-24T10:01:00Z"));
+        let level = |received: &str| {
+            history.at(received).unwrap().priority_levels[0]
+                .name
+                .clone()
+        };
+        // Queued before the change, rejected after it: the level that held it.
+        assert_eq!(level("2026-11-24T10:00:59.999Z"), "workload-low");
+        assert_eq!(level("2026-11-24T10:00:45Z"), "workload-low");
+        assert_eq!(level("2026-11-24T10:01:00.5Z"), "isolate-monitoring-agent");
+        // Before every version kept: the oldest; no time: the newest.
+        assert_eq!(level("2026-11-24T09:00:00Z"), "workload-low");
+        assert_eq!(level(""), "isolate-monitoring-agent");
+    }
+
+    #[test]
+    fn superseded_objects_go_after_a_while() {
+        let mut history = ObjectsInForce::default();
+        history.note(&objects("a"), at("2026-11-24T10:00:00Z"));
+        history.note(&objects("b"), at("2026-11-24T10:01:00Z"));
+        history.note(&objects("c"), at("2026-11-24T10:10:00Z"));
+        // "a" was superseded more than five minutes before "c" came: gone; "b" was in force until then: kept.
+        assert_eq!(history.versions.len(), 2);
+        let level = |received: &str| {
+            history.at(received).unwrap().priority_levels[0]
+                .name
+                .clone()
+        };
+        assert_eq!(level("2026-11-24T10:00:30Z"), "b");
+        for i in 0..40 {
+            history.note(&objects(&format!("l{i}")), at("2026-11-24T10:10:01Z"));
+        }
+        assert_eq!(history.versions.len(), VERSIONS_KEPT);
     }
 }

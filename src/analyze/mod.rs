@@ -10,7 +10,7 @@ pub mod round;
 mod settings;
 mod status;
 
-pub use audit::{AuditLevel, AuditReport, AuditUser};
+pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
 pub use math::{counter_increase, histogram_quantile, share_above, theil_sen_slope};

@@ -198,7 +198,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
                 })
             })
             .collect();
-        let objects = round.objects.take().map(std::sync::Arc::new);
+        let objects = round.objects.take().map(|l| std::sync::Arc::new(l.objects));
         let mut a = match round.snapshot.take() {
             Some(mut snap) => {
                 snap.attach_configs(objects.iter().flat_map(|o| &o.priority_levels));

@@ -10,7 +10,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::analyze::{
-    Analysis, ApiserverReport, AuditReport, Point, Problem, ReplicaHistory, StatusReport,
+    Analysis, ApiserverReport, AuditReport, ObjectsInForce, Point, Problem, ReplicaHistory,
+    StatusReport,
 };
 use crate::audit::AuditBatch;
 use crate::scrape::prometheus::FleetReplica;
@@ -29,6 +30,12 @@ pub enum Update {
         objects: Option<Arc<FlowcontrolObjects>>,
         at: Instant,
         wall: SystemTime,
+    },
+    /// The replica's flowcontrol objects changed (its watch saw it): who got the 429s, the queue settings, the
+    /// remediations and the configuration review follow them from now on.
+    Objects {
+        apiserver: String,
+        objects: Arc<FlowcontrolObjects>,
     },
     /// The replica is no longer a target: its history and its part of the report go.
     Removed { apiserver: String },
@@ -72,6 +79,8 @@ struct ClusterAudit {
     pending: VecDeque<(f64, apf::parse::audit::AuditedRequest)>,
     /// Where its objects came from at the last classification.
     classified_on: Option<String>,
+    /// The objects it had in force over time, each request classified on those of when it came in.
+    objects: ObjectsInForce,
 }
 
 pub struct AnalysisStage {
@@ -154,13 +163,25 @@ impl AnalysisStage {
             Update::Removed { apiserver } => {
                 self.replicas.remove(&direct(apiserver));
             }
+            Update::Objects { apiserver, objects } => {
+                let key = direct(apiserver);
+                if let Some(state) = self.replicas.get_mut(&key) {
+                    state.objects = Some(objects);
+                    let now = self.seconds(Instant::now());
+                    self.reanalyze(&key, now);
+                }
+                self.note_objects();
+            }
             Update::Round {
                 apiserver,
                 round,
                 objects,
                 at,
                 wall,
-            } => self.record(apiserver, *round, objects, at, wall),
+            } => {
+                self.record(apiserver, *round, objects, at, wall);
+                self.note_objects();
+            }
             Update::Fleet {
                 source,
                 outcome,
@@ -330,6 +351,21 @@ impl AnalysisStage {
         of(Some(cluster)).or_else(|| cluster.is_none().then(|| of(None)).flatten())
     }
 
+    /// The objects each cluster's audited requests are classified on, from now on.
+    fn note_objects(&mut self) {
+        let wall = SystemTime::now();
+        let current: Vec<(Option<String>, Arc<FlowcontrolObjects>)> = self
+            .audit
+            .keys()
+            .filter_map(|c| Some((c.clone(), self.objects_of(c)?.0)))
+            .collect();
+        for (cluster, objects) in current {
+            if let Some(audit) = self.audit.get_mut(&cluster) {
+                audit.objects.note(&objects, wall);
+            }
+        }
+    }
+
     fn take_audit(&mut self, batch: AuditBatch, now: f64) {
         let window = self.settings.borrow().window_seconds;
         let limits = apf::audit::Limits {
@@ -348,6 +384,7 @@ impl AnalysisStage {
                 ),
                 pending: VecDeque::new(),
                 classified_on: None,
+                objects: ObjectsInForce::default(),
             });
         entry
             .window
@@ -362,17 +399,23 @@ impl AnalysisStage {
             return;
         };
         entry.classified_on = Some(source);
-        let (schemas, levels) = (&objects.flow_schemas, &objects.priority_levels);
+        entry.objects.note(&objects, SystemTime::now());
+        let in_force = &entry.objects;
         // Requests held for the objects are counted when they came, as long as that is inside the window.
         for (at, r) in std::mem::take(&mut entry.pending) {
             if at > now - window {
-                let _ = entry.window.at(at).classify(&r, schemas, levels);
+                let o = in_force.at(&r.received).unwrap_or(&objects);
+                let _ = entry
+                    .window
+                    .at(at)
+                    .classify(&r, &o.flow_schemas, &o.priority_levels);
             }
         }
         let ledger = entry.window.at(now);
         for r in &batch.requests {
+            let o = in_force.at(&r.received).unwrap_or(&objects);
             // No FlowSchema matched and no catch-all: counted as unmatched, shown nowhere else.
-            let _ = ledger.classify(r, schemas, levels);
+            let _ = ledger.classify(r, &o.flow_schemas, &o.priority_levels);
         }
     }
 

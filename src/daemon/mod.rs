@@ -26,6 +26,7 @@ mod analysis;
 mod leader;
 mod memory;
 pub use memory::tune_allocator;
+mod objects;
 mod prometheus;
 mod reload;
 mod replica;

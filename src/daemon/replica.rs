@@ -1,7 +1,8 @@
 //! One replica's loop: every interval, at the replica's own phase in it, the endpoints that are due (back-off and
 //! metrics-only decided here), one request each and one after another, the round handed to the analysis. One
 //! request per endpoint per interval at most, never two rounds at once (a round slower than the interval skips the
-//! ticks it missed). Stopped by its token at once: a scrape in flight is dropped.
+//! ticks it missed). Between rounds, the watch of the flowcontrol objects (`objects.rs`) hands each change to the
+//! analysis at once. Stopped by its token at once: a scrape in flight is dropped, and the watch with it.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -11,8 +12,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::analysis::Update;
+use super::objects::{Followed, ObjectsFollow};
 use super::setup::LoopSettings;
 use crate::analyze::Problem;
+use crate::scrape::objects::WatchEnd;
 use crate::scrape::{self, Endpoint, EndpointState, ScrapeMetrics, ScrapePlan};
 use crate::targets::Target;
 
@@ -51,7 +54,12 @@ async fn scrape_forever(
     metrics.register_replica(&target.name, &settings.endpoints);
     let mut states: BTreeMap<Endpoint, EndpointState> = BTreeMap::new();
     let mut objects: Option<Arc<apf::model::FlowcontrolObjects>> = None;
-    let mut next_objects = std::time::Instant::now();
+    let mut follow = ObjectsFollow::new(
+        settings.objects_interval,
+        settings.interval,
+        settings.max_backoff,
+        settings.max_body_bytes,
+    );
     // The first round at once (a replica is read as soon as it is known), the next ones at the replica's phase.
     let mut ticker = tokio::time::interval_at(
         Instant::now() + phase(&target.name, settings.interval),
@@ -61,14 +69,38 @@ async fn scrape_forever(
     let mut first = true;
     loop {
         if !std::mem::take(&mut first) {
-            ticker.tick().await;
+            tokio::select! {
+                _ = ticker.tick() => {}
+                followed = follow.next() => {
+                    match followed {
+                        // Told at once, not at the next round: who got the 429s is classified on them.
+                        Followed::Changed(latest) => {
+                            objects = Some(Arc::clone(&latest));
+                            let update = Update::Objects {
+                                apiserver: target.name.clone(),
+                                objects: latest,
+                            };
+                            if updates.send(update).await.is_err() {
+                                return;
+                            }
+                        }
+                        Followed::Ended(end) => {
+                            if let WatchEnd::Unavailable(e) | WatchEnd::Failed(e) = &end {
+                                metrics.record_error(&target.name, Endpoint::PriorityLevelConfigurations, e);
+                            }
+                            follow.ended(end, &target.name, std::time::Instant::now());
+                        }
+                    }
+                    continue;
+                }
+            }
         }
         let now = std::time::Instant::now();
         let due: Vec<Endpoint> = settings
             .endpoints
             .iter()
             .copied()
-            .filter(|e| *e != Endpoint::PriorityLevelConfigurations || now >= next_objects)
+            .filter(|e| *e != Endpoint::PriorityLevelConfigurations || follow.list_due(now))
             .filter(|e| states.get(e).is_none_or(|s| s.is_due(now)))
             .collect();
         if due.is_empty() {
@@ -84,6 +116,7 @@ async fn scrape_forever(
             protobuf: settings.protobuf,
         };
         let mut round = scrape::scrape_replica(&target, &plan).await;
+        list_for_new_levels(&target, &plan, &mut round, &objects, &mut follow, &states).await;
         let finished = std::time::Instant::now();
         for r in &round.results {
             let state = states.entry(r.endpoint).or_default();
@@ -93,15 +126,14 @@ async fn scrape_forever(
                         tracing::info!(apiserver = %target.name, endpoint = r.endpoint.label(), "scraping works again");
                     }
                     state.record_success();
-                    if r.endpoint == Endpoint::PriorityLevelConfigurations {
-                        next_objects = finished + settings.objects_interval;
-                    }
                 }
                 Err(e) => note_failure(&target.name, r.endpoint, e, state, finished, &settings),
             }
         }
-        if let Some(list) = round.objects.take() {
-            objects = Some(Arc::new(list));
+        if let Some(listed) = round.objects.take() {
+            let levels = round.snapshot.iter().flat_map(|s| s.levels.keys());
+            follow.listed(&target, &listed, levels, finished);
+            objects = Some(Arc::new(listed.objects));
         }
         let unavailable: Vec<Endpoint> = states
             .iter()
@@ -110,6 +142,9 @@ async fn scrape_forever(
             .collect();
         let wall = SystemTime::now();
         metrics.record(&target.name, &round.results, &unavailable, wall);
+        if follow.watching() {
+            metrics.record_current(&target.name, Endpoint::PriorityLevelConfigurations, wall);
+        }
         let update = Update::Round {
             apiserver: target.name.clone(),
             round: Box::new(round),
@@ -122,6 +157,38 @@ async fn scrape_forever(
             return;
         }
     }
+}
+
+/// Where no watch follows the objects, a level of this round's `/metrics` they lack (one just applied) has them
+/// listed in this round, after the other endpoints: not asked for in the round already, so still one request per
+/// endpoint per interval.
+async fn list_for_new_levels(
+    target: &Target,
+    plan: &ScrapePlan,
+    round: &mut scrape::ReplicaScrape,
+    objects: &Option<Arc<apf::model::FlowcontrolObjects>>,
+    follow: &mut ObjectsFollow,
+    states: &BTreeMap<Endpoint, EndpointState>,
+) {
+    const LIST: Endpoint = Endpoint::PriorityLevelConfigurations;
+    let (Some(snapshot), Some(known)) = (&round.snapshot, objects) else {
+        return;
+    };
+    if plan.endpoints.contains(&LIST) {
+        return;
+    }
+    let now = std::time::Instant::now();
+    follow.levels_seen(snapshot.levels.keys(), known, now);
+    if !follow.list_due(now) || states.get(&LIST).is_some_and(|s| !s.is_due(now)) {
+        return;
+    }
+    let list = ScrapePlan {
+        endpoints: vec![LIST],
+        ..plan.clone()
+    };
+    let listed = scrape::scrape_replica(target, &list).await;
+    round.results.extend(listed.results);
+    round.objects = listed.objects;
 }
 
 /// Books a failed request (its back-off) and says so in the log: at the first failure and then rarely, so that a

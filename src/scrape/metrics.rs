@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::{Endpoint, EndpointResult, ErrorReason};
+use super::{Endpoint, EndpointResult, ErrorReason, ScrapeError};
 
 impl EncodeLabelValue for Endpoint {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
@@ -70,7 +70,8 @@ impl ScrapeMetrics {
         );
         registry.register(
             "apf_monitor_last_scrape_success_timestamp_seconds",
-            "Unix time of the endpoint's last successful scrape",
+            "Unix time of the endpoint's last successful scrape (the flowcontrol objects: of the last round while \
+             their watch runs)",
             self.last_success_timestamp_seconds.clone(),
         );
         registry.register(
@@ -180,6 +181,29 @@ impl ScrapeMetrics {
                     .set(i64::from(!unavailable.contains(&r.endpoint)));
             }
         }
+    }
+
+    /// The endpoint's data is current as of `now` without a request of the round: the flowcontrol objects, while
+    /// their watch runs.
+    pub fn record_current(&self, apiserver: &str, endpoint: Endpoint, now: SystemTime) {
+        let unix = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        self.last_success_timestamp_seconds
+            .get_or_create(&Self::labels(apiserver, endpoint))
+            .set(unix);
+    }
+
+    /// A read outside the rounds failed: the watch of the flowcontrol objects.
+    pub fn record_error(&self, apiserver: &str, endpoint: Endpoint, error: &ScrapeError) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                apiserver: apiserver.to_string(),
+                endpoint,
+                reason: error.reason(),
+            })
+            .inc();
     }
 
     /// Drops every series of a replica that is gone (no longer a target).

@@ -2,15 +2,15 @@
 //! `apf_monitor_scrape_errors_total`.
 mod backoff;
 mod metrics;
+pub mod objects;
 pub mod prometheus;
 mod round;
 mod settings;
 
 pub use backoff::{EndpointState, Verdict, UNAVAILABLE_RETRY};
 pub use metrics::ScrapeMetrics;
-pub use round::{
-    fetch_flowcontrol_list, scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan,
-};
+pub use objects::fetch_flowcontrol_list;
+pub use round::{scrape_replica, EndpointResult, ReplicaScrape, ScrapePlan};
 pub use settings::ScrapeConfig;
 
 use std::time::Duration;
@@ -26,7 +26,7 @@ pub enum Endpoint {
     DumpPriorityLevels,
     DumpQueues,
     DumpRequests,
-    /// The PriorityLevelConfiguration objects (queue settings), listed now and then.
+    /// The flowcontrol objects (PriorityLevelConfigurations and FlowSchemas): listed, then watched.
     PriorityLevelConfigurations,
     /// A Prometheus' query API holding the replicas' `/metrics` (a Prometheus source, not a replica).
     Prometheus,
@@ -280,15 +280,11 @@ pub(crate) fn with_token(
     })
 }
 
-/// The status and body of a response, whichever client got it.
-async fn read<B>(
-    response: http::Response<B>,
-    max_body: u64,
-    sink: &mut impl BodySink,
-) -> Result<(), ScrapeError>
+/// The body (and its content type) of a response whose status says it is one; else why not: 429 with its
+/// `Retry-After`, any other status with a short excerpt of its body.
+async fn success<B>(response: http::Response<B>) -> Result<(B, Option<String>), ScrapeError>
 where
     B: http_body::Body<Data = bytes::Bytes> + Unpin,
-    B::Error: std::error::Error,
 {
     use http_body_util::BodyExt;
     let status = response.status();
@@ -300,7 +296,7 @@ where
             .and_then(parse_retry_after);
         return Err(ScrapeError::Throttled { retry_after });
     }
-    let response_content_type = response
+    let content_type = response
         .headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -321,7 +317,22 @@ where
             detail,
         });
     }
-    sink.content_type(response_content_type.as_deref());
+    Ok((body, content_type))
+}
+
+/// The status and body of a response, whichever client got it.
+async fn read<B>(
+    response: http::Response<B>,
+    max_body: u64,
+    sink: &mut impl BodySink,
+) -> Result<(), ScrapeError>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::error::Error,
+{
+    use http_body_util::BodyExt;
+    let (mut body, content_type) = success(response).await?;
+    sink.content_type(content_type.as_deref());
     let mut total: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ScrapeError::Body(chain_of(&e)))?;
@@ -335,6 +346,28 @@ where
         sink.accept(chunk).await;
     }
     Ok(())
+}
+
+/// The GET of `path` whose body comes as long as the server sends it (a watch): the response's head within the
+/// target's timeout, the body for the caller to read and bound.
+pub(crate) async fn open(
+    target: &Target,
+    path: &str,
+) -> Result<crate::targets::client::Body, ScrapeError> {
+    let request = request(target, path, None)?;
+    let work = async {
+        let response = target
+            .transport
+            .client
+            .send(request)
+            .await
+            .map_err(classify)?;
+        Ok(success(response).await?.0)
+    };
+    match tokio::time::timeout(target.timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ScrapeError::Timeout(target.timeout)),
+    }
 }
 
 /// A request that got no response: the kube access' credentials (an exec plugin failing, a token file gone) or the

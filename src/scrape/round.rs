@@ -1,5 +1,5 @@
-//! One scrape round of one replica: `/metrics` streamed through the parser, the due dumps and object list beside
-//! it, folded into one [`ReplicaSnapshot`].
+//! One scrape round of one replica: `/metrics` streamed through the parser, the due dumps and object list
+//! (`objects.rs`) beside it, folded into one [`ReplicaSnapshot`].
 use std::time::{Duration, Instant};
 
 use super::{fetch, Endpoint, ScrapeError};
@@ -41,8 +41,8 @@ pub struct ReplicaScrape {
     pub snapshot: Option<ReplicaSnapshot>,
     pub results: Vec<EndpointResult>,
     pub metrics_stats: Option<ParseStats>,
-    /// The flowcontrol objects, when they were fetched this round.
-    pub objects: Option<model::FlowcontrolObjects>,
+    /// The flowcontrol objects, when they were listed this round.
+    pub objects: Option<super::objects::ListedObjects>,
 }
 
 /// The endpoints due, one after another on one connection: the replica's APF gives a request of ours one seat at a
@@ -70,7 +70,7 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
     .await;
     let objects = maybe(
         wants(Endpoint::PriorityLevelConfigurations),
-        fetch_objects(target, plan.max_body_bytes),
+        super::objects::list(target, plan.max_body_bytes),
     )
     .await;
 
@@ -404,54 +404,4 @@ async fn fetch_text(target: &Target, path: &str, max_body: u64) -> Result<String
         Ok(text) => text,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
-}
-
-/// The PriorityLevelConfigurations and FlowSchemas, from the newest API version the replica serves (one RBAC
-/// rule grants both).
-async fn fetch_objects(
-    target: &Target,
-    max_body: u64,
-) -> Result<model::FlowcontrolObjects, ScrapeError> {
-    // One after the other, as the round's other requests.
-    let (pl_path, pl) =
-        fetch_flowcontrol_list(target, endpoints::PRIORITY_LEVEL_CONFIGURATIONS, max_body).await?;
-    let (fs_path, fs) = fetch_flowcontrol_list(target, endpoints::FLOW_SCHEMAS, max_body).await?;
-    Ok(model::FlowcontrolObjects {
-        priority_levels: model::parse_priority_level_configurations(&pl)
-            .map_err(|e| ScrapeError::Parse(format!("{pl_path}: {e}")))?,
-        flow_schemas: model::parse_flow_schemas(&fs)
-            .map_err(|e| ScrapeError::Parse(format!("{fs_path}: {e}")))?,
-    })
-}
-
-/// The list of a flowcontrol `resource` (`prioritylevelconfigurations`, `flowschemas`) from the newest API version
-/// the replica serves (k8s.io/api `flowcontrol/` lifecycle; the Deprecated API Migration Guide): its path and body.
-pub async fn fetch_flowcontrol_list(
-    target: &Target,
-    resource: &str,
-    max_body: u64,
-) -> Result<(String, Vec<u8>), ScrapeError> {
-    let mut last = None;
-    for version in endpoints::FLOWCONTROL_READ_VERSIONS {
-        let path = endpoints::flowcontrol_path(version, resource);
-        let mut body = Vec::new();
-        match fetch(target, &path, max_body, &mut body).await {
-            Ok(()) => return Ok((path, body)),
-            // Not served in this version: try an older one.
-            Err(ScrapeError::Http {
-                status: 404,
-                detail,
-            }) => {
-                last = Some(ScrapeError::Http {
-                    status: 404,
-                    detail,
-                });
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or(ScrapeError::Http {
-        status: 404,
-        detail: String::new(),
-    }))
 }

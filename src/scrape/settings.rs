@@ -20,7 +20,8 @@ pub struct ScrapeConfig {
     pub dump_priority_levels: bool,
     pub dump_queues: bool,
     pub dump_requests: bool,
-    /// List PriorityLevelConfigurations (queue settings) this often; 0s turns it off.
+    /// The flowcontrol objects are listed, then watched; where the watch is refused (RBAC without `watch`) or fails,
+    /// they are listed again this often instead. 0s turns reading them off.
     pub objects_interval: DurationValue,
     /// A hard cap on one response body: a bigger one is cut off and counted as `too_large`.
     pub max_body_bytes: ByteCount,

@@ -10,7 +10,7 @@ use apf_monitor::values::Interval;
 use apf_sim::{Scenario, ScenarioSource};
 
 /// An Event as kube-apiserver writes it at level Metadata.
-fn event(stage: &str, user: &str, verb: &str, resource: &str, code: u16) -> Value {
+pub(crate) fn event(stage: &str, user: &str, verb: &str, resource: &str, code: u16) -> Value {
     json!({
         "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": "x", "stage": stage,
         "requestURI": format!("/api/v1/{resource}"), "verb": verb,
@@ -22,7 +22,7 @@ fn event(stage: &str, user: &str, verb: &str, resource: &str, code: u16) -> Valu
     })
 }
 
-fn level_users<'a>(status: &'a Value, level: &str) -> Option<&'a Vec<Value>> {
+pub(crate) fn level_users<'a>(status: &'a Value, level: &str) -> Option<&'a Vec<Value>> {
     status["audit"][0]["levels"]
         .as_array()?
         .iter()
@@ -30,7 +30,7 @@ fn level_users<'a>(status: &'a Value, level: &str) -> Option<&'a Vec<Value>> {
         .as_array()
 }
 
-fn user<'a>(users: &'a [Value], name: &str) -> Option<&'a Value> {
+pub(crate) fn user<'a>(users: &'a [Value], name: &str) -> Option<&'a Value> {
     users.iter().find(|u| u["user"] == name)
 }
 

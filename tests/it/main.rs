@@ -22,6 +22,7 @@ mod leader_gate;
 mod match_cli;
 mod notify_email;
 mod notify_http;
+mod objects_follow;
 mod plan_cli;
 mod polite_scrape;
 mod prometheus_scrape;

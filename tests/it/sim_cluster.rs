@@ -38,7 +38,7 @@ fn shared_port() -> u16 {
 }
 
 /// Runs kubectl with the kubeconfig (and its own discovery cache); returns its exit status, stdout and stderr.
-async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let kubectl = crate::common::external::binary("kubectl", "kubernetes-client");
     let cache = kubeconfig.with_extension("cache");
     let mut command = Command::new(&kubectl);

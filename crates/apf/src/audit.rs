@@ -459,6 +459,7 @@ mod tests {
             code,
             queue_wait: wait_ms.map(Duration::from_millis),
             timestamp: at.into(),
+            received: at.into(),
         }
     }
 

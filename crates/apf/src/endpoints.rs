@@ -71,6 +71,24 @@ pub fn flowcontrol_path(version: &str, resource: &str) -> String {
     format!("/apis/{FLOWCONTROL_GROUP}/{version}/{resource}")
 }
 
+/// The watch of the objects at `list_path` from `resource_version` (its list's), as client-go's reflector asks for
+/// it: bookmarks allowed (the server may send its progress, so that a watch started again resumes where it was),
+/// ended by the server after `timeout_seconds` (then started again from the last version seen). The version is
+/// opaque: escaped for the query.
+pub fn watch_path(list_path: &str, resource_version: &str, timeout_seconds: u64) -> String {
+    let mut version = String::with_capacity(resource_version.len());
+    for b in resource_version.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            version.push(char::from(b));
+        } else {
+            version.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!(
+        "{list_path}?watch=true&resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
+    )
+}
+
 /// The `apiVersion` of an object of that API version, e.g. `flowcontrol.apiserver.k8s.io/v1`.
 pub fn flowcontrol_api_version(version: &str) -> String {
     format!("{FLOWCONTROL_GROUP}/{version}")
@@ -101,6 +119,16 @@ pub fn served_api_versions(v: KubeVersion) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watch_starts_at_its_list_version_escaped() {
+        assert_eq!(
+            watch_path(&flowcontrol_path("v1", FLOW_SCHEMAS), "123", 290),
+            "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas?watch=true&resourceVersion=123\
+             &allowWatchBookmarks=true&timeoutSeconds=290"
+        );
+        assert!(watch_path("/x", "a+b/c=", 1).contains("resourceVersion=a%2Bb%2Fc%3D&"));
+    }
 
     #[test]
     fn api_versions() {

@@ -17,8 +17,9 @@ pub use metrics::{
     is_wanted_sample, limit_families, wanted_families, wanted_series, SnapshotBuilder,
 };
 pub use objects::{
-    parse_flow_schemas, parse_flowcontrol_documents, parse_priority_level_configurations,
-    parse_priority_level_documents, DocumentError, FlowcontrolObjects,
+    parse_flow_schema, parse_flow_schemas, parse_flowcontrol_documents,
+    parse_priority_level_configuration, parse_priority_level_configurations,
+    parse_priority_level_documents, resource_version, DocumentError, FlowcontrolObjects,
 };
 pub use prometheus::{FleetBuilder, ReplicaKey};
 

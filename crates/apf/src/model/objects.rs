@@ -154,6 +154,36 @@ pub fn parse_flow_schemas(json: &[u8]) -> Result<Vec<FlowSchema>, serde_json::Er
     Ok(list.items.into_iter().map(FsItem::into_schema).collect())
 }
 
+/// One PriorityLevelConfiguration object, as a watch event carries it (any API version).
+pub fn parse_priority_level_configuration(
+    object: &serde_json::Value,
+) -> Result<PriorityLevelConfig, serde_json::Error> {
+    Ok(Item::deserialize(object)?.into_config())
+}
+
+/// One FlowSchema object, as a watch event carries it (any API version).
+pub fn parse_flow_schema(object: &serde_json::Value) -> Result<FlowSchema, serde_json::Error> {
+    Ok(FsItem::deserialize(object)?.into_schema())
+}
+
+/// The `metadata.resourceVersion` of a list or an object: where a watch of what it holds starts. `None` when
+/// absent or empty.
+pub fn resource_version(json: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        #[serde(default)]
+        metadata: ListMetadata,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct ListMetadata {
+        #[serde(default)]
+        resource_version: String,
+    }
+    let v: Versioned = serde_json::from_slice(json).ok()?;
+    Some(v.metadata.resource_version).filter(|rv| !rv.is_empty())
+}
+
 #[derive(Deserialize)]
 struct FsItem {
     metadata: Metadata,
@@ -342,6 +372,35 @@ mod tests {
             (Some(100), Some(90), Some(20))
         );
         assert_eq!(wl.queue_capacity(), Some(6400));
+    }
+
+    #[test]
+    fn one_object_of_a_watch_event_and_the_version_of_a_list() {
+        let fs: serde_json::Value = serde_json::from_str(
+            r#"{"kind": "FlowSchema", "metadata": {"name": "mine", "resourceVersion": "7"},
+                "spec": {"priorityLevelConfiguration": {"name": "own"}, "matchingPrecedence": 800}}"#,
+        )
+        .unwrap();
+        let schema = parse_flow_schema(&fs).unwrap();
+        assert_eq!(
+            (
+                schema.name.as_str(),
+                schema.priority_level.as_str(),
+                schema.precedence
+            ),
+            ("mine", "own", 800)
+        );
+        let pl = serde_json::json!({"metadata": {"name": "own"}, "spec": {"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}}});
+        let level = parse_priority_level_configuration(&pl).unwrap();
+        assert_eq!((level.name.as_str(), level.shares), ("own", Some(5)));
+        assert!(parse_flow_schema(&serde_json::json!({"spec": {}})).is_err());
+
+        let list =
+            br#"{"kind": "FlowSchemaList", "metadata": {"resourceVersion": "42"}, "items": []}"#;
+        assert_eq!(resource_version(list).as_deref(), Some("42"));
+        assert_eq!(resource_version(br#"{"metadata": {}, "items": []}"#), None);
+        assert_eq!(resource_version(b"not json"), None);
     }
 
     #[test]

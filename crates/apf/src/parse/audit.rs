@@ -61,6 +61,8 @@ struct Event {
     object_ref: Option<ObjectRef>,
     response_status: Option<ResponseStatus>,
     #[serde(default)]
+    request_received_timestamp: String,
+    #[serde(default)]
     stage_timestamp: String,
     #[serde(default)]
     annotations: BTreeMap<String, String>,
@@ -83,6 +85,9 @@ pub struct AuditedRequest {
     pub queue_wait: Option<Duration>,
     /// RFC 3339, as the event spells it.
     pub timestamp: String,
+    /// When the request came in (`requestReceivedTimestamp`, RFC 3339; empty when absent): about when APF
+    /// classified it, so on the FlowSchemas in force then.
+    pub received: String,
 }
 
 impl AuditedRequest {
@@ -157,6 +162,7 @@ fn into_request(e: Event) -> AuditedRequest {
             .get(APF_QUEUE_WAIT)
             .and_then(|d| go_duration(d)),
         timestamp: e.stage_timestamp,
+        received: e.request_received_timestamp,
     }
 }
 
@@ -263,6 +269,9 @@ mod tests {
         );
         assert_eq!(r.queue_wait, Some(Duration::from_micros(15_000_012)));
         assert_eq!(r.user_agent, "agent/1.4 (linux/amd64) kubernetes/abc");
+        // Classified when it came in, answered 15 s later.
+        assert_eq!(r.received, "2026-11-24T10:00:01.000100Z");
+        assert_eq!(r.timestamp, "2026-11-24T10:00:16.000200Z");
         // The earlier stage of the same request does not count it.
         let received = REJECTED.replace("ResponseComplete", "RequestReceived");
         assert_eq!(parse_event(received.as_bytes()).unwrap(), None);

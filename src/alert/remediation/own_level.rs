@@ -123,19 +123,21 @@ fn bigger_share(
     };
     let load = demand_words(level);
     let limit = level.limit_seats.unwrap_or(0.0);
-    let beyond = |what: String| {
-        format!(
-            " Its load now ({load}) lacks about {:.0} seats of a quarter of the level's {limit:.0} free: {what}, so \
-             no share move carries it as it is; the client must send less (or the server needs {}).",
-            s.needed,
-            more_concurrency(s.server_seats)
-        )
-    };
+    let short = format!(
+        " Its load now ({load}) is about {:.0} seats short of a quarter of the level's {limit:.0} free",
+        s.needed
+    );
+    let no_move = format!(
+        ": no share move carries it; the client must send less, or the server needs {}.",
+        more_concurrency(s.server_seats)
+    );
     if let Some(server) = s
         .server_seats
         .filter(|&server| s.demand / (1.0 - FREE_AFTER) > server)
     {
-        return beyond(format!("more than this replica has ({server:.0} seats)"));
+        return format!(
+            " Its load now ({load}) needs more seats than this replica has ({server:.0}){no_move}"
+        );
     }
     match s.proposal {
         Some(ShareMove::Move { from, seats, short }) if short <= 0.0 => format!(
@@ -144,17 +146,15 @@ fn bigger_share(
             from_words(&from),
             s.per_share.unwrap_or(0.0)
         ),
-        Some(ShareMove::Move { seats, .. }) => beyond(format!(
-            "more than the other levels spare beyond their own load (about {seats:.0} seats)"
-        )),
-        Some(ShareMove::NoSpare { spare }) => beyond(format!(
-            "more than the other levels spare beyond their own load ({spare:.0} seats)"
-        )),
+        Some(ShareMove::Move { seats, .. }) => format!(
+            "{short}, more than the other levels spare beyond their own load (about {seats:.0} seats){no_move}"
+        ),
+        Some(ShareMove::NoSpare { spare }) => format!(
+            "{short}, more than the other levels spare beyond their own load ({spare:.0} seats){no_move}"
+        ),
         Some(ShareMove::TooSmall { .. }) => String::new(),
         None if s.needed > 0.0 => format!(
-            " Its load now ({load}) lacks about {:.0} seats of a quarter of the level's {limit:.0} free; how many \
-             shares that is is not known (the cluster's PriorityLevelConfigurations were not read).",
-            s.needed
+            "{short}; how many shares that is is not known (the cluster's PriorityLevelConfigurations were not read)."
         ),
         None => String::new(),
     }
@@ -264,9 +264,8 @@ mod tests {
         // proposed before took 234 shares of workload-low's 100).
         assert!(
             r.sentence.contains(
-                "Its load now (116 in use, 196 requests waiting for 392) lacks about 561 seats of a quarter of the \
-                 level's 116 free: more than this replica has (600 seats), so no share move carries it as it is; \
-                 the client must send less"
+                "Its load now (116 in use, 196 requests waiting for 392) needs more seats than this replica has \
+                 (600): no share move carries it; the client must send less, or the server needs more concurrency"
             ),
             "{}",
             r.sentence
@@ -290,6 +289,29 @@ mod tests {
             "{}",
             r.sentence
         );
+    }
+
+    #[test]
+    fn a_load_past_what_the_others_spare_gets_no_partial_move() {
+        // 300 seats of demand: 400 with a quarter free, 300 more than its 100; the others spare 288 (workload-low
+        // 90 shares, workload-high 20, global-default 10).
+        let l = isolated_level(100.0, 100.0, 200.0);
+        let r = remediate(
+            &l,
+            &replica(&l),
+            &ListCosts::default(),
+            Some(&objects_with_isolation()),
+        );
+        assert!(
+            r.sentence.contains(
+                "Its load now (100 in use, 100 requests waiting for 200) is about 300 seats short of a quarter of \
+                 the level's 100 free, more than the other levels spare beyond their own load (about 288 seats): no \
+                 share move carries it; the client must send less"
+            ),
+            "{}",
+            r.sentence
+        );
+        assert!(!r.sentence.contains("shares from"), "{}", r.sentence);
     }
 
     #[test]

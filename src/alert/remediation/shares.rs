@@ -232,7 +232,7 @@ fn not_worth_a_move(name: &str, load: &str, limit: f64, needed: f64) -> String {
         format!("{load} fits its {limit:.0} seats with a quarter of them free")
     } else {
         format!(
-            "{load} lacks only about {needed:.0} seats of a quarter of its {limit:.0} free, too few to be worth \
+            "{load} is only about {needed:.0} seats short of a quarter of its {limit:.0} free, too few to be worth \
              moving shares"
         )
     };
@@ -406,7 +406,7 @@ mod tests {
         // 195 / 0.75 = 260: 15 short, under a tenth of 245.
         assert!(
             r.sentence
-                .contains("lacks only about 15 seats of a quarter of its 245 free"),
+                .contains("is only about 15 seats short of a quarter of its 245 free"),
             "{}",
             r.sentence
         );

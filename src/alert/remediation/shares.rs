@@ -169,7 +169,7 @@ pub(super) fn move_shares(
     };
     let Some(proposal) = s.proposal else {
         if s.needed < smallest_move(level.nominal_limit_seats.unwrap_or(limit)) {
-            return sentence(not_worth_a_move(name, &load, limit, s.needed));
+            return sentence(not_worth_a_move(level, &load, s.needed));
         }
         return sentence(format!(
             "Raise the shares of {name}: it needs about {:.0} more seats for {load} with a quarter of its limit \
@@ -178,21 +178,26 @@ pub(super) fn move_shares(
             s.needed
         ));
     };
-    let send_less = "the clients behind it must send less (its top flows)";
+    // Read through a Prometheus there are no flows (no dumps): the flow schemas rejected say who it is.
+    let send_less = if level.top_flows.is_empty() {
+        "the clients behind it must send less (its flow schemas' rejections say which)"
+    } else {
+        "the clients behind it must send less (its top flows)"
+    };
     if let Some(server) = s
         .server_seats
         .filter(|&server| s.demand / (1.0 - FREE_AFTER) > server)
     {
         return sentence(format!(
             "No share move can carry {name}: {load} needs more seats than this replica has ({server:.0}). \
-             {} or the server needs {}.",
+             {}, or the server needs {}.",
             capitalize(send_less),
             more_concurrency(None)
         ));
     }
     let per_share = s.per_share.unwrap_or(0.0);
     sentence(match proposal {
-        ShareMove::TooSmall { seats } => not_worth_a_move(name, &load, limit, seats),
+        ShareMove::TooSmall { seats } => not_worth_a_move(level, &load, seats),
         ShareMove::Move { from, seats, short } if short <= 0.0 => format!(
             "Raise the shares of {name}: move {} ({}) so it gets about {seats:.0} more seats (1 share ≈ \
              {per_share:.2} seats), enough for {load} with a quarter of its limit free.{borrowing}",
@@ -227,7 +232,8 @@ fn capitalize(s: &str) -> String {
 }
 
 /// The level lacks nothing, or too little for a share move to matter.
-fn not_worth_a_move(name: &str, load: &str, limit: f64, needed: f64) -> String {
+fn not_worth_a_move(level: &LevelReport, load: &str, needed: f64) -> String {
+    let (name, limit) = (&level.priority_level, level.limit_seats.unwrap_or(0.0));
     let fits = if needed <= 0.0 {
         format!("{load} fits its {limit:.0} seats with a quarter of them free")
     } else {
@@ -236,7 +242,12 @@ fn not_worth_a_move(name: &str, load: &str, limit: f64, needed: f64) -> String {
              moving shares"
         )
     };
-    format!("No share move for {name}: {fits}. If the pressure grows, its top flows say which client to ask.")
+    let ask = if level.top_flows.is_empty() {
+        "the flow schemas it rejects say which clients to ask"
+    } else {
+        "its top flows say which client to ask"
+    };
+    format!("No share move for {name}: {fits}. If the pressure grows, {ask}.")
 }
 
 #[cfg(test)]
@@ -352,6 +363,18 @@ mod tests {
             r.sentence
         );
         assert!(!r.sentence.contains("shares from"), "{}", r.sentence);
+        assert!(r.sentence.contains("(its top flows)"), "{}", r.sentence);
+        // Read through a Prometheus: no flows to name; the flow schemas rejected say who.
+        low.top_flows.clear();
+        let r = remediate(&low, &replica(low.clone()), &ListCosts::default(), None);
+        assert!(
+            r.sentence.contains(
+                "The clients behind it must send less (its flow schemas' rejections say which), or the server \
+                 needs more concurrency"
+            ),
+            "{}",
+            r.sentence
+        );
     }
 
     #[test]

@@ -29,10 +29,11 @@ impl HeldKubeconfig {
         let file = options
             .open(path)
             .with_context(|| format!("cannot write {}; use --kubeconfig-out", path.display()))?;
-        let held = Self {
+        // Not ours to remove until the lock is: another `simulate` may have made the file since `existed` was read.
+        let mut held = Self {
             _file: file,
             path: path.to_path_buf(),
-            empty: !existed,
+            empty: false,
         };
         #[cfg(unix)]
         {
@@ -59,6 +60,7 @@ impl HeldKubeconfig {
                 );
             }
         }
+        held.empty = !existed;
         Ok(held)
     }
 

@@ -185,12 +185,18 @@ impl ObjectsFollow {
             WatchEnd::Unavailable(error) => {
                 // Said once; the watch is asked for again now and then (RBAC may be granted), quietly.
                 if !std::mem::replace(&mut self.refusal_said, true) {
+                    // RBAC is the fix only for a 403; a 404 or 405, or a list without a version, is the server's.
+                    let fix = match &error {
+                        crate::scrape::ScrapeError::Http { status: 403, .. } => {
+                            format!("; grant {}", apf::endpoints::FLOWCONTROL_RBAC_RULE)
+                        }
+                        _ => String::new(),
+                    };
                     tracing::warn!(
                         apiserver,
                         "cannot watch the flowcontrol objects ({error}): listing them every {} instead (and when \
-                         a priority level appears that they lack), so a change is seen that late; grant {}",
+                         a priority level appears that they lack), so a change is seen that late{fix}",
                         humantime::format_duration(self.interval),
-                        apf::endpoints::FLOWCONTROL_RBAC_RULE
                     );
                 } else {
                     tracing::debug!(apiserver, %error, "the watch of the flowcontrol objects is still refused");

@@ -20,9 +20,15 @@ use apf::model::{self, FlowcontrolObjects};
 /// which kube-apiserver ends a watch anyway (`--min-request-timeout`).
 const WATCH_TIMEOUT_SECONDS: u64 = 290;
 
-/// A watch the server ends sooner than this, with no error and no event, is not a watch (a proxy that does not
-/// stream, a server that ignores `watch`): opening it again at once would be a tight loop of requests.
+/// A watch the server ends sooner than this, with no error, is not a watch that works (a proxy that does not stream
+/// or closes it, a server that ignores `watch`): opening it again at once would be a tight loop of requests, so it
+/// ends as a failure, backed off, whatever it sent first.
 const SHORTEST_WATCH: Duration = Duration::from_secs(5);
+
+/// A watch silent for this long (no event, no bookmark: kube-apiserver sends one about every minute to a watch that
+/// asks) is taken for a connection gone dead without a reset (a NAT or firewall that dropped it) and opened again
+/// from the version reached; until then a change would go unseen.
+const WATCH_IDLE: Duration = Duration::from_secs(120);
 
 /// One resource as listed: where it is served, and the version its watch starts from.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,13 +221,14 @@ impl<T: Clone> Followed<T> {
                 Ok(body) => body,
                 Err(e) => return WatchEnd::of(e),
             };
-            // The server ends the watch at its timeout; one that does not (a connection gone silent) is given up a
-            // little later, and opened again.
+            // The server ends the watch at its timeout; one that does not, or that goes silent, is given up and opened
+            // again.
             let deadline = opened + Duration::from_secs(WATCH_TIMEOUT_SECONDS) + target.timeout * 2;
             let mut line: Vec<u8> = Vec::new();
-            let mut events = 0u64;
             loop {
-                let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                let silent = tokio::time::Instant::now() + WATCH_IDLE;
+                let frame = match tokio::time::timeout_at(deadline.min(silent), body.frame()).await
+                {
                     Err(_) | Ok(None) => break,
                     Ok(Some(Err(e))) => return WatchEnd::Failed(ScrapeError::Body(chain_of(&e))),
                     Ok(Some(Ok(frame))) => frame,
@@ -234,7 +241,6 @@ impl<T: Clone> Followed<T> {
                 while let Some(end) = rest.iter().position(|b| *b == b'\n') {
                     line.extend_from_slice(&rest[..end]);
                     rest = &rest[end + 1..];
-                    events += 1;
                     match self.apply(&line) {
                         Ok(c) => changed |= c,
                         Err(e) => return e,
@@ -251,9 +257,11 @@ impl<T: Clone> Followed<T> {
                     publish(self.items.values().cloned().collect());
                 }
             }
-            if events == 0 && opened.elapsed() < SHORTEST_WATCH {
+            if opened.elapsed() < SHORTEST_WATCH {
                 return WatchEnd::Failed(ScrapeError::Body(format!(
-                    "{path}: the watch ended at once, with no event: the server (or a proxy) does not stream it"
+                    "{path}: the watch ended within {}s of its start: the server (or a proxy) does not stream it, or \
+                     closes it",
+                    SHORTEST_WATCH.as_secs()
                 )));
             }
         }

@@ -31,12 +31,14 @@ impl Donor {
 /// What moving shares can do for a level.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ShareMove {
-    /// Move these shares from these levels (the one with most to spare first): the level gains about `seats`;
-    /// `short` is what it would still lack (0 when the move covers the need).
+    /// Move these shares from these levels (the one with most to spare first, [`MAX_DONORS`] at most): the level
+    /// gains about `seats`; `short` is what it would still lack (0 when the move covers the need); `spare` is what
+    /// every donor spares together, more than `seats` where levels beyond the move's have some too.
     Move {
         from: Vec<(String, u32)>,
         seats: f64,
         short: f64,
+        spare: f64,
     },
     /// The level lacks `seats` (0 or fewer: none), fewer than a move worth making ([`smallest_move`]).
     TooSmall { seats: f64 },
@@ -45,7 +47,7 @@ pub enum ShareMove {
 }
 
 /// Donors a move takes from, at most: a change a person can make in one go.
-const MAX_DONORS: usize = 3;
+pub const MAX_DONORS: usize = 3;
 
 /// The fewest seats worth a move to a level of `nominal` seats: a tenth of it, and 3 at least. A move of a seat or
 /// two changes nothing anyone would notice, and a wide request (a LIST takes up to 10 seats) would not fit them.
@@ -89,6 +91,7 @@ pub fn plan(needed: f64, nominal: f64, per_share: f64, donors: &[Donor]) -> Shar
         from,
         seats,
         short: (needed - seats).max(0.0),
+        spare: all_spare,
     }
 }
 
@@ -115,12 +118,20 @@ mod tests {
         ];
         // 20 seats: 9 shares (22.05 seats), all from workload-low, which keeps 21 of its 100 shares' worth.
         let m = plan(20.0, 49.0, PER_SHARE, &donors);
-        let ShareMove::Move { from, seats, short } = m else {
+        let ShareMove::Move {
+            from,
+            seats,
+            short,
+            spare,
+        } = m
+        else {
             panic!("{m:?}")
         };
         assert_eq!(from, vec![("workload-low".to_string(), 9)]);
         assert!((seats - 22.05).abs() < 1e-9);
         assert_eq!(short, 0.0);
+        // workload-low keeps 21 of its 100 shares, node-high 5 of its 40.
+        assert!((spare - (79.0 + 35.0) * PER_SHARE).abs() < 1e-9);
     }
 
     #[test]
@@ -153,10 +164,16 @@ mod tests {
             donor("catch-all", 5, 0.0),
         ];
         let m = plan(8107.0, 245.0, PER_SHARE, &donors);
-        let ShareMove::Move { from, seats, short } = m else {
+        let ShareMove::Move {
+            from,
+            seats,
+            short,
+            spare,
+        } = m
+        else {
             panic!("{m:?}")
         };
-        // Three donors at most, most to spare first: 31 + 17 + 10 shares.
+        // Three donors at most, most to spare first: 31 + 17 + 10 shares; catch-all's 4 are left, and said.
         assert_eq!(
             from,
             vec![
@@ -169,6 +186,7 @@ mod tests {
         assert!(seats <= f64::from(total_shares) * PER_SHARE);
         assert!((seats - 58.0 * PER_SHARE).abs() < 1e-9);
         assert!((short - (8107.0 - seats)).abs() < 1e-9);
+        assert!((spare - 62.0 * PER_SHARE).abs() < 1e-9);
     }
 
     #[test]

@@ -140,14 +140,26 @@ fn bigger_share(
         );
     }
     match s.proposal {
-        Some(ShareMove::Move { from, seats, short }) if short <= 0.0 => format!(
+        Some(ShareMove::Move {
+            from, seats, short, ..
+        }) if short <= 0.0 => format!(
             " If that load ({load}) is honest, {name} is too small for it: move {} to it, so it gets about {seats:.0} \
              more seats (1 share ≈ {:.2} seats), what the other levels spare beyond their own load.",
             from_words(&from),
             s.per_share.unwrap_or(0.0)
         ),
-        Some(ShareMove::Move { seats, .. }) => format!(
-            "{short}, more than the other levels spare beyond their own load (about {seats:.0} seats){no_move}"
+        // Carried by the others together, but not by the few levels one move takes from.
+        Some(ShareMove::Move {
+            from, seats, spare, ..
+        }) if s.needed <= spare => format!(
+            "{short}: if that load is honest, {name} is too small for it, and shares for it come from more than {} \
+             levels ({spare:.0} seats spare in all beyond their own load); {} give about {seats:.0}. Or the client \
+             sends less.",
+            apf::share_move::MAX_DONORS,
+            from_words(&from)
+        ),
+        Some(ShareMove::Move { spare, .. }) => format!(
+            "{short}, more than the other levels spare beyond their own load ({spare:.0} seats){no_move}"
         ),
         Some(ShareMove::NoSpare { spare }) => format!(
             "{short}, more than the other levels spare beyond their own load ({spare:.0} seats){no_move}"
@@ -292,21 +304,30 @@ mod tests {
     }
 
     #[test]
-    fn a_load_past_what_the_others_spare_gets_no_partial_move() {
-        // 300 seats of demand: 400 with a quarter free, 300 more than its 100; the others spare 288 (workload-low
-        // 90 shares, workload-high 20, global-default 10).
+    fn a_load_past_one_move_or_past_all_the_others_spare_says_which() {
+        // 300 seats of demand: 400 with a quarter free, 300 more than its 100. The others spare 336 seats together
+        // (workload-low 90 shares, workload-high 20, 10 each of global-default, node-high and system), one move's
+        // three levels 288: a bigger share takes more levels, and says so.
+        let objects = objects_with_isolation();
         let l = isolated_level(100.0, 100.0, 200.0);
-        let r = remediate(
-            &l,
-            &replica(&l),
-            &ListCosts::default(),
-            Some(&objects_with_isolation()),
-        );
+        let r = remediate(&l, &replica(&l), &ListCosts::default(), Some(&objects));
         assert!(
             r.sentence.contains(
                 "Its load now (100 in use, 100 requests waiting for 200) is about 300 seats short of a quarter of \
-                 the level's 100 free, more than the other levels spare beyond their own load (about 288 seats): no \
-                 share move carries it; the client must send less"
+                 the level's 100 free: if that load is honest, isolate-monitoring-agent is too small for it, and \
+                 shares for it come from more than 3 levels (336 seats spare in all beyond their own load); 90 \
+                 shares from workload-low, 20 from workload-high and 10 from global-default give about 288."
+            ),
+            "{}",
+            r.sentence
+        );
+        // 400 seats of demand: 433 short, past all 336: no share move carries it, none is proposed.
+        let l = isolated_level(100.0, 150.0, 300.0);
+        let r = remediate(&l, &replica(&l), &ListCosts::default(), Some(&objects));
+        assert!(
+            r.sentence.contains(
+                "is about 433 seats short of a quarter of the level's 100 free, more than the other levels spare \
+                 beyond their own load (336 seats): no share move carries it; the client must send less"
             ),
             "{}",
             r.sentence

@@ -198,7 +198,9 @@ pub(super) fn move_shares(
     let per_share = s.per_share.unwrap_or(0.0);
     sentence(match proposal {
         ShareMove::TooSmall { seats } => not_worth_a_move(level, &load, seats),
-        ShareMove::Move { from, seats, short } if short <= 0.0 => format!(
+        ShareMove::Move {
+            from, seats, short, ..
+        } if short <= 0.0 => format!(
             "Raise the shares of {name}: move {} ({}) so it gets about {seats:.0} more seats (1 share ≈ \
              {per_share:.2} seats), enough for {load} with a quarter of its limit free.{borrowing}",
             from_words(&from),
@@ -208,11 +210,17 @@ pub(super) fn move_shares(
                 "what they spare beyond their own load"
             }
         ),
-        ShareMove::Move { from, seats, short } => format!(
+        ShareMove::Move {
+            from,
+            seats,
+            short,
+            spare,
+        } => format!(
             "Raise the shares of {name}: move {} so it gets about {seats:.0} more seats (1 share ≈ {per_share:.2} \
-             seats), all the other levels spare beyond their own load; it would still lack about {short:.0} seats \
-             for {load}: {send_less}, or the server needs {}.{borrowing}",
+             seats), {}; it would still lack about {short:.0} seats for {load}: {send_less}, or the server needs \
+             {}.{borrowing}",
             from_words(&from),
+            all_or_some(from.len(), seats, spare),
             more_concurrency(s.server_seats)
         ),
         ShareMove::NoSpare { spare } => format!(
@@ -222,6 +230,19 @@ pub(super) fn move_shares(
             more_concurrency(s.server_seats)
         ),
     })
+}
+
+/// What a move that leaves the level short takes: all the others spare, or what the levels with most to spare give
+/// in one move ([`apf::share_move::MAX_DONORS`] at most) while others spare more.
+pub(super) fn all_or_some(donors: usize, seats: f64, spare: f64) -> String {
+    if spare > seats + 0.5 {
+        format!(
+            "what the {donors} levels with most to spare give in one move ({spare:.0} seats spare in all, more \
+             levels' worth)"
+        )
+    } else {
+        "all the other levels spare beyond their own load".to_string()
+    }
 }
 
 fn capitalize(s: &str) -> String {
@@ -397,6 +418,20 @@ mod tests {
                 "Raise the shares of global-default: move 20 shares from workload-high and 10 from node-high so it \
                  gets about 74 more seats (1 share ≈ 2.45 seats), all the other levels spare beyond their own load; \
                  it would still lack about 210 seats"
+            ),
+            "{}",
+            r.sentence
+        );
+        // Four levels with seats to spare (all idle: workload-low 90 shares, workload-high 20, node-high 10, system
+        // 9): 296 seats lacking, one move takes three levels' 294, and says the rest is there.
+        let mut low = global_default(49.0, 210.0);
+        low.inqueue_seats = Some(210.0);
+        let r = remediate(&low, &replica(low.clone()), &ListCosts::default(), None);
+        assert!(
+            r.sentence.contains(
+                "move 90 shares from workload-low, 20 from workload-high and 10 from node-high so it gets about 294 \
+                 more seats (1 share ≈ 2.45 seats), what the 3 levels with most to spare give in one move (316 seats \
+                 spare in all, more levels' worth); it would still lack about 2 seats"
             ),
             "{}",
             r.sentence

@@ -40,7 +40,7 @@ impl Rule {
                 // lasts, where one sub-second saturation would hold a 99th percentile high for a whole window.
                 let busy = 1.0 - t;
                 let share = l.time_above(busy)?;
-                (share >= self.window_share && self.still_there(l, busy, share)).then(|| {
+                (share >= self.window_share && self.still_there(l, busy)).then(|| {
                     format!(
                         "{pl} on {server}: more than {:.0}% of the limit was in use for {:.0}% of the last window \
                          (the apiserver's seat-utilization histogram), though the last scrape saw {}",
@@ -90,7 +90,7 @@ impl Rule {
                 // Bursts between scrapes already fill the level, for a share of the window that is pressure, not a
                 // blip: it runs out in them before any trend of sampled gauges shows it.
                 let full = l.time_above(FULL)?;
-                if full < self.window_share || !self.still_there(l, FULL, full) {
+                if full < self.window_share || !self.still_there(l, FULL) {
                     return None;
                 }
                 let no_seat = l.no_accommodation_per_second.filter(|r| *r > 0.0);
@@ -121,11 +121,13 @@ impl Rule {
         }
     }
 
-    /// Whether the pressure the window's histogram holds past `utilization` (`share` of it) is still there in its
-    /// recent part. Once a level has recovered the window holds the pressure from before for up to a window more:
-    /// a warning begun (or kept) then would tell a person to do what is done.
-    fn still_there(&self, l: &LevelReport, utilization: f64, share: f64) -> bool {
-        l.time_above_recently(utilization).unwrap_or(share) >= self.window_share
+    /// Whether the pressure the window's histogram holds past `utilization` is still there in its recent part.
+    /// Once a level has recovered the window holds the pressure from before for up to a window more: a warning
+    /// begun (or kept) then would tell a person to do what is done. No recent part read, no pressure known to be
+    /// there (as the PrometheusRule reads `apf_priority_level_recent_time_above_ratio`, absent then too).
+    fn still_there(&self, l: &LevelReport, utilization: f64) -> bool {
+        l.time_above_recently(utilization)
+            .is_some_and(|recent| recent >= self.window_share)
     }
 
     pub(super) fn evaluate(

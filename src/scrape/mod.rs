@@ -221,15 +221,31 @@ pub async fn fetch(
     sink: &mut impl BodySink,
 ) -> Result<(), ScrapeError> {
     let request = request(target, path, sink.accepts())?;
-    let work = async {
-        let response = target
-            .transport
-            .client
-            .send(request)
-            .await
-            .map_err(classify)?;
+    within(target, async {
+        let response = send(target, request).await?;
         read(response, max_body, sink).await
-    };
+    })
+    .await
+}
+
+/// `request` sent to the target; its response's head.
+async fn send(
+    target: &Target,
+    request: crate::targets::client::Request,
+) -> Result<crate::targets::client::Response, ScrapeError> {
+    target
+        .transport
+        .client
+        .send(request)
+        .await
+        .map_err(classify)
+}
+
+/// `work` (a request sent, and what of its answer is read at once) within the target's timeout.
+async fn within<T>(
+    target: &Target,
+    work: impl std::future::Future<Output = Result<T, ScrapeError>>,
+) -> Result<T, ScrapeError> {
     match tokio::time::timeout(target.timeout, work).await {
         Ok(result) => result,
         Err(_) => Err(ScrapeError::Timeout(target.timeout)),
@@ -355,19 +371,11 @@ pub(crate) async fn open(
     path: &str,
 ) -> Result<crate::targets::client::Body, ScrapeError> {
     let request = request(target, path, None)?;
-    let work = async {
-        let response = target
-            .transport
-            .client
-            .send(request)
-            .await
-            .map_err(classify)?;
+    within(target, async {
+        let response = send(target, request).await?;
         Ok(success(response).await?.0)
-    };
-    match tokio::time::timeout(target.timeout, work).await {
-        Ok(result) => result,
-        Err(_) => Err(ScrapeError::Timeout(target.timeout)),
-    }
+    })
+    .await
 }
 
 /// A request that got no response: the kube access' credentials (an exec plugin failing, a token file gone) or the

@@ -185,16 +185,7 @@ impl Run {
 
     /// What a person does: `check --output manifests | kubectl apply -f -`. When it was done.
     async fn apply_the_fix(&self) -> f64 {
-        let kubeconfig = self.kubeconfig.clone();
-        let manifests = tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
-                .args(["check", "--output", "manifests", "--kubeconfig"])
-                .arg(&kubeconfig)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
+        let manifests = common::proposed_manifests(&self.kubeconfig).await;
         let file = self.dir.path().join("fix.yaml");
         std::fs::write(&file, &manifests.stdout).unwrap();
         let applied = Command::new("kubectl")
@@ -241,14 +232,7 @@ impl Run {
 /// The agent floods workload-low with 10-seat LISTs; once isolated it floods its own 12-seat level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_fix_no_alert_proposes_it_again_or_undoes_it_and_every_number_is_possible() {
-    let run = Run::start(
-        "duration: 900s\nflows:\n\
-         - {name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, \
-            resource: pods, seats: 10, duration: 2s, rate: [{at: 0s, rps: 90}]}\n\
-         - {name: cert-manager, flow_schema: service-accounts, user: \"system:serviceaccount:cert-manager:cert-manager\", \
-            verb: get, resource: secrets, namespace: cert-manager, duration: 50ms, rate: [{at: 0s, rps: 10}]}\n",
-    )
-    .await;
+    let run = Run::start(common::AGENT_FLOOD).await;
     // The alerts on workload-low propose isolating the agent.
     let proposed = common::eventually(Duration::from_secs(150), || async {
         run.received()

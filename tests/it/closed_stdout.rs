@@ -173,15 +173,12 @@ fn simulate_ends_by_sigpipe_when_its_reader_goes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     // Its last line: everything is said.
-    while !lines
-        .next()
-        .expect("simulate ended before saying how to scrape")
-        .unwrap()
-        .contains("apf-monitor check --kubeconfig")
-    {}
-    drop(lines);
+    read_until(
+        &mut child,
+        |l| l.contains("apf-monitor check --kubeconfig"),
+        "simulate ended before saying how to scrape",
+    );
     let (status, err) = exit_of(child, Duration::from_secs(10));
     common::assert_ended_by_sigpipe("simulate | head", status, &err);
 }
@@ -215,14 +212,11 @@ fn demo_ends_by_sigpipe_when_its_reader_goes() {
     common::assert_ended_by_sigpipe("demo | head -0", status, &err);
 
     let mut child = demo().stdout(Stdio::piped()).spawn().unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    while !lines
-        .next()
-        .expect("the demo ended before its opening was said")
-        .unwrap()
-        .starts_with("Every ")
-    {}
-    drop(lines);
+    read_until(
+        &mut child,
+        |l| l.starts_with("Every "),
+        "the demo ended before its opening was said",
+    );
     let (status, err) = exit_of(child, Duration::from_secs(30));
     common::assert_ended_by_sigpipe("demo | head", status, &err);
     let left: Vec<_> = std::fs::read_dir(tmp.path())
@@ -230,4 +224,11 @@ fn demo_ends_by_sigpipe_when_its_reader_goes() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert!(left.is_empty(), "the demo left {left:?}");
+}
+
+/// Reads the child's standard output up to the first line `last` accepts, then goes, as `head` does: the pipe's
+/// read end is closed.
+fn read_until(child: &mut std::process::Child, last: impl Fn(&str) -> bool, ended_early: &str) {
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while !last(&lines.next().expect(ended_early).unwrap()) {}
 }

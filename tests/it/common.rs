@@ -315,3 +315,42 @@ pub fn assert_ended_by_sigpipe(what: &str, status: std::process::ExitStatus, std
     );
     assert!(!err.contains("panicked"), "{what}: {err}");
 }
+
+/// What `check --output manifests --kubeconfig KUBECONFIG` prints: the fix apf-monitor proposes for the cluster.
+pub async fn proposed_manifests(kubeconfig: &std::path::Path) -> std::process::Output {
+    let kubeconfig = kubeconfig.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["check", "--output", "manifests", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// The demo's closing act as a scenario: the agent floods workload-low with 10-seat LISTs beside cert-manager's
+/// small GETs, from the start.
+pub const AGENT_FLOOD: &str = "duration: 900s\nflows:\n\
+     - {name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, \
+        resource: pods, seats: 10, duration: 2s, rate: [{at: 0s, rps: 90}]}\n\
+     - {name: cert-manager, flow_schema: service-accounts, user: \"system:serviceaccount:cert-manager:cert-manager\", \
+        verb: get, resource: secrets, namespace: cert-manager, duration: 50ms, rate: [{at: 0s, rps: 10}]}\n";
+
+/// The child's standard output, line by line as it comes, read by a thread of its own (a test waits on it with a
+/// deadline: `recv_timeout`).
+pub fn stdout_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}

@@ -379,7 +379,6 @@ async fn kube_lease_manager_hands_the_lease_over_across_replicas() {
 /// whole cluster's load split, it received 50/s), read from its own `apiserver_request_total`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulate_gives_each_replica_the_scenario_as_demo_does() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("steady.yaml");
     std::fs::write(
@@ -397,16 +396,7 @@ async fn simulate_gives_each_replica_the_scenario_as_demo_does() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::stdout_lines(&mut child);
     let mut replicas = Vec::new();
     while replicas.len() < 3 {
         let line = rx.recv_timeout(Duration::from_secs(30)).unwrap();
@@ -459,14 +449,7 @@ async fn rejected(replica: &str, level: &str) -> f64 {
 /// queues alone in its new level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proposed_fix_applied_with_kubectl_stops_the_rejections() {
-    let scenario = Scenario::from_yaml(
-        "duration: 600s\nflows:\n\
-         - {name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, \
-            resource: pods, seats: 10, duration: 2s, rate: [{at: 0s, rps: 90}]}\n\
-         - {name: cert-manager, flow_schema: service-accounts, user: \"system:serviceaccount:cert-manager:cert-manager\", \
-            verb: get, resource: secrets, namespace: cert-manager, duration: 50ms, rate: [{at: 0s, rps: 10}]}\n",
-    )
-    .unwrap();
+    let scenario = Scenario::from_yaml(common::AGENT_FLOOD).unwrap();
     let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
         replicas: 2,
         listen_port: 0,
@@ -483,18 +466,7 @@ async fn the_proposed_fix_applied_with_kubectl_stops_the_rejections() {
         assert!(rejecting.is_some(), "{r}: workload-low never rejected");
     }
 
-    let output = tokio::task::spawn_blocking({
-        let kubeconfig = kubeconfig.clone();
-        move || {
-            Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
-                .args(["check", "--output", "manifests", "--kubeconfig"])
-                .arg(&kubeconfig)
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let output = common::proposed_manifests(&kubeconfig).await;
     let manifests = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         manifests.contains("name: isolate-monitoring-agent")

@@ -2,7 +2,6 @@
 //! instead of overwriting its kubeconfig.
 use crate::common;
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -18,16 +17,7 @@ fn simulate(kubeconfig: &Path) -> (Child, Receiver<String>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::stdout_lines(&mut child);
     (child, rx)
 }
 

@@ -177,6 +177,31 @@ pub(crate) mod tests {
         }
     }
 
+    /// The levels `levels` of a 600-seat replica, each with the seats kube-apiserver gives its shares
+    /// ([`apf::limits::seat_limits`]) and one seat in use, but those in `busy`, as given.
+    pub(crate) fn idle_replica(
+        levels: &[apf::PriorityLevelConfig],
+        busy: &[&LevelReport],
+    ) -> Vec<LevelReport> {
+        let limits = apf::limits::seat_limits(levels, 600);
+        levels
+            .iter()
+            .zip(limits)
+            .map(|(p, seats)| {
+                if let Some(b) = busy.iter().find(|b| b.priority_level == p.name) {
+                    return (*b).clone();
+                }
+                if p.exempt {
+                    return level(&p.name, 0.0, 600.0, 0.0, 0.0);
+                }
+                let nominal = f64::from(seats.nominal);
+                let mut l = level(&p.name, nominal, nominal, 1.0, 0.0);
+                l.lower_limit_seats = Some(f64::from(seats.lower));
+                l
+            })
+            .collect()
+    }
+
     #[test]
     fn a_flow_dominates_with_more_than_half_of_the_pressure() {
         let mut l = level("global-default", 49.0, 49.0, 45.0, 6.0);

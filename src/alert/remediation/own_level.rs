@@ -175,10 +175,11 @@ fn bigger_share(
 #[cfg(test)]
 mod tests {
     use super::super::remediate;
-    use super::super::tests::{flow, level};
+    use super::super::tests::{flow, idle_replica, level};
     use super::*;
 
     const AGENT: &str = "system:serviceaccount:monitoring:agent";
+    const ISOLATED: &str = "isolate-monitoring-agent";
 
     /// The default objects of 1.34 with the isolation apf-monitor proposes for the agent applied.
     fn objects_with_isolation() -> FlowcontrolObjects {
@@ -208,27 +209,10 @@ mod tests {
         objects
     }
 
-    /// A replica of 600 seats with the isolation in force: the 5-share level gets 12 seats of its own.
+    /// A replica of 600 seats with the isolation in force (the 5-share level gets 12 seats of its own), idle but
+    /// for `isolated`.
     fn replica(isolated: &LevelReport) -> Vec<LevelReport> {
-        let mut levels: Vec<LevelReport> = [
-            ("workload-low", 240.0, 24.0),
-            ("workload-high", 96.0, 48.0),
-            ("node-high", 96.0, 72.0),
-            ("system", 72.0, 48.0),
-            ("global-default", 48.0, 24.0),
-            ("leader-election", 24.0, 24.0),
-            ("catch-all", 12.0, 12.0),
-        ]
-        .into_iter()
-        .map(|(name, nominal, lower)| {
-            let mut l = level(name, nominal, nominal, 1.0, 0.0);
-            l.lower_limit_seats = Some(lower);
-            l
-        })
-        .collect();
-        levels.push(level("exempt", 0.0, 600.0, 0.0, 0.0));
-        levels.push(isolated.clone());
-        levels
+        idle_replica(&objects_with_isolation().priority_levels, &[isolated])
     }
 
     fn isolated_level(executing: f64, queued: f64, queued_seats: f64) -> LevelReport {
@@ -337,6 +321,11 @@ mod tests {
 
     #[test]
     fn a_schema_for_a_group_or_two_users_is_not_one_client_s_level() {
+        // The subjects of the isolation's FlowSchema.
+        fn subjects(objects: &mut FlowcontrolObjects) -> &mut Vec<Subject> {
+            let schema = objects.flow_schemas.iter_mut().find(|s| s.name == ISOLATED);
+            &mut schema.unwrap().rules[0].subjects
+        }
         let mut objects = objects_with_isolation();
         let l = isolated_level(116.0, 196.0, 392.0);
         assert_eq!(
@@ -344,24 +333,11 @@ mod tests {
             Some(AGENT.to_string())
         );
         // A second user in the schema's subjects: two flows can share the level.
-        objects
-            .flow_schemas
-            .iter_mut()
-            .find(|s| s.name == "isolate-monitoring-agent")
-            .unwrap()
-            .rules[0]
-            .subjects
-            .push(Subject::User("bob".into()));
+        subjects(&mut objects).push(Subject::User("bob".into()));
         assert_eq!(owner(&l, Some(&objects)), None);
         // Every service account of a namespace.
         let mut objects = objects_with_isolation();
-        objects
-            .flow_schemas
-            .iter_mut()
-            .find(|s| s.name == "isolate-monitoring-agent")
-            .unwrap()
-            .rules[0]
-            .subjects = vec![Subject::ServiceAccount {
+        *subjects(&mut objects) = vec![Subject::ServiceAccount {
             namespace: "monitoring".into(),
             name: "*".into(),
         }];

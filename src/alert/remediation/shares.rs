@@ -274,35 +274,14 @@ fn not_worth_a_move(level: &LevelReport, load: &str, needed: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::remediate;
-    use super::super::tests::{flow, level};
+    use super::super::tests::{flow, idle_replica, level};
     use super::*;
     use crate::analyze::ListCosts;
 
     /// The default levels of a 600-seat replica (1 share ≈ 2.45 seats), idle but for `busy`.
     fn replica(busy: LevelReport) -> Vec<LevelReport> {
-        let mut levels: Vec<LevelReport> = [
-            ("workload-low", 245.0, 24.0),
-            ("workload-high", 98.0, 49.0),
-            ("node-high", 98.0, 73.0),
-            ("system", 74.0, 50.0),
-            ("global-default", 49.0, 24.0),
-            ("leader-election", 25.0, 25.0),
-            ("catch-all", 13.0, 13.0),
-        ]
-        .into_iter()
-        .map(|(name, nominal, lower)| {
-            let mut l = level(name, nominal, nominal, 1.0, 0.0);
-            l.lower_limit_seats = Some(lower);
-            l
-        })
-        .collect();
-        levels.push(level("exempt", 0.0, 600.0, 0.0, 0.0));
-        for l in levels.iter_mut() {
-            if l.priority_level == busy.priority_level {
-                *l = busy.clone();
-            }
-        }
-        levels
+        let defaults = apf::defaults::default_priority_levels(apf::KubeVersion::new(34, 0));
+        idle_replica(&defaults, &[&busy])
     }
 
     fn global_default(executing: f64, queued: f64) -> LevelReport {
@@ -341,7 +320,11 @@ mod tests {
         // Shares changed from the defaults: without the objects, how many shares is not known.
         let low = global_default(45.0, 6.0);
         let mut levels = replica(low.clone());
-        levels[1].nominal_limit_seats = Some(150.0);
+        let workload_high = levels
+            .iter()
+            .position(|l| l.priority_level == "workload-high")
+            .unwrap();
+        levels[workload_high].nominal_limit_seats = Some(150.0);
         let r = remediate(&low, &levels, &ListCosts::default(), None);
         assert!(r.sentence.contains("about 19 more seats"), "{}", r.sentence);
         assert!(r.sentence.contains("is not known"), "{}", r.sentence);
@@ -358,7 +341,7 @@ mod tests {
                 .collect(),
             flow_schemas: Vec::new(),
         };
-        levels[1].nominal_limit_seats = Some((61.0f64 * 2.45).ceil());
+        levels[workload_high].nominal_limit_seats = Some((61.0f64 * 2.45).ceil());
         let r = remediate(&low, &levels, &ListCosts::default(), Some(&objects));
         assert!(
             r.sentence

@@ -239,6 +239,7 @@ mod tests {
             alerts: vec![],
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         }
     }
 

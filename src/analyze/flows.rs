@@ -37,7 +37,22 @@ struct FlowKey {
 }
 
 /// A flow's waiting requests and seats summed over the window's dumps.
-type WindowSum<'a> = (&'a FlowKey, (f64, f64));
+type WindowSum<'a> = (&'a FlowKey, Totals);
+
+/// Sums over the window's dumps: waiting requests, seats held, requests listed and their seats.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    waiting_requests: f64,
+    executing_seats: f64,
+    listed_requests: f64,
+    listed_seats: f64,
+}
+
+impl Totals {
+    fn pressure(&self) -> f64 {
+        flow_pressure(self.waiting_requests, self.executing_seats)
+    }
+}
 
 /// Values held once however many slices and flows name them: a level's and flow schema's names are in every flow
 /// of theirs, a flow lives on through several slices, and most flows' [`Details`] are one of a few.
@@ -157,20 +172,33 @@ impl Holdings {
 /// 24 bytes a flow, however many users and examples: a window holds thousands.
 #[derive(Debug, Clone, Default)]
 struct FlowSums {
-    waiting_requests: f64,
-    executing_seats: f64,
+    /// Counts summed over a slice's dumps: whole numbers, held in 32 bits so that a flow stays 48 bytes (saturating
+    /// at 4 billion, which a tenth of a window never reaches).
+    waiting_requests: u32,
+    executing_seats: u32,
+    /// Requests the dumps listed, and their seats: what one request of the flow costs.
+    listed_requests: u32,
+    listed_seats: u32,
     /// None: no user and no example seen.
     details: Option<Arc<Details>>,
 }
 
 impl FlowSums {
     fn pressure(&self) -> f64 {
-        flow_pressure(self.waiting_requests, self.executing_seats)
+        flow_pressure(
+            f64::from(self.waiting_requests),
+            f64::from(self.executing_seats),
+        )
     }
 
     fn add(&mut self, sample: &FlowSample, held: &mut Holdings) {
-        self.waiting_requests += sample.waiting_requests as f64;
-        self.executing_seats += sample.executing_seats as f64;
+        let add = |sum: &mut u32, n: u64| {
+            *sum = sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        };
+        add(&mut self.waiting_requests, sample.waiting_requests);
+        add(&mut self.executing_seats, sample.executing_seats);
+        add(&mut self.listed_requests, sample.listed_requests);
+        add(&mut self.listed_seats, sample.listed_seats);
         let none = Details::default();
         let details = self.details.as_deref().unwrap_or(&none);
         if !details.lacks_any_of(sample) {
@@ -358,13 +386,21 @@ impl FlowWindow {
     ) -> BTreeMap<String, Vec<FlowReport>> {
         let inside: Vec<&Slice> = self.inside(now, window).collect();
         let dumps = f64::from(inside.iter().map(|s| s.dumps).sum::<u32>().max(1));
-        let mut sums: HashMap<&FlowKey, (f64, f64)> = HashMap::new();
+        let mut sums: HashMap<&FlowKey, Totals> = HashMap::new();
         for slice in &inside {
             for (key, s) in slice.flows.iter() {
                 let sum = sums.entry(key).or_default();
-                sum.0 += s.waiting_requests;
-                sum.1 += s.executing_seats;
+                sum.waiting_requests += f64::from(s.waiting_requests);
+                sum.executing_seats += f64::from(s.executing_seats);
+                sum.listed_requests += f64::from(s.listed_requests);
+                sum.listed_seats += f64::from(s.listed_seats);
             }
+        }
+        // Each flow schema's pressure, all its flows kept: a flow's share of it estimates its share of the schema's
+        // requests.
+        let mut schema_pressure: HashMap<&Group, f64> = HashMap::new();
+        for (key, sum) in &sums {
+            *schema_pressure.entry(&*key.group).or_default() += sum.pressure();
         }
         let mut by_level: BTreeMap<&str, Vec<WindowSum<'_>>> = BTreeMap::new();
         for (key, sum) in sums {
@@ -377,8 +413,8 @@ impl FlowWindow {
             .into_iter()
             .map(|(level, mut flows)| {
                 let most_pressure = |a: &WindowSum<'_>, b: &WindowSum<'_>| {
-                    flow_pressure(b.1 .0, b.1 .1)
-                        .total_cmp(&flow_pressure(a.1 .0, a.1 .1))
+                    b.1.pressure()
+                        .total_cmp(&a.1.pressure())
                         .then_with(|| a.0.cmp(b.0))
                 };
                 if flows.len() > n && n > 0 {
@@ -388,7 +424,7 @@ impl FlowWindow {
                 flows.sort_by(most_pressure);
                 let top = flows
                     .into_iter()
-                    .map(|(key, (waiting, seats))| {
+                    .map(|(key, totals)| {
                         let mut users: Vec<String> = Vec::new();
                         let mut example_request = None;
                         let details = inside
@@ -407,8 +443,15 @@ impl FlowWindow {
                         FlowReport {
                             flow_schema: key.group.flow_schema.to_string(),
                             flow: key.flow.to_string(),
-                            waiting_requests: waiting / dumps,
-                            executing_seats: seats / dumps,
+                            waiting_requests: totals.waiting_requests / dumps,
+                            executing_seats: totals.executing_seats / dumps,
+                            seats_per_request: (totals.listed_requests > 0.0)
+                                .then(|| totals.listed_seats / totals.listed_requests),
+                            schema_share: schema_pressure
+                                .get(&*key.group)
+                                .filter(|p| **p > 0.0)
+                                .map(|p| totals.pressure() / p),
+                            advice: None,
                             users,
                             example_request,
                         }
@@ -449,6 +492,8 @@ mod tests {
             executing_seats: 0,
             users: vec![name.into()],
             example_request: Some("list pods".into()),
+            listed_requests: waiting,
+            listed_seats: waiting,
         }
     }
 

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use apf::model::{Histogram, LevelSnapshot, ReplicaSnapshot};
+use apf::model::{FlowSchemaTotals, Histogram, LevelSnapshot, ReplicaSnapshot};
 
 use super::flows::{self, FlowWindow};
 use super::FlowReport;
@@ -28,7 +28,12 @@ pub struct WindowPoint {
     levels: Box<[(Arc<str>, LevelSample)]>,
     /// Cumulative rejections by (priority level, flow schema, reason), in key order.
     flow_schema_rejected_total: Box<[(RejectionKey, f64)]>,
+    /// Dispatches and what requests cost by (priority level, flow schema), in key order.
+    flow_schemas: Box<[(SchemaKey, FlowSchemaTotals)]>,
 }
+
+/// (priority level, flow schema)
+type SchemaKey = (Arc<str>, Arc<str>);
 
 /// (priority level, flow schema, reason)
 type RejectionKey = (Arc<str>, Arc<str>, Arc<str>);
@@ -40,6 +45,8 @@ pub struct LevelSample {
     pub executing_seats: Option<f64>,
     pub demand_seats_high_watermark: Option<f64>,
     pub no_accommodation_total: Option<f64>,
+    /// Flows with requests in `dump_requests`, when it was read.
+    pub active_flows: Option<u32>,
     /// Cumulative rejections by reason, in reason order.
     rejected_total: Box<[(Arc<str>, f64)]>,
     wait_seconds: Option<Counts>,
@@ -105,6 +112,7 @@ impl LevelSample {
             executing_seats: level.executing_seats,
             demand_seats_high_watermark: level.demand_seats_high_watermark,
             no_accommodation_total: level.no_accommodation_total,
+            active_flows: level.active_flows,
             rejected_total: level
                 .rejected_total
                 .iter()
@@ -189,11 +197,51 @@ impl WindowPoint {
                 (key, *v)
             })
             .collect();
+        let flow_schemas = snapshot
+            .flow_schemas
+            .iter()
+            .map(|((level, schema), totals)| {
+                let earlier = before.and_then(|b| {
+                    let i = b
+                        .flow_schemas
+                        .binary_search_by(|((l, s), _)| {
+                            (&**l, &**s).cmp(&(level.as_str(), schema.as_str()))
+                        })
+                        .ok()?;
+                    Some(&b.flow_schemas[i].0)
+                });
+                let key = match earlier {
+                    Some(key) => key.clone(),
+                    None => (level.as_str().into(), schema.as_str().into()),
+                };
+                (key, totals.clone())
+            })
+            .collect();
         WindowPoint {
             at,
             levels,
             flow_schema_rejected_total,
+            flow_schemas,
         }
+    }
+
+    /// Dispatches and costs of (priority level, flow schema) at this scrape.
+    pub fn flow_schema(&self, level: &str, schema: &str) -> Option<&FlowSchemaTotals> {
+        self.flow_schemas
+            .binary_search_by(|((l, s), _)| (&**l, &**s).cmp(&(level, schema)))
+            .ok()
+            .map(|i| &self.flow_schemas[i].1)
+    }
+
+    /// The flow schemas of `level` at this scrape.
+    pub fn flow_schemas_of<'a>(
+        &'a self,
+        level: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a FlowSchemaTotals)> + 'a {
+        self.flow_schemas
+            .iter()
+            .filter(move |((l, _), _)| **l == *level)
+            .map(|((_, s), t)| (&**s, t))
     }
 
     fn level_index(&self, name: &str) -> Result<usize, usize> {

@@ -1,5 +1,6 @@
 //! Headroom, rates, trends and the flows behind the pressure: pure functions over a replica's snapshots in the
 //! sliding window. Nothing here does I/O or reads a clock: times come in as seconds.
+mod advice;
 mod audit;
 mod flows;
 mod history;
@@ -10,6 +11,7 @@ pub mod round;
 mod settings;
 mod status;
 
+pub use advice::{advise, sort_worst_first, ClientAdvice, SchemaCost};
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
@@ -38,6 +40,10 @@ pub struct StatusReport {
     /// Who got the 429s: per cluster, the audited requests of the window (absent without audit events).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub audit: Vec<AuditReport>,
+    /// How fast each client may go: per replica, its top flows and the users audit events name, worst first
+    /// (observed over sustainable). Filled by [`advise`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<ClientAdvice>,
 }
 
 /// One alert as `/api/v1/status` shows it.
@@ -191,6 +197,12 @@ pub struct LevelReport {
     /// The worst alert rule holding on the level (filled in by the rules; `ok` until then).
     pub status: LevelStatus,
     pub top_flows: Vec<FlowReport>,
+    /// What each flow schema's requests cost over the window (rate advice). Not in the JSON.
+    #[serde(skip)]
+    pub flow_schema_costs: BTreeMap<String, SchemaCost>,
+    /// The most flows with requests in any dump of the window: fair queuing's divisor. Not in the JSON.
+    #[serde(skip)]
+    pub peak_active_flows: Option<u32>,
     /// Headroom in seats at each scrape of the window, as (seconds before the report, seats): the status page's
     /// trend line. Not in the JSON: the metrics' history is Prometheus' job.
     #[serde(skip)]
@@ -225,6 +237,16 @@ pub struct FlowReport {
     pub users: Vec<String>,
     /// e.g. `list pods`.
     pub example_request: Option<String>,
+    /// Seats per request of the flow's requests listed in the window's dumps (waiting, and executing from 1.28).
+    #[serde(skip)]
+    pub seats_per_request: Option<f64>,
+    /// The flow's share of its flow schema's pressure over the window: its share of the schema's requests, as far
+    /// as the dumps tell.
+    #[serde(skip)]
+    pub schema_share: Option<f64>,
+    /// How fast the client behind the flow may go (rate advice), when what it needs is known.
+    #[serde(skip)]
+    pub advice: Option<ClientAdvice>,
 }
 
 /// The share of the window the samples of a trend must span before its time to exhaustion is published. Samples
@@ -301,6 +323,7 @@ impl Analysis {
             };
             if name != EXEMPT {
                 lr.top_flows = flows.get(name.as_str()).cloned().unwrap_or_default();
+                lr.peak_active_flows = advice::peak_active_flows(&inside, name);
             }
             report.levels.push(lr);
         }
@@ -320,6 +343,17 @@ impl Analysis {
                 ));
             }
         }
+        for level in &mut report.levels {
+            if level.priority_level != EXEMPT {
+                level.flow_schema_costs = advice::schema_costs(
+                    &points,
+                    span,
+                    &level.priority_level,
+                    &report.flow_schema_rejected_per_second,
+                );
+            }
+        }
+        advice::advise_flows(&mut report);
         report
     }
 
@@ -453,6 +487,8 @@ impl Analysis {
             seconds_to_exhaustion,
             status: LevelStatus::Ok,
             top_flows: Vec::new(),
+            flow_schema_costs: BTreeMap::new(),
+            peak_active_flows: None,
             headroom_trend,
         }
     }
@@ -792,6 +828,8 @@ mod tests {
             executing_seats: seats,
             users: vec![name.into()],
             example_request: Some("list pods".into()),
+            listed_requests: waiting,
+            listed_seats: waiting + seats,
         };
         let with = |flows: Vec<FlowSample>| {
             let mut s = snap(vec![("workload-low", level(100.0, 90.0, 10.0, &[]))]);

@@ -38,6 +38,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     if args.file.is_none() && !config.audit.files.is_empty() {
         report.audit = audit_of_window(&config, &report, &analysis);
     }
+    crate::analyze::advise(&mut report);
     apply_rules(&mut report, &rules);
     if args.file.is_none() && !config.targets.prometheus.is_empty() {
         // A fleet: the worst replica first, whatever cluster it is in.

@@ -358,6 +358,7 @@ mod tests {
             alerts: Vec::new(),
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         }
     }
 

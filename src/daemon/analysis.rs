@@ -466,7 +466,7 @@ impl AnalysisStage {
                 ..Default::default()
             })
         });
-        let report = StatusReport {
+        let mut report = StatusReport {
             apiservers: self
                 .replicas
                 .values()
@@ -476,7 +476,9 @@ impl AnalysisStage {
             alerts: Vec::new(),
             config_findings: self.review(),
             audit,
+            clients: Vec::new(),
         };
+        crate::analyze::advise(&mut report);
         self.report.send_replace(Arc::new(report));
     }
 

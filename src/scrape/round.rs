@@ -116,9 +116,9 @@ pub async fn scrape_replica(target: &Target, plan: &ScrapePlan) -> ReplicaScrape
     results.extend(fold(Endpoint::DumpPriorityLevels, levels));
     results.extend(fold(Endpoint::DumpQueues, queues));
     if let Some((took, fetched)) = requests {
-        let folded = fetched.map(|(flows, invalid)| {
+        let folded = fetched.map(|((flows, active), invalid)| {
             if let Some(s) = snapshot.as_mut() {
-                s.flows = Some(flows);
+                model::apply_flows(s, flows, &active);
             }
             invalid
         });
@@ -183,20 +183,30 @@ impl super::BodySink for FlowsFold {
     }
 }
 
-/// The flows of `dump_requests` (those the plan keeps) and its invalid rows.
+/// The flows of `dump_requests` (those the plan keeps) with each level's count of them all, and its invalid rows.
 async fn fetch_flows(
     target: &Target,
     path: &str,
     plan: &ScrapePlan,
-) -> Result<(Vec<model::FlowSample>, u64), ScrapeError> {
+) -> Result<(DumpFlows, u64), ScrapeError> {
     let mut fold = FlowsFold::default();
     fetch(target, path, plan.max_body_bytes, &mut fold).await?;
     let FlowsFold { reader, mut flows } = fold;
     let stats = reader
         .finish(|row| flows.add(&row))
         .map_err(|e| ScrapeError::Parse(e.to_string()))?;
-    Ok((flows.finish(plan.flows_per_schema), stats.invalid_rows))
+    let active = flows.active_flows();
+    Ok((
+        (flows.finish(plan.flows_per_schema), active),
+        stats.invalid_rows,
+    ))
 }
+
+/// The flows kept of a dump, and the flows each level had in it.
+type DumpFlows = (
+    Vec<model::FlowSample>,
+    std::collections::BTreeMap<String, u32>,
+);
 
 /// Bytes of `/metrics` parsed in place, by the task that read them, while the data is still in its core's cache and
 /// with no hand-over between tasks: the 1.34 capture in protobuf (0.58 MB), what a replica serves by default. Past

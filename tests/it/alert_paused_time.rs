@@ -38,6 +38,7 @@ fn report(free: f64) -> StatusReport {
         alerts: vec![],
         config_findings: None,
         audit: Vec::new(),
+        clients: Vec::new(),
     }
 }
 

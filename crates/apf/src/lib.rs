@@ -13,6 +13,7 @@
 //! - [`defaults`]: the default PriorityLevelConfigurations and FlowSchemas of each Kubernetes version;
 //! - [`matching`]: which FlowSchema, priority level and flow a request gets;
 //! - [`plan`]: what a change to the shares does to every level's seats;
+//! - [`advice`]: the seats a flow can count on, the rate they sustain, and the flags that set it;
 //! - [`share_move`]: how many shares to move to a level short of seats, and from which levels;
 //! - [`review`]: what is wrong with a cluster's FlowSchemas and PriorityLevelConfigurations;
 //! - [`audit`]: who got the 429s: audited requests classified and counted per user and per flow;
@@ -109,6 +110,7 @@
 //! assert_eq!(found.flow_distinguisher, user);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+pub mod advice;
 pub mod audit;
 pub mod defaults;
 pub mod endpoints;

@@ -155,6 +155,7 @@ pub(crate) mod tests {
                 vec![user.into()]
             },
             example_request: (!example.is_empty()).then(|| example.to_string()),
+            ..Default::default()
         }
     }
 

@@ -498,6 +498,7 @@ mod tests {
             alerts: vec![],
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         }
     }
 
@@ -690,6 +691,7 @@ mod tests {
             executing_seats: 300.0,
             users: vec!["system:serviceaccount:ci:runner".into()],
             example_request: Some("list pods".into()),
+            ..Default::default()
         }];
         let rep = report(vec![l, level("exempt", 600.0, 600.0, 0.0)]);
         let c = r.evaluate(&rep, |_| false);

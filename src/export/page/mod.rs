@@ -255,6 +255,7 @@ mod tests {
             }],
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         };
         let h = render(&report);
         assert!(h.contains("&lt;script&gt;x&lt;/script&gt;"), "{h}");
@@ -322,6 +323,7 @@ mod tests {
             alerts: Vec::new(),
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         };
         let h = render(&report);
         let at = |needle: &str| h.find(needle).unwrap_or_else(|| panic!("{needle}: {h}"));
@@ -356,6 +358,7 @@ mod tests {
             alerts: Vec::new(),
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         };
         let h = render(&report);
         assert!(
@@ -438,6 +441,7 @@ mod tests {
             alerts,
             config_findings: None,
             audit: Vec::new(),
+            clients: Vec::new(),
         });
         assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");
         assert!(h.contains("APFHeadroomLow on a"), "{h}");

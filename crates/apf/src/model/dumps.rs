@@ -52,7 +52,21 @@ pub fn apply_requests_dump(snap: &mut ReplicaSnapshot, dump: &Dump<RequestRow<'_
     for row in &dump.rows {
         flows.add(row);
     }
-    snap.flows = Some(flows.finish(None));
+    let active = flows.active_flows();
+    apply_flows(snap, flows.finish(None), &active);
+}
+
+/// The flows of a `dump_requests` into the snapshot, with each level's count of active flows (0 for a level the dump
+/// lists no request of).
+pub fn apply_flows(
+    snap: &mut ReplicaSnapshot,
+    flows: Vec<FlowSample>,
+    active: &BTreeMap<String, u32>,
+) {
+    for (name, level) in snap.levels.iter_mut() {
+        level.active_flows = Some(active.get(name).copied().unwrap_or(0));
+    }
+    snap.flows = Some(flows);
 }
 
 /// The flows of `dump_requests`, row by row as the dump is read (`parse::dump::RequestsReader`): what a scrape keeps
@@ -109,6 +123,8 @@ struct FlowGroup {
 struct FlowTally {
     waiting_requests: u64,
     executing_seats: u64,
+    listed_requests: u64,
+    listed_seats: u64,
     /// Most flows have one user, and a by-user flow schema's flow is its user: held inline, not twice.
     users: SmallVec<[FlowUser<Box<str>>; 1]>,
     /// In the builder's examples.
@@ -157,12 +173,14 @@ impl FlowsBuilder {
             Some(t) => t,
             None => group.flows.entry(flow.into()).or_default(),
         };
+        // Before 1.23 the dump has no seat columns: every request is one seat wide.
+        let seats = row
+            .initial_seats
+            .unwrap_or(1)
+            .max(row.final_seats.unwrap_or(0));
+        tally.listed_requests += 1;
+        tally.listed_seats = tally.listed_seats.saturating_add(seats);
         if row.is_executing() {
-            // Before 1.23 the dump has no seat columns: every request is one seat wide.
-            let seats = row
-                .initial_seats
-                .unwrap_or(1)
-                .max(row.final_seats.unwrap_or(0));
             tally.executing_seats = tally.executing_seats.saturating_add(seats);
         } else {
             tally.waiting_requests += 1;
@@ -185,6 +203,17 @@ impl FlowsBuilder {
                 tally.example_request = examples.get(verb, what);
             }
         }
+    }
+
+    /// Flows per priority level: every flow the dump lists has a request waiting or executing.
+    pub fn active_flows(&self) -> BTreeMap<String, u32> {
+        let mut active: BTreeMap<String, u32> = BTreeMap::new();
+        for g in &self.groups {
+            let n = u32::try_from(g.flows.len()).unwrap_or(u32::MAX);
+            let count = active.entry(g.priority_level.clone()).or_default();
+            *count = count.saturating_add(n);
+        }
+        active
     }
 
     /// The flows, ordered by priority level, flow schema and flow; with `per_schema`, only that many of each level
@@ -218,6 +247,8 @@ impl FlowsBuilder {
                     flow: flow.into(),
                     waiting_requests: t.waiting_requests,
                     executing_seats: t.executing_seats,
+                    listed_requests: t.listed_requests,
+                    listed_seats: t.listed_seats,
                 }
             }));
         }
@@ -338,6 +369,49 @@ mod tests {
             [("high", "erin", 1, 0), ("low", "bob", 0, 5)]
         );
         assert_eq!(flows(&rows, Some(5)), all);
+    }
+
+    #[test]
+    fn a_flow_counts_its_requests_and_their_seats_and_a_level_its_active_flows() {
+        let rows = [
+            row("low", "alice", 0, 3),
+            row("low", "alice", -1, 5),
+            row("low", "bob", 0, 1),
+            row("high", "erin", -1, 2),
+        ];
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        let all = flows(&rows, None);
+        let alice = all.iter().find(|f| f.flow == "alice").unwrap();
+        // A waiting request's seats count as what it will hold, an executing one's as what it holds.
+        assert_eq!((alice.listed_requests, alice.listed_seats), (2, 8));
+        let mut text = String::from(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime, \
+             InitialSeats, FinalSeats, AdditionalLatency, StartTime, UserName, Verb, APIPath, Namespace, Name, \
+             APIVersion, Resource, SubResource\n",
+        );
+        for r in &rows {
+            text.push_str(r);
+            text.push('\n');
+        }
+        let mut b = FlowsBuilder::default();
+        fold_requests(&text, |row| b.add(&row)).unwrap();
+        let active = b.active_flows();
+        assert_eq!(active.get("low"), Some(&2));
+        assert_eq!(active.get("high"), Some(&1));
+        let mut snap = ReplicaSnapshot::default();
+        snap.level_mut("low");
+        snap.level_mut("idle");
+        apply_flows(&mut snap, b.finish(None), &active);
+        assert_eq!(snap.levels["low"].active_flows, Some(2));
+        assert_eq!(
+            snap.levels["idle"].active_flows,
+            Some(0),
+            "read, and none listed"
+        );
+        assert!(
+            !snap.levels.contains_key("high"),
+            "no level made from the dump"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-use super::{Histogram, MetricGeneration, ReplicaSnapshot};
+use super::{FlowSchemaTotals, Histogram, MetricGeneration, ReplicaSnapshot};
 use crate::parse::exposition::{Sample, SampleSink};
 
 const PREFIX: &str = "apiserver_flowcontrol_";
@@ -32,6 +32,11 @@ const WANTED: &[&str] = &[
     "demand_seats_high_watermark",
     "demand_seats_average",
     "request_dispatch_no_accommodation_total",
+    // What a request of a flow schema costs: its time and its seats (rate advice). Means only: no buckets.
+    "request_execution_seconds_sum",
+    "request_execution_seconds_count",
+    "work_estimated_seats_sum",
+    "work_estimated_seats_count",
 ];
 
 /// What a LIST of a resource reads: objects stored, and their size (the work estimator's inputs).
@@ -51,9 +56,26 @@ pub fn wanted_series() -> Vec<(String, &'static [&'static str])> {
         "reason",
     ];
     const LEVEL_BUCKET: &[&str] = &["priority_level", "priorityLevel", "le"];
+    const LEVEL_SCHEMA: &[&str] = &[
+        "priority_level",
+        "priorityLevel",
+        "flow_schema",
+        "flowSchema",
+    ];
+    const LEVEL_SCHEMA_TYPE: &[&str] = &[
+        "priority_level",
+        "priorityLevel",
+        "flow_schema",
+        "flowSchema",
+        "type",
+    ];
     let apf = WANTED.iter().map(|f| {
         let labels = match *f {
             "rejected_requests_total" => LEVEL_SCHEMA_REASON,
+            "dispatched_requests_total"
+            | "work_estimated_seats_sum"
+            | "work_estimated_seats_count" => LEVEL_SCHEMA,
+            f if f.starts_with("request_execution_seconds_") => LEVEL_SCHEMA_TYPE,
             f if f.ends_with("_bucket") => LEVEL_BUCKET,
             _ => LEVEL,
         };
@@ -133,6 +155,8 @@ pub struct SnapshotBuilder {
     dispatched: PerLevel,
     seen_levels: std::collections::BTreeSet<String>,
     rejected: BTreeMap<(String, String, String), f64>,
+    /// By priority level, then flow schema.
+    schemas: BTreeMap<String, BTreeMap<String, FlowSchemaTotals>>,
     wait: BTreeMap<String, Histogram>,
     seat_utilization: BTreeMap<String, Histogram>,
     demand_high_watermark: PerLevel,
@@ -273,7 +297,25 @@ impl SnapshotBuilder {
             snap.flow_schema_rejected_total
                 .insert((pl, fs, reason), value);
         }
+        snap.flow_schemas = self
+            .schemas
+            .into_iter()
+            .flat_map(|(pl, schemas)| {
+                schemas
+                    .into_iter()
+                    .map(move |(fs, t)| ((pl.clone(), fs), t))
+            })
+            .collect();
         snap
+    }
+
+    /// The totals of the sample's level and flow schema; `None` (counted as unlabelled) without a flow schema.
+    fn schema_totals(&mut self, pl: &str, s: &Sample<'_>) -> Option<&mut FlowSchemaTotals> {
+        let Some(fs) = Self::flow_schema(s) else {
+            self.unlabelled_samples += 1;
+            return None;
+        };
+        entry(entry(&mut self.schemas, pl)?, fs)
     }
 }
 
@@ -323,7 +365,36 @@ impl SampleSink for SnapshotBuilder {
             "current_executing_requests" => &mut self.executing_requests,
             "current_inqueue_requests" => &mut self.inqueue_requests,
             "current_inqueue_seats" => &mut self.inqueue_seats,
-            "dispatched_requests_total" => &mut self.dispatched,
+            "dispatched_requests_total" => {
+                if let Some(t) = self.schema_totals(pl, s) {
+                    *t.dispatched_total.get_or_insert(0.0) += value;
+                }
+                &mut self.dispatched
+            }
+            "request_execution_seconds_sum"
+            | "request_execution_seconds_count"
+            | "work_estimated_seats_sum"
+            | "work_estimated_seats_count" => {
+                // A WATCH's execution is its initialization (k8s.io/apiserver `pkg/server/filters/priority-and-fairness.go`):
+                // not what a request of the flow holds its seats for.
+                if s.label("type").is_some_and(|t| t == "watch") {
+                    return;
+                }
+                let Some(t) = self.schema_totals(pl, s) else {
+                    return;
+                };
+                let pair = if family.starts_with("work_") {
+                    t.estimated_seats.get_or_insert((0.0, 0.0))
+                } else {
+                    t.execution_seconds.get_or_insert((0.0, 0.0))
+                };
+                if family.ends_with("_sum") {
+                    pair.0 += value;
+                } else {
+                    pair.1 += value;
+                }
+                return;
+            }
             "rejected_requests_total" => {
                 let (Some(fs), Some(reason)) = (Self::flow_schema(s), s.label("reason")) else {
                     self.unlabelled_samples += 1;
@@ -436,6 +507,37 @@ mod tests {
             Some(vec![(1.0, 7.0)])
         );
         assert_eq!(duplicates, 2);
+    }
+
+    #[test]
+    fn a_flow_schema_totals_its_dispatches_and_what_its_requests_cost_but_not_watches() {
+        let (snap, _) = snapshot(
+            "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"sa\",priority_level=\"low\"} 40\n\
+             apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"other\",priority_level=\"low\"} 2\n\
+             apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"sa\",priority_level=\"low\",type=\"regular\"} 8\n\
+             apiserver_flowcontrol_request_execution_seconds_count{flow_schema=\"sa\",priority_level=\"low\",type=\"regular\"} 40\n\
+             apiserver_flowcontrol_request_execution_seconds_sum{flow_schema=\"sa\",priority_level=\"low\",type=\"watch\"} 900\n\
+             apiserver_flowcontrol_request_execution_seconds_count{flow_schema=\"sa\",priority_level=\"low\",type=\"watch\"} 3\n\
+             apiserver_flowcontrol_work_estimated_seats_sum{flow_schema=\"sa\",priority_level=\"low\"} 120\n\
+             apiserver_flowcontrol_work_estimated_seats_count{flow_schema=\"sa\",priority_level=\"low\"} 40\n",
+        );
+        let sa = &snap.flow_schemas[&("low".to_string(), "sa".to_string())];
+        assert_eq!(sa.dispatched_total, Some(40.0));
+        assert_eq!(sa.execution_seconds, Some((8.0, 40.0)), "WATCHes left out");
+        assert_eq!(sa.estimated_seats, Some((120.0, 40.0)));
+        let other = &snap.flow_schemas[&("low".to_string(), "other".to_string())];
+        assert_eq!(
+            (other.execution_seconds, other.estimated_seats),
+            (None, None)
+        );
+        assert_eq!(snap.levels["low"].dispatched_total, Some(42.0));
+        // 1.18-1.23 have no `type`: every request counts.
+        let (snap, _) = snapshot(
+            "apiserver_flowcontrol_request_execution_seconds_sum{flowSchema=\"sa\",priorityLevel=\"low\"} 3\n\
+             apiserver_flowcontrol_request_execution_seconds_count{flowSchema=\"sa\",priorityLevel=\"low\"} 6\n",
+        );
+        let sa = &snap.flow_schemas[&("low".to_string(), "sa".to_string())];
+        assert_eq!(sa.execution_seconds, Some((3.0, 6.0)));
     }
 
     #[test]

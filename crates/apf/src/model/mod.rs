@@ -10,8 +10,8 @@ mod prometheus;
 
 pub use crate::{PriorityLevelConfig, EXEMPT};
 pub use dumps::{
-    apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowUser, FlowsBuilder,
-    USERS_PER_FLOW,
+    apply_flows, apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowUser,
+    FlowsBuilder, USERS_PER_FLOW,
 };
 pub use metrics::{
     is_wanted_sample, limit_families, wanted_families, wanted_series, SnapshotBuilder,
@@ -83,6 +83,10 @@ pub struct FlowSample {
     pub waiting_requests: u64,
     /// Seats held by executing requests (listed from 1.28 only).
     pub executing_seats: u64,
+    /// Requests of this flow the dump lists (waiting, and executing from 1.28), and the seats they hold or will hold
+    /// (`max(InitialSeats, FinalSeats)`, 1 each before 1.23): what one request of the flow costs.
+    pub listed_requests: u64,
+    pub listed_seats: u64,
     /// Users seen in this flow (with request details), a few at most.
     pub users: Vec<String>,
     /// Verb and resource of the first request seen, e.g. `list pods` (with request details).
@@ -127,6 +131,22 @@ pub struct LevelSnapshot {
     pub queues: Option<QueueSummary>,
     /// From the PriorityLevelConfiguration object: queues, queueLengthLimit.
     pub config: Option<PriorityLevelConfig>,
+    /// Flows with a request waiting or executing in `dump_requests` (executing listed from 1.28): the flows fair
+    /// queuing shares the level's seats among. `None` when the dump was not read.
+    pub active_flows: Option<u32>,
+}
+
+/// What the requests of one flow schema on one priority level cost and how many started, cumulative since the
+/// replica started; summed over the series' other labels.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowSchemaTotals {
+    /// `dispatched_requests_total`.
+    pub dispatched_total: Option<f64>,
+    /// `request_execution_seconds` of requests other than WATCHes (`type="regular"` from 1.24; a WATCH's
+    /// execution is its initialization only): (sum, count).
+    pub execution_seconds: Option<(f64, f64)>,
+    /// `work_estimated_seats` (1.24+): the seats each request was estimated to need, (sum, count).
+    pub estimated_seats: Option<(f64, f64)>,
 }
 
 impl LevelSnapshot {
@@ -145,6 +165,8 @@ pub struct ReplicaSnapshot {
     pub levels: BTreeMap<String, LevelSnapshot>,
     /// Cumulative rejections by (priority level, flow schema, reason).
     pub flow_schema_rejected_total: BTreeMap<(String, String, String), f64>,
+    /// Dispatches and what requests cost, by (priority level, flow schema).
+    pub flow_schemas: BTreeMap<(String, String), FlowSchemaTotals>,
     /// Flows from `dump_requests`, when that dump was read this scrape.
     pub flows: Option<Vec<FlowSample>>,
     /// Series of `/metrics` that appeared more than once; each counted once, with its last value.

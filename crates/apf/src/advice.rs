@@ -1,0 +1,339 @@
+//! How fast a client may go: the seats its flow can count on in a contended priority level, what one of its
+//! requests costs, and by Little's law the rate that share sustains; then that rate in the client's own terms.
+//!
+//! Fair queuing shares a busy level's seats equally among the queues that want them (k8s.io/apiserver
+//! `pkg/util/flowcontrol/fairqueuing/queueset/queueset.go`: each dispatch goes to the queue whose virtual finish time
+//! is earliest, and virtual time advances by the seats in use divided by the active queues), so with `k` flows
+//! contending each can count on `limit / k` seats; a flow alone may use the whole limit, and from 1.26 what the
+//! level borrows. A request holds its seats for its execution time; requests in flight = rate × seconds each, seats
+//! in use = requests in flight × seats each (Little's law).
+
+/// The recommended QPS is this share of the sustainable rate: room for Poisson-like arrivals and for the other
+/// flows' bursts, so that a client run at it finds a seat without waiting in its queue. Never above the sustainable
+/// rate.
+pub const QPS_MARGIN: f64 = 0.8;
+
+/// The seats one flow can count on while `active_flows` flows contend for `limit_seats`.
+pub fn fair_share_seats(limit_seats: f64, active_flows: u32) -> f64 {
+    limit_seats / f64::from(active_flows.max(1))
+}
+
+/// Requests per second a share of `share_seats` sustains when each request holds `seats_per_request` seats for
+/// `seconds_per_request`; `None` when a cost is not a positive number.
+pub fn sustainable_requests_per_second(
+    share_seats: f64,
+    seats_per_request: f64,
+    seconds_per_request: f64,
+) -> Option<f64> {
+    let cost = seats_per_request * seconds_per_request;
+    (cost.is_finite() && cost > 0.0 && share_seats.is_finite() && share_seats >= 0.0)
+        .then(|| share_seats / cost)
+}
+
+/// What a client should be set to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recommendation {
+    /// [`QPS_MARGIN`] of the sustainable rate, rounded down to two significant figures (at most 2 decimals).
+    pub qps: f64,
+    /// The requests the share runs at once: a burst larger than that waits in the flow's queue.
+    pub burst: u32,
+    /// Requests in flight the share holds: `share / seats per request`, rounded down, at least 1 (a concurrency for
+    /// clients that set one instead of a rate: controller-runtime's `MaxConcurrentReconciles`, Crossplane's
+    /// `--max-concurrent-reconciles`).
+    pub concurrency: u32,
+}
+
+pub fn recommend(share_seats: f64, seats_per_request: f64, sustainable: f64) -> Recommendation {
+    let concurrency = if seats_per_request > 0.0 && share_seats.is_finite() {
+        // Bounded before the conversion.
+        (share_seats / seats_per_request).floor().clamp(1.0, 1e6) as u32
+    } else {
+        1
+    };
+    Recommendation {
+        qps: round_down(sustainable * QPS_MARGIN),
+        burst: concurrency,
+        concurrency,
+    }
+}
+
+/// Down to two significant figures (163.4 -> 160, 8.37 -> 8.3, 0.456 -> 0.45): a figure a person types into a
+/// flag, never above the rate it rounds (client-go reads a QPS of 0 as its default of 5: a positive rate stays
+/// positive).
+fn round_down(rate: f64) -> f64 {
+    if !rate.is_finite() || rate <= 0.0 {
+        return 0.0;
+    }
+    let magnitude = 10f64.powf(rate.log10().floor() - 1.0);
+    (rate / magnitude).floor() * magnitude
+}
+
+/// The kind of client behind a flow, by its user agent (client-go's default is `BINARY/VERSION (OS/ARCH)
+/// kubernetes/COMMIT`, k8s.io/client-go `rest/config.go` `DefaultKubernetesUserAgent`) and user name: which flags
+/// set its rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientKind {
+    Kubectl,
+    /// A Crossplane provider or Crossplane itself.
+    Crossplane,
+    /// kube-controller-manager, kube-scheduler and the other components with `--kube-api-qps`.
+    KubeComponent(String),
+    /// Anything else built on client-go (controllers, operators, agents).
+    ClientGo,
+}
+
+impl ClientKind {
+    pub fn of(user: &str, user_agent: Option<&str>) -> Self {
+        let agent = user_agent.unwrap_or("").to_ascii_lowercase();
+        let binary = agent.split(['/', ' ']).next().unwrap_or("");
+        let user = user.to_ascii_lowercase();
+        if binary == "kubectl" || binary.starts_with("kubectl-") {
+            ClientKind::Kubectl
+        } else if agent.contains("crossplane")
+            || binary.starts_with("provider-")
+            || user.starts_with("system:serviceaccount:crossplane-system:")
+        {
+            ClientKind::Crossplane
+        } else if matches!(
+            binary,
+            "kube-controller-manager" | "kube-scheduler" | "cloud-controller-manager"
+        ) {
+            ClientKind::KubeComponent(binary.to_string())
+        } else {
+            ClientKind::ClientGo
+        }
+    }
+}
+
+/// Crossplane providers before `--max-concurrent-reconciles` made about this many API calls per reconcile when they
+/// change something (crossplane/crossplane `design/one-pager-rate-limiting.md`: one when in sync, two otherwise):
+/// the assumption a `--max-reconcile-rate` is derived with, said in the advice.
+pub const CROSSPLANE_CALLS_PER_RECONCILE: f64 = 2.0;
+
+/// What one flow is told, in its client's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientTerms<'a> {
+    pub kind: ClientKind,
+    /// Who the sentence names: the user, else the flow.
+    pub name: &'a str,
+    pub replica: &'a str,
+    pub priority_level: &'a str,
+    pub limit_seats: f64,
+    pub active_flows: u32,
+    pub share_seats: f64,
+    pub seats_per_request: f64,
+    pub seconds_per_request: f64,
+    pub sustainable: f64,
+    pub observed: Option<f64>,
+    pub recommendation: Recommendation,
+    /// The flow's requests are LISTs (its example request is one).
+    pub lists: bool,
+    /// kube-apiserver's minor version: what a LIST page costs.
+    pub minor: Option<u32>,
+}
+
+/// The flag that sets a client's rate, as a remediation's last words say it: `--kube-api-qps=160`.
+pub fn rate_flag(kind: &ClientKind, r: &Recommendation) -> String {
+    match kind {
+        ClientKind::Kubectl => format!(
+            "at most {} kubectl request{} at once",
+            r.concurrency,
+            plural(r.concurrency)
+        ),
+        ClientKind::Crossplane => format!("--max-concurrent-reconciles={}", r.concurrency),
+        ClientKind::KubeComponent(_) | ClientKind::ClientGo => format!(
+            "--kube-api-qps={} --kube-api-burst={}",
+            number(r.qps),
+            r.burst
+        ),
+    }
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A rate as a flag takes it: `160`, `8.3`, `0.45`, `0.0088`.
+pub fn number(x: f64) -> String {
+    // Rates rounded to two figures: four decimals show them down to 0.01, six below.
+    let s = if x.abs() >= 0.01 {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.6}")
+    };
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The advice: what the share is, what a request costs, what it sustains, how it compares with what the client
+/// sends, and the flag to set; per replica, said so.
+pub fn sentence(t: &ClientTerms<'_>) -> String {
+    let r = &t.recommendation;
+    let share = if t.active_flows <= 1 {
+        format!(
+            "alone in {} on {}, its flow may use all {:.0} seats (and seats the level borrows), but counts on \
+             none of them once another flow contends",
+            t.priority_level, t.replica, t.limit_seats
+        )
+    } else {
+        format!(
+            "its flow can count on {:.1} of {}'s {:.0} seats on {} while {} flows contend",
+            t.share_seats, t.priority_level, t.limit_seats, t.replica, t.active_flows
+        )
+    };
+    let cost = format!(
+        "each request holds {} seat{} for {:.3} s, so the share sustains {} requests/s",
+        number(t.seats_per_request),
+        if (t.seats_per_request - 1.0).abs() < 1e-9 {
+            ""
+        } else {
+            "s"
+        },
+        t.seconds_per_request,
+        number(t.sustainable)
+    );
+    let sends = match t.observed {
+        Some(o) if t.sustainable > 0.0 => format!(
+            "; it sends {} requests/s ({:.1}x)",
+            number(o),
+            o / t.sustainable
+        ),
+        Some(o) => format!("; it sends {} requests/s", number(o)),
+        None => String::new(),
+    };
+    let set = match &t.kind {
+        ClientKind::Kubectl if t.lists && t.seats_per_request > 1.0 => {
+            let page = match t.minor {
+                Some(m) if m >= 34 => "a page small enough to stay under 100 kB".to_string(),
+                _ => "pages of 100 objects, 1 seat each".to_string(),
+            };
+            format!(
+                "kubectl: list with --chunk-size=100 ({page}) and run at most {} at once",
+                r.concurrency
+            )
+        }
+        ClientKind::Kubectl => format!(
+            "kubectl sets no rate flag: run at most {} kubectl request{} at once against this replica",
+            r.concurrency,
+            plural(r.concurrency)
+        ),
+        ClientKind::Crossplane => format!(
+            "Crossplane: set --max-concurrent-reconciles={} (providers before it: --max-reconcile-rate={}, assuming \
+             {} API calls per reconcile)",
+            r.concurrency,
+            number(round_down(r.qps / CROSSPLANE_CALLS_PER_RECONCILE)),
+            CROSSPLANE_CALLS_PER_RECONCILE
+        ),
+        ClientKind::KubeComponent(binary) => format!(
+            "{binary}: set --kube-api-qps={} --kube-api-burst={}",
+            number(r.qps),
+            r.burst
+        ),
+        ClientKind::ClientGo => format!(
+            "client-go: set QPS={} and Burst={} (--kube-api-qps/--kube-api-burst in most controllers; \
+             controller-runtime: also MaxConcurrentReconciles at most {})",
+            number(r.qps),
+            r.burst,
+            r.concurrency
+        ),
+    };
+    format!(
+        "{}: {share}; {cost}{sends}. {set}. Per replica: a client-go process sends all its requests over one \
+         HTTP/2 connection to one replica; processes of this flow on one replica share this, on others each gets its own.",
+        t.name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_sustains_its_seats_over_what_a_request_holds() {
+        // workload-low's 245 seats among 10 flows; 1 seat for 0.1 s each.
+        let share = fair_share_seats(245.0, 10);
+        assert_eq!(share, 24.5);
+        let s = sustainable_requests_per_second(share, 1.0, 0.1).unwrap();
+        assert!((s - 245.0).abs() < 1e-9);
+        // A LIST of 10 seats for 2 s: 24.5 / 20.
+        let s = sustainable_requests_per_second(share, 10.0, 2.0).unwrap();
+        assert!((s - 1.225).abs() < 1e-9);
+        assert_eq!(sustainable_requests_per_second(share, 1.0, 0.0), None);
+        assert_eq!(fair_share_seats(245.0, 0), 245.0, "a flow alone");
+    }
+
+    #[test]
+    fn the_recommendation_stays_under_the_sustainable_rate() {
+        let r = recommend(24.5, 1.0, 245.0);
+        assert_eq!(r.qps, 190.0, "0.8 x 245 = 196, two figures, down");
+        assert_eq!((r.concurrency, r.burst), (24, 24));
+        let r = recommend(24.5, 10.0, 1.225);
+        assert_eq!(r.qps, 0.98);
+        assert_eq!(r.concurrency, 2);
+        // A share smaller than one request: one at a time.
+        assert_eq!(recommend(0.5, 10.0, 0.05).concurrency, 1);
+        for rate in [0.0004, 0.011, 0.3, 1.0, 8.37, 10.4, 163.4, 1234.5, 99.99] {
+            let q = recommend(10.0, 1.0, rate).qps;
+            assert!(q <= rate * QPS_MARGIN + 1e-12 && q > 0.0, "{rate}: {q}");
+        }
+        assert_eq!(number(8.3), "8.3");
+        assert_eq!(number(160.0), "160");
+    }
+
+    #[test]
+    fn clients_are_told_by_their_user_agent() {
+        let kind = |u: &str, a: &str| ClientKind::of(u, Some(a));
+        assert_eq!(
+            kind("admin", "kubectl/v1.33.1 (linux/amd64) kubernetes/8adc0f0"),
+            ClientKind::Kubectl
+        );
+        assert_eq!(
+            kind(
+                "system:serviceaccount:crossplane-system:provider-aws-ec2-a1b2",
+                "provider-aws-ec2/v1.16.0"
+            ),
+            ClientKind::Crossplane
+        );
+        assert_eq!(
+            kind(
+                "system:kube-controller-manager",
+                "kube-controller-manager/v1.33.1 (linux/amd64) kubernetes/8adc0f0/leader-election"
+            ),
+            ClientKind::KubeComponent("kube-controller-manager".into())
+        );
+        assert_eq!(
+            ClientKind::of("system:serviceaccount:monitoring:agent", None),
+            ClientKind::ClientGo
+        );
+    }
+
+    #[test]
+    fn the_sentence_names_the_share_the_cost_and_the_flag() {
+        let t = ClientTerms {
+            kind: ClientKind::Crossplane,
+            name: "provider-aws",
+            replica: "10.0.0.5:6443",
+            priority_level: "workload-low",
+            limit_seats: 245.0,
+            active_flows: 10,
+            share_seats: 24.5,
+            seats_per_request: 1.0,
+            seconds_per_request: 0.1,
+            sustainable: 245.0,
+            observed: Some(490.0),
+            recommendation: recommend(24.5, 1.0, 245.0),
+            lists: false,
+            minor: Some(33),
+        };
+        let s = sentence(&t);
+        assert!(s.starts_with("provider-aws: its flow can count on 24.5 of workload-low's 245 seats on 10.0.0.5:6443 while 10 flows contend; each request holds 1 seat for 0.100 s, so the share sustains 245 requests/s; it sends 490 requests/s (2.0x). Crossplane: set --max-concurrent-reconciles=24 (providers before it: --max-reconcile-rate=95, assuming 2 API calls per reconcile)."), "{s}");
+        assert!(s.contains("Per replica"), "{s}");
+        assert_eq!(
+            rate_flag(&ClientKind::ClientGo, &t.recommendation),
+            "--kube-api-qps=190 --kube-api-burst=24"
+        );
+    }
+}

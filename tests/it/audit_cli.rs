@@ -314,3 +314,92 @@ fn a_file_without_one_audit_event_is_refused() {
         "{text}"
     );
 }
+
+/// The groups an event records are the ones APF matched: OpenShift's Prometheus, a service account authenticated
+/// through a proxy, is recorded with only `system:authenticated` and listed under global-default (where APF put
+/// it), not under service-accounts as its name alone would say. A service account recorded with its
+/// service-account groups stays in service-accounts.
+#[test]
+fn a_service_account_recorded_with_only_system_authenticated_is_global_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = crate::common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = crate::common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+    let prometheus = "system:serviceaccount:openshift-monitoring:prometheus-k8s";
+    let agent = "system:serviceaccount:monitoring:agent";
+    let metrics = json!({"uri": "/metrics", "verb": "get", "agent": "Prometheus/2.55.1"});
+    let mut lines = Vec::new();
+    for i in 0..4u32 {
+        let at = format!("2026-11-24T10:00:{:02}.000100Z", i * 15);
+        let code = if i == 0 { 429 } else { 200 };
+        lines.push(event(
+            "ResponseComplete",
+            prometheus,
+            &["system:authenticated"],
+            &metrics,
+            code,
+            &at,
+        ));
+        lines.push(event(
+            "ResponseComplete",
+            agent,
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:monitoring",
+                "system:authenticated",
+            ],
+            &metrics,
+            200,
+            &at,
+        ));
+    }
+    let log = dir.path().join("audit.log");
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&log, text.join("\n") + "\n").unwrap();
+    let log = log.display().to_string();
+    let args = [
+        "--file",
+        log.as_str(),
+        "--objects",
+        fs.as_str(),
+        "--objects",
+        pl.as_str(),
+    ];
+
+    let out = run(&[&args[..], &["--output", "json"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let users = v["users"].as_array().unwrap();
+    let rows = |name: &str| -> Vec<&Value> { users.iter().filter(|u| u["user"] == name).collect() };
+    let p = rows(prometheus);
+    assert_eq!(p.len(), 1, "{v:#}");
+    assert_eq!(
+        (&p[0]["flow_schema"], &p[0]["priority_level"]),
+        (&json!("global-default"), &json!("global-default"))
+    );
+    assert_eq!(
+        (&p[0]["requests"], &p[0]["rejected"]),
+        (&json!(4), &json!(1))
+    );
+    let a = rows(agent);
+    assert_eq!(a.len(), 1, "{v:#}");
+    assert_eq!(
+        (&a[0]["flow_schema"], &a[0]["priority_level"]),
+        (&json!("service-accounts"), &json!("workload-low"))
+    );
+
+    // The table says so too.
+    let out = run(&args);
+    let table = String::from_utf8(out.stdout).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(prometheus))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.contains(" global-default ") && !row.contains("service-accounts"),
+        "{row}"
+    );
+}

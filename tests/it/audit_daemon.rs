@@ -9,12 +9,13 @@ use crate::common::{self, eventually, get_text, sample_value};
 use apf_monitor::values::Interval;
 use apf_sim::{Scenario, ScenarioSource};
 
-/// An Event as kube-apiserver writes it at level Metadata.
+/// An Event as kube-apiserver writes it at level Metadata, with the groups its authenticators give the user (a
+/// service account's included: the groups recorded are the ones APF matched).
 pub(crate) fn event(stage: &str, user: &str, verb: &str, resource: &str, code: u16) -> Value {
     json!({
         "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": "x", "stage": stage,
         "requestURI": format!("/api/v1/{resource}"), "verb": verb,
-        "user": {"username": user, "groups": ["system:authenticated"]},
+        "user": {"username": user, "groups": apf::matching::implied_groups(user)},
         "userAgent": format!("{}/1.0", user.rsplit(':').next().unwrap_or(user)),
         "objectRef": {"resource": resource, "apiVersion": "v1"},
         "responseStatus": {"metadata": {}, "code": code},

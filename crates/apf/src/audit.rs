@@ -587,6 +587,39 @@ mod tests {
         );
     }
 
+    /// A service account authenticated through a proxy (OpenShift's Prometheus scraping `/metrics`): its event
+    /// records only `system:authenticated`, so APF matched no service-account group and it fell to
+    /// global-default. Only an event that records no groups gets the service-account groups, and service-accounts.
+    #[test]
+    fn a_service_account_recorded_with_only_system_authenticated_is_global_default() {
+        let (fs, pl) = objects();
+        let event = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"ResponseComplete","requestURI":"/metrics","verb":"get","user":{"username":"system:serviceaccount:openshift-monitoring:prometheus-k8s","groups":["system:authenticated"]},"userAgent":"Prometheus/2.55.1","responseStatus":{"code":200}}"#;
+        let classify = |event: &str| {
+            let r = crate::parse::audit::parse_event(event.as_bytes())
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                r.target,
+                Target::NonResource {
+                    path: "/metrics".into()
+                }
+            );
+            let m = Ledger::new(Limits::default())
+                .classify(&r, &fs, &pl)
+                .unwrap();
+            (m.flow_schema, m.priority_level)
+        };
+        assert_eq!(
+            classify(event),
+            ("global-default".to_string(), "global-default".to_string())
+        );
+        let no_groups = event.replace(r#","groups":["system:authenticated"]"#, "");
+        assert_eq!(
+            classify(&no_groups),
+            ("service-accounts".to_string(), "workload-low".to_string())
+        );
+    }
+
     #[test]
     fn a_window_forgets_what_left_it_and_stays_bounded() {
         let (fs, pl) = objects();

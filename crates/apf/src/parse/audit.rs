@@ -19,8 +19,9 @@ pub const APF_QUEUE_WAIT: &str = "apiserver.latency.k8s.io/apf-queue-wait";
 struct UserInfo {
     #[serde(default)]
     username: String,
+    /// `None` when the event records no groups (`omitempty` in Go, or `null`).
     #[serde(default)]
-    groups: Vec<String>,
+    groups: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -73,7 +74,8 @@ struct Event {
 pub struct AuditedRequest {
     /// The user APF classified: the impersonated one when the request impersonated.
     pub user: String,
-    /// That user's groups, with those kube-apiserver's authenticators or impersonation add.
+    /// That user's groups as the event records them (what APF matched); [`implied_groups`] only when it records
+    /// none.
     pub groups: Vec<String>,
     /// Who authenticated, when another user was impersonated.
     pub impersonator: Option<String>,
@@ -117,15 +119,21 @@ pub enum AuditError {
     NoStage,
 }
 
-/// The groups APF sees for `user`: those the event lists plus the ones authenticators and impersonation always add.
+/// The groups APF matched `user` with: those the event records, as they are. kube-apiserver audits the user info
+/// authentication produced (`user`), and the one impersonation made (`impersonatedUser`, k8s.io/apiserver
+/// `pkg/endpoints/filters/impersonation.go` `WithImpersonation` then `audit.LogImpersonatedUser`); APF classifies
+/// with the same. A user authenticated through a proxy may have only `system:authenticated` although it is a
+/// service account: adding the service-account groups would put it in a flow schema APF did not.
+///
+/// Only an event that records no groups (a hand-trimmed log) gets what kube-apiserver would have given:
+/// [`implied_groups`]. For an impersonated user that is what `WithImpersonation` gives when no group is
+/// impersonated: a service account's `serviceaccount.MakeGroupNames(namespace)`, then `system:authenticated`
+/// (`system:unauthenticated` for `system:anonymous`).
 fn groups_of(user: &UserInfo) -> Vec<String> {
-    let mut groups = user.groups.clone();
-    for g in implied_groups(&user.username) {
-        if !groups.contains(&g) {
-            groups.push(g);
-        }
+    match &user.groups {
+        Some(groups) if !groups.is_empty() => groups.clone(),
+        _ => implied_groups(&user.username),
     }
-    groups
 }
 
 fn into_request(e: Event) -> AuditedRequest {
@@ -283,7 +291,8 @@ mod tests {
         let r = parse_event(e.as_bytes()).unwrap().unwrap();
         assert_eq!(r.user, "system:serviceaccount:ci:runner");
         assert_eq!(r.impersonator.as_deref(), Some("admin"));
-        // Impersonation adds the service-account groups; system:masters was the impersonator's, not its.
+        // It records no groups: those impersonation gives a service account; system:masters was the
+        // impersonator's, not its.
         assert_eq!(
             r.groups,
             [
@@ -296,6 +305,39 @@ mod tests {
         assert!(
             matches!(&r.target, Target::Resource { subresource: Some(s), namespace: Some(n), .. } if s == "scale" && n == "ci")
         );
+    }
+
+    /// OpenShift's Prometheus scraping kube-apiserver through a proxy: a service account whose event records only
+    /// `system:authenticated`, which is all APF matched it with.
+    const PROXIED_SA: &str = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"ResponseComplete","requestURI":"/metrics","verb":"get","user":{"username":"system:serviceaccount:openshift-monitoring:prometheus-k8s","groups":["system:authenticated"]},"userAgent":"Prometheus/2.55.1","responseStatus":{"code":200}}"#;
+
+    #[test]
+    fn the_groups_an_event_records_are_used_as_they_are() {
+        let r = parse_event(PROXIED_SA.as_bytes()).unwrap().unwrap();
+        assert_eq!(
+            r.user,
+            "system:serviceaccount:openshift-monitoring:prometheus-k8s"
+        );
+        assert_eq!(r.groups, ["system:authenticated"]);
+        // No groups recorded (the key cut out, empty, null): those kube-apiserver's authenticators give.
+        let implied = [
+            "system:serviceaccounts",
+            "system:serviceaccounts:openshift-monitoring",
+            "system:authenticated",
+        ];
+        for none in ["", r#","groups":[]"#, r#","groups":null"#] {
+            let e = PROXIED_SA.replace(r#","groups":["system:authenticated"]"#, none);
+            let r = parse_event(e.as_bytes()).unwrap().unwrap();
+            assert_eq!(r.groups, implied, "{e}");
+        }
+        // An impersonated user's recorded groups are its own, as they are.
+        let imp = PROXIED_SA.replace(
+            r#""userAgent""#,
+            r#""impersonatedUser":{"username":"system:serviceaccount:ci:runner","groups":["ci-bots","system:authenticated"]},"userAgent""#,
+        );
+        let r = parse_event(imp.as_bytes()).unwrap().unwrap();
+        assert_eq!(r.user, "system:serviceaccount:ci:runner");
+        assert_eq!(r.groups, ["ci-bots", "system:authenticated"]);
     }
 
     #[test]

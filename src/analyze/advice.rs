@@ -10,7 +10,7 @@ use super::{counter_increase, round, ApiserverReport, FlowReport, LevelReport, S
 use apf::advice::{self, ClientKind, ClientTerms};
 
 /// How fast one client may go on one replica.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct ClientAdvice {
     pub apiserver: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -49,9 +49,9 @@ pub struct ClientAdvice {
     pub flag: String,
     /// What the sentence is rebuilt from when audit events name the client.
     #[serde(skip)]
-    lists: bool,
+    pub lists: bool,
     #[serde(skip)]
-    minor: Option<u32>,
+    pub minor: Option<u32>,
 }
 
 impl ClientAdvice {
@@ -298,10 +298,11 @@ pub fn advise(report: &mut StatusReport) {
             continue;
         };
         for al in &audit.levels {
+            // An exempt level has no limit to share.
             let Some(level) = replica
                 .levels
                 .iter()
-                .find(|l| l.priority_level == al.priority_level)
+                .find(|l| l.priority_level == al.priority_level && l.limit_seats.is_some())
             else {
                 continue;
             };
@@ -381,5 +382,152 @@ pub(super) fn advise_flows(report: &mut ApiserverReport) {
         for (flow, a) in level.top_flows.iter_mut().zip(advices) {
             flow.advice = Some(a);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::analyze::{Analysis, AuditLevel, AuditReport, AuditUser, Point, ReplicaHistory};
+    use apf::model::{FlowSample, FlowSchemaTotals, LevelSnapshot, ReplicaSnapshot};
+
+    /// workload-low of 100 seats; `n` scrapes 5 s apart in which service-accounts dispatches 10 requests/s of 2 s
+    /// each (and 5 of them WATCHes nobody counts), and `flows` contend, the agent's requests 4 seats wide.
+    fn history(flows: u32) -> ReplicaHistory {
+        let mut h = ReplicaHistory::default();
+        for k in 0..=12u32 {
+            let t = f64::from(k) * 5.0;
+            let mut level = LevelSnapshot {
+                limit_seats: Some(100.0),
+                executing_seats: Some(90.0),
+                ..Default::default()
+            };
+            level.active_flows = Some(if k == 6 { flows } else { 1 });
+            let mut snap = ReplicaSnapshot::default();
+            snap.levels.insert("workload-low".into(), level);
+            snap.flow_schemas.insert(
+                ("workload-low".into(), "service-accounts".into()),
+                FlowSchemaTotals {
+                    dispatched_total: Some(10.0 * t),
+                    execution_seconds: Some((20.0 * t, 10.0 * t)),
+                    estimated_seats: Some((10.0 * t, 10.0 * t)),
+                },
+            );
+            let agent = FlowSample {
+                priority_level: "workload-low".into(),
+                flow_schema: "service-accounts".into(),
+                flow: "system:serviceaccount:monitoring:agent".into(),
+                waiting_requests: 3,
+                executing_seats: 60,
+                listed_requests: 18,
+                listed_seats: 72,
+                users: vec!["system:serviceaccount:monitoring:agent".into()],
+                example_request: Some("list pods".into()),
+            };
+            let ci = FlowSample {
+                flow: "system:serviceaccount:ci:runner".into(),
+                waiting_requests: 0,
+                executing_seats: 21,
+                listed_requests: 21,
+                listed_seats: 21,
+                users: vec!["system:serviceaccount:ci:runner".into()],
+                ..agent.clone()
+            };
+            snap.flows = Some(vec![agent, ci]);
+            h.push(Point {
+                at: t,
+                wall_time: String::new(),
+                snapshot: Arc::new(snap),
+            });
+        }
+        h
+    }
+
+    #[test]
+    fn a_flow_is_told_what_its_share_sustains_and_what_it_sends() {
+        let a = Analysis::default().analyze_replica("a", &history(4), 60.0);
+        let flows = &a.levels[0].top_flows;
+        let agent = flows[0].advice.as_ref().unwrap();
+        // The peak of the window: 4 flows contended once.
+        assert_eq!(agent.active_flows, 4);
+        assert_eq!(agent.fair_share_seats, Some(25.0));
+        // Its own rows: 72 seats for 18 requests; the flow schema's time, WATCHes left out.
+        assert_eq!(agent.seats_per_request, Some(4.0));
+        assert_eq!(agent.seconds_per_request, Some(2.0));
+        assert_eq!(agent.sustainable_requests_per_second, Some(25.0 / 8.0));
+        // 63 of the schema's 84 pressure, of its 10 requests/s.
+        let observed = agent.observed_requests_per_second.unwrap();
+        assert!((observed - 7.5).abs() < 1e-9, "{observed}");
+        assert!(agent.above_share());
+        assert_eq!(agent.recommended_qps, Some(2.5));
+        assert_eq!(agent.recommended_concurrency, 6);
+        assert!(agent.flag.contains("--kube-api-qps=2.5"), "{}", agent.flag);
+        // The other flow costs the schema's estimate: 1 seat.
+        let ci = flows[1].advice.as_ref().unwrap();
+        assert_eq!(ci.seats_per_request, Some(1.0));
+        assert!(!ci.above_share());
+    }
+
+    #[test]
+    fn audit_events_give_a_user_its_own_rate_and_name_users_no_dump_showed() {
+        let a = Analysis::default().analyze_replica("a", &history(4), 60.0);
+        let user = |name: &str, rps: f64| AuditUser {
+            user: name.into(),
+            flow_schema: "service-accounts".into(),
+            requests_per_second: rps,
+            user_agent: Some(format!("{}/1.0", name.rsplit(':').next().unwrap())),
+            ..Default::default()
+        };
+        let mut report = StatusReport {
+            apiservers: vec![a],
+            audit: vec![AuditReport {
+                classified_on: Some("a".into()),
+                levels: vec![AuditLevel {
+                    priority_level: "workload-low".into(),
+                    users: vec![
+                        user("system:serviceaccount:monitoring:agent", 12.0),
+                        user("system:serviceaccount:crossplane-system:provider-aws", 80.0),
+                    ],
+                    users_not_shown: 0,
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        advise(&mut report);
+        let names: Vec<&str> = report.clients.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "system:serviceaccount:crossplane-system:provider-aws",
+                "system:serviceaccount:monitoring:agent",
+                "system:serviceaccount:ci:runner"
+            ],
+            "worst first"
+        );
+        let aws = &report.clients[0];
+        assert_eq!(aws.flow, None, "no dump showed it");
+        assert_eq!(aws.observed_requests_per_second, Some(80.0));
+        // The schema's mean seats, the level's peak of flows.
+        assert_eq!(aws.sustainable_requests_per_second, Some(25.0 / 2.0));
+        assert!(
+            aws.advice.contains("--max-concurrent-reconciles=25"),
+            "{}",
+            aws.advice
+        );
+        let agent = &report.clients[1];
+        assert_eq!(
+            agent.observed_requests_per_second,
+            Some(12.0),
+            "the audit events' own rate"
+        );
+        assert_eq!(agent.user_agent.as_deref(), Some("agent/1.0"));
+        // The flow's advice in the report is the same one.
+        assert_eq!(
+            report.apiservers[0].levels[0].top_flows[0].advice.as_ref(),
+            Some(agent)
+        );
     }
 }

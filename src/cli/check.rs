@@ -71,7 +71,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
 
 /// Who got 429s over the last window, from the audit logs of `audit.files` (one look: the daemon follows them),
 /// classified on the FlowSchemas the first replica served.
-fn audit_of_window(
+pub(super) fn audit_of_window(
     config: &crate::config::Config,
     report: &StatusReport,
     analysis: &Analysis,
@@ -219,7 +219,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
 
 /// Every replica of every cluster the configured Prometheus sources hold, now and one window earlier: the same
 /// snapshots as a scrape gives, with rates, percentiles and trends over the window from the two.
-async fn check_prometheus(
+pub(super) async fn check_prometheus(
     config: &crate::config::Config,
     analysis: &Analysis,
 ) -> Result<StatusReport> {

@@ -3,6 +3,7 @@
 //! `live.rs` for the demo's live lines, `plan`, `match` in `matching.rs`, `audit`), `output.rs` for what they print,
 //! `table.rs` for the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review
 //! read; the work itself is the library's.
+mod advise;
 mod audit;
 mod check;
 mod demo;
@@ -68,6 +69,9 @@ pub enum Command {
     /// Who got the 429s: kube-apiserver's audit log (plain, gzipped, rotated) classified with kube-apiserver's own
     /// matching, per user and per flow, worst first.
     Audit(audit::AuditArgs),
+    /// How fast may this client go: per client (a flow on a replica; with audit events, per user), the seats its
+    /// flow can count on, what its requests cost, the rate that sustains, what it sends, and the flag to set.
+    Advise(advise::AdviseArgs),
     /// Look back: APF incidents in a Prometheus's history, replica by replica (first and last 429, flow schemas,
     /// queues, waits), and when apf-monitor's rules would have warned, replayed on the same history.
     Report(report::ReportArgs),
@@ -315,6 +319,7 @@ pub fn main() -> ExitCode {
             Command::Match(args) => (matching::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Audit(args) => (audit::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Report(args) => (report::run(args).await.map(|()| ExitCode::SUCCESS), 1),
+            Command::Advise(args) => (advise::advise(args).await, 1),
         }
     });
     match result {

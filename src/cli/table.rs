@@ -250,6 +250,26 @@ pub fn render(report: &StatusReport, code: u8, style: Style) -> String {
             }
         }
     }
+    let above: Vec<&crate::analyze::ClientAdvice> =
+        report.clients.iter().filter(|c| c.above_share()).collect();
+    if !above.is_empty() {
+        let _ = writeln!(
+            out,
+            "Clients above their share (apf-monitor advise says more):"
+        );
+        for c in above {
+            let _ = writeln!(
+                out,
+                "  {} on {} {}: {}/s, its share sustains {}/s; set {}",
+                c.name(),
+                c.apiserver,
+                c.priority_level,
+                shown(c.observed_requests_per_second.unwrap_or(0.0)),
+                shown(c.sustainable_requests_per_second.unwrap_or(0.0)),
+                c.flag
+            );
+        }
+    }
     for alert in &report.alerts {
         let get = |k: &str| alert.labels.get(k).map(String::as_str).unwrap_or("");
         let severity = crate::alert::rules::severity_status(Some(get("severity")));

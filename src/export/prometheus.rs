@@ -304,6 +304,33 @@ impl Collector for DerivedMetrics {
             gauge(&mut e, name, help, flows)?;
         }
 
+        // Rate advice: what each top flow's share sustains on its replica, and what the flow sends.
+        type AdviceValue = fn(&crate::analyze::ClientAdvice) -> Option<f64>;
+        let advice_gauges: [(&str, &str, AdviceValue); 3] = [
+            ("apf_flow_sustainable_requests_per_second", "Requests per second the flow's fair share of its priority level sustains on the replica: share seats / (seats per request x seconds per request) (README, apf-monitor advise); top flows only.", |a| a.sustainable_requests_per_second),
+            ("apf_flow_observed_requests_per_second", "Requests per second the flow sends to the replica over the window: its user's audit events, else its share of its flow schema's dispatched and rejected requests; top flows only.", |a| a.observed_requests_per_second),
+            ("apf_flow_recommended_qps", "The client-side QPS advised for the flow's client: 0.8 of the sustainable rate, rounded down; top flows only.", |a| a.recommended_qps),
+        ];
+        for (name, help, value) in advice_gauges {
+            let flows = r.apiservers.iter().flat_map(|a| {
+                a.levels.iter().flat_map(move |l| {
+                    l.top_flows.iter().filter_map(move |f| {
+                        let v = value(f.advice.as_ref()?)?;
+                        let labels = replica_labels(
+                            a,
+                            &[
+                                ("priority_level", l.priority_level.as_str()),
+                                ("flow_schema", f.flow_schema.as_str()),
+                                ("flow", f.flow.as_str()),
+                            ],
+                        );
+                        Some((labels, v))
+                    })
+                })
+            });
+            gauge(&mut e, name, help, flows)?;
+        }
+
         // Who got the 429s (audit events): the top users of each level, over the window.
         for (name, help, rejected) in [
             ("apf_user_rejected_per_second", "Requests of the user answered 429 per second over the analysis window, from kube-apiserver's audit events; the top analysis.top_flows users of each level.", true),

@@ -96,9 +96,17 @@ impl ClientKind {
             ClientKind::Crossplane
         } else if matches!(
             binary,
-            "kube-controller-manager" | "kube-scheduler" | "cloud-controller-manager"
+            "kube-controller-manager" | "kube-scheduler" | "cloud-controller-manager" | "kubelet"
         ) {
             ClientKind::KubeComponent(binary.to_string())
+        } else if let Some(component) = user
+            .strip_prefix("system:")
+            .filter(|c| matches!(*c, "kube-controller-manager" | "kube-scheduler"))
+        {
+            // Their client certificates name them (k8s.io/kubernetes `cmd/kubeadm/app/constants`).
+            ClientKind::KubeComponent(component.to_string())
+        } else if user.starts_with("system:node:") {
+            ClientKind::KubeComponent("kubelet".to_string())
         } else {
             ClientKind::ClientGo
         }
@@ -157,6 +165,20 @@ fn plural(n: u32) -> &'static str {
     }
 }
 
+/// A figure as a sentence shows it: three significant figures at most, no trailing zeros (`612`, `6.14`, `0.1`).
+pub fn shown(x: f64) -> String {
+    let s = if x.abs() >= 100.0 {
+        return format!("{x:.0}");
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    };
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// A rate as a flag takes it: `160`, `8.3`, `0.45`, `0.0088`.
 pub fn number(x: f64) -> String {
     // Rates rounded to two figures: four decimals show them down to 0.01, six below.
@@ -174,34 +196,38 @@ pub fn sentence(t: &ClientTerms<'_>) -> String {
     let r = &t.recommendation;
     let share = if t.active_flows <= 1 {
         format!(
-            "alone in {} on {}, its flow may use all {:.0} seats (and seats the level borrows), but counts on \
-             none of them once another flow contends",
-            t.priority_level, t.replica, t.limit_seats
+            "alone in {} on {}, its flow may use all {:.0} seats (and seats the level borrows); once k flows \
+             contend, it counts on {:.0}/k",
+            t.priority_level, t.replica, t.limit_seats, t.limit_seats
         )
     } else {
         format!(
-            "its flow can count on {:.1} of {}'s {:.0} seats on {} while {} flows contend",
-            t.share_seats, t.priority_level, t.limit_seats, t.replica, t.active_flows
+            "its flow can count on {} of {}'s {:.0} seats on {} while {} flows contend",
+            shown(t.share_seats),
+            t.priority_level,
+            t.limit_seats,
+            t.replica,
+            t.active_flows
         )
     };
     let cost = format!(
-        "each request holds {} seat{} for {:.3} s, so the share sustains {} requests/s",
-        number(t.seats_per_request),
+        "each request holds {} seat{} for {} s, so the share sustains {} requests/s",
+        shown(t.seats_per_request),
         if (t.seats_per_request - 1.0).abs() < 1e-9 {
             ""
         } else {
             "s"
         },
-        t.seconds_per_request,
-        number(t.sustainable)
+        shown(t.seconds_per_request),
+        shown(t.sustainable)
     );
     let sends = match t.observed {
         Some(o) if t.sustainable > 0.0 => format!(
-            "; it sends {} requests/s ({:.1}x)",
-            number(o),
-            o / t.sustainable
+            "; it sends {} requests/s ({}x)",
+            shown(o),
+            shown(o / t.sustainable)
         ),
-        Some(o) => format!("; it sends {} requests/s", number(o)),
+        Some(o) => format!("; it sends {} requests/s", shown(o)),
         None => String::new(),
     };
     let set = match &t.kind {
@@ -241,8 +267,8 @@ pub fn sentence(t: &ClientTerms<'_>) -> String {
         ),
     };
     format!(
-        "{}: {share}; {cost}{sends}. {set}. Per replica: a client-go process sends all its requests over one \
-         HTTP/2 connection to one replica; processes of this flow on one replica share this, on others each gets its own.",
+        "{}: {share}; {cost}{sends}. {set}. Per replica: a client-go process keeps one HTTP/2 connection, so one \
+         replica; processes of the flow on one replica share this, each replica gives its own.",
         t.name
     )
 }
@@ -308,6 +334,14 @@ mod tests {
             ClientKind::of("system:serviceaccount:monitoring:agent", None),
             ClientKind::ClientGo
         );
+        assert_eq!(
+            ClientKind::of("system:kube-scheduler", None),
+            ClientKind::KubeComponent("kube-scheduler".into())
+        );
+        assert_eq!(
+            ClientKind::of("system:node:node-1", None),
+            ClientKind::KubeComponent("kubelet".into())
+        );
     }
 
     #[test]
@@ -329,7 +363,7 @@ mod tests {
             minor: Some(33),
         };
         let s = sentence(&t);
-        assert!(s.starts_with("provider-aws: its flow can count on 24.5 of workload-low's 245 seats on 10.0.0.5:6443 while 10 flows contend; each request holds 1 seat for 0.100 s, so the share sustains 245 requests/s; it sends 490 requests/s (2.0x). Crossplane: set --max-concurrent-reconciles=24 (providers before it: --max-reconcile-rate=95, assuming 2 API calls per reconcile)."), "{s}");
+        assert!(s.starts_with("provider-aws: its flow can count on 24.5 of workload-low's 245 seats on 10.0.0.5:6443 while 10 flows contend; each request holds 1 seat for 0.1 s, so the share sustains 245 requests/s; it sends 490 requests/s (2x). Crossplane: set --max-concurrent-reconciles=24 (providers before it: --max-reconcile-rate=95, assuming 2 API calls per reconcile)."), "{s}");
         assert!(s.contains("Per replica"), "{s}");
         assert_eq!(
             rate_flag(&ClientKind::ClientGo, &t.recommendation),

@@ -54,12 +54,40 @@ pub fn remediate(
     objects: Option<&FlowcontrolObjects>,
 ) -> Remediation {
     if let Some(owner) = own_level::owner(level, objects) {
-        return own_level::slow_down(&owner, level, replica_levels, lists, objects);
+        let r = own_level::slow_down(&owner, level, replica_levels, lists, objects);
+        return with_rate(
+            r,
+            level
+                .top_flows
+                .iter()
+                .max_by(|a, b| pressure(a).total_cmp(&pressure(b))),
+        );
     }
     if let Some(flow) = dominant_flow(level) {
-        return isolate::isolate(flow, level, replica_levels, lists, objects);
+        let r = isolate::isolate(flow, level, replica_levels, lists, objects);
+        return with_rate(r, Some(flow));
     }
     shares::move_shares(level, replica_levels, objects)
+}
+
+/// The remediation's last words: the rate the culprit's client should stay under on this replica, and the flag that
+/// sets it (rate advice), when its costs are known.
+fn with_rate(mut r: Remediation, culprit: Option<&FlowReport>) -> Remediation {
+    let Some(a) = culprit.and_then(|f| f.advice.as_ref()) else {
+        return r;
+    };
+    let (Some(qps), Some(sustainable)) = (a.recommended_qps, a.sustainable_requests_per_second)
+    else {
+        return r;
+    };
+    let sentence = r.sentence.trim_end().trim_end_matches('.');
+    r.sentence = format!(
+        "{sentence}. Its client should stay under {} requests/s on this replica (its share sustains {}): {}.",
+        apf::advice::number(qps),
+        apf::advice::shown(sustainable),
+        a.flag
+    );
+    r
 }
 
 /// Seats the level's load asks for now: in use, plus what its waiting requests will hold (1.28+ reports their
@@ -201,6 +229,34 @@ pub(crate) mod tests {
                 l
             })
             .collect()
+    }
+
+    #[test]
+    fn the_fix_ends_with_the_rate_its_client_should_stay_under() {
+        let mut l = level("global-default", 49.0, 49.0, 45.0, 6.0);
+        l.top_flows = vec![flow("global-default", "bob", 6.0, 40.0, "bob", "get pods")];
+        let plain = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
+        assert!(!plain.sentence.contains("requests/s"), "no advice, no rate");
+        l.top_flows[0].advice = Some(crate::analyze::ClientAdvice {
+            sustainable_requests_per_second: Some(6.14),
+            recommended_qps: Some(4.9),
+            flag: "--kube-api-qps=4.9 --kube-api-burst=8".into(),
+            ..Default::default()
+        });
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
+        assert!(
+            r.sentence.starts_with(plain.sentence.trim_end_matches('.')),
+            "{}",
+            r.sentence
+        );
+        assert!(
+            r.sentence.ends_with(
+                "Its client should stay under 4.9 requests/s on this replica (its share sustains 6.14): \
+                 --kube-api-qps=4.9 --kube-api-burst=8."
+            ),
+            "{}",
+            r.sentence
+        );
     }
 
     #[test]

@@ -224,6 +224,27 @@ fn queue_cell(l: &LevelReport) -> String {
     out
 }
 
+/// The flow's rate against what its share sustains (`apf-monitor advise`): ` · 41/s of 20/s sustainable`, marked
+/// when above.
+fn rate(f: &FlowReport) -> String {
+    let Some(a) = &f.advice else {
+        return String::new();
+    };
+    let Some(sustainable) = a.sustainable_requests_per_second else {
+        return String::new();
+    };
+    let observed = a
+        .observed_requests_per_second
+        .map(|o| format!("{}/s of ", apf::advice::shown(o)))
+        .unwrap_or_default();
+    let class = if a.above_share() { "above" } else { "muted" };
+    format!(
+        " · <span class=\"{class}\" title=\"{}\">{observed}{}/s sustainable</span>",
+        text(&a.advice),
+        apf::advice::shown(sustainable)
+    )
+}
+
 fn flows_cell(flows: &[FlowReport]) -> String {
     if flows.is_empty() {
         return String::new();
@@ -232,7 +253,7 @@ fn flows_cell(flows: &[FlowReport]) -> String {
     for f in flows.iter().take(3) {
         let _ = write!(
             out,
-            "<li><b>{}</b>{}: {} waiting, {} seats{}{}</li>",
+            "<li><b>{}</b>{}: {} waiting, {} seats{}{}{}</li>",
             text(&f.flow_schema),
             if f.flow.is_empty() {
                 String::new()
@@ -249,7 +270,8 @@ fn flows_cell(flows: &[FlowReport]) -> String {
             f.example_request
                 .as_deref()
                 .map(|r| format!(" · <span class=\"muted\">{}</span>", text(r)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            rate(f)
         );
     }
     out.push_str("</ul>");

@@ -24,7 +24,7 @@ const STYLE: &str = "\
 :root{--ok:#2e7d32;--warning:#e0a000;--critical:#c62828;--muted:#666;--line:#ddd;--track:#eee}\
 *{box-sizing:border-box}\
 body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;padding:1rem;color:#222;background:#fafafa}\
-h1{font-size:1.4rem;margin:0}h2{font-size:1.1rem;margin:0 0 .5rem}small,.muted{color:var(--muted)}\
+h1{font-size:1.4rem;margin:0}h2{font-size:1.1rem;margin:0 0 .5rem}small,.muted{color:var(--muted)}.above{color:var(--critical);font-weight:600}\
 header.top{display:flex;flex-wrap:wrap;gap:.5rem 1.5rem;align-items:baseline;margin-bottom:1rem}\
 a{color:#1565c0}\
 .alerts{display:grid;gap:.5rem;margin-bottom:1rem}\

@@ -1,0 +1,313 @@
+//! `apf-monitor advise`: how fast may this client go. Watches the replicas for a window (or reads a Prometheus, or a
+//! running daemon's `/api/v1/status`), then per client: the seats its flow can count on, what its requests cost, the
+//! rate that sustains, what it sends, and the flag to set; worst first.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::output::{errln, out, outln};
+use super::{init_logging, load_config, SourceArgs, TargetArgs};
+use crate::analyze::{
+    Analysis, ApiserverReport, ClientAdvice, Point, ReplicaHistory, StatusReport,
+};
+use crate::daemon::{analysis_of, Replica};
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub common: TargetArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Only this client: a user name, or a service account's name alone (`provider-aws` for
+    /// system:serviceaccount:crossplane-system:provider-aws).
+    #[arg(long, value_name = "USER", conflicts_with = "flow")]
+    pub user: Option<String>,
+    /// Only this flow (its flow distinguisher: a user, or a namespace for by-namespace flow schemas).
+    #[arg(long, value_name = "FLOW")]
+    pub flow: Option<String>,
+    /// kube-apiserver audit logs (plain, gzipped or rotated) of the window: each user's own request rate and user
+    /// agent, and users no dump shows. Repeatable; replaces the config's audit.files.
+    #[arg(long = "audit", value_name = "FILE")]
+    pub audit: Vec<PathBuf>,
+    /// Read a running `apf-monitor serve`'s /api/v1/status (e.g. http://127.0.0.1:9864) instead of watching.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["targets", "prometheus", "audit"])]
+    pub daemon: Option<String>,
+    /// How long to watch the replicas (default: the config's analysis.window, 1m).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub window: Option<Duration>,
+    /// `table`, or `json`: {"clients": [...]}.
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: AdviseFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdviseFormat {
+    Table,
+    Json,
+}
+
+pub async fn advise(args: AdviseArgs) -> Result<ExitCode> {
+    let clients = match &args.daemon {
+        Some(url) => from_daemon(url).await?,
+        None => watch(&args).await?.clients,
+    };
+    let chosen: Vec<ClientAdvice> = clients.into_iter().filter(|c| wanted(&args, c)).collect();
+    if chosen.is_empty() {
+        let what = match (&args.user, &args.flow) {
+            (Some(u), _) => format!("no client of user {u}"),
+            (_, Some(f)) => format!("no client of flow {f}"),
+            _ => "no client".to_string(),
+        };
+        bail!(
+            "{what} was seen in a priority level's top flows or the audit events of the window: a flow shows once \
+             the replicas' dump_requests list its requests (it is idle, or read through a Prometheus, which has no \
+             dumps: give --audit), or widen --window"
+        );
+    }
+    match args.output {
+        AdviseFormat::Json => outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "clients": chosen }))?
+        )?,
+        AdviseFormat::Table => out!("{}", table(&chosen))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `c` is the client asked for: `--user` names the user or a service account's name alone.
+fn wanted(args: &AdviseArgs, c: &ClientAdvice) -> bool {
+    if let Some(user) = &args.user {
+        let Some(u) = c.user.as_deref() else {
+            return false;
+        };
+        return u == user || u.rsplit(':').next() == Some(user.as_str());
+    }
+    if let Some(flow) = &args.flow {
+        return c.flow.as_deref() == Some(flow.as_str());
+    }
+    true
+}
+
+/// The clients a running daemon advises (`GET /api/v1/status`).
+async fn from_daemon(url: &str) -> Result<Vec<ClientAdvice>> {
+    #[derive(serde::Deserialize)]
+    struct Status {
+        #[serde(default)]
+        clients: Vec<serde_json::Value>,
+    }
+    let status_url = format!("{}/api/v1/status", url.trim_end_matches('/'));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let response = client.get(&status_url).send().await.with_context(|| {
+        format!("cannot read {status_url}: is `apf-monitor serve` listening there?")
+    })?;
+    if !response.status().is_success() {
+        bail!(
+            "{status_url} answered {}: give the address of `apf-monitor serve` (its --listen)",
+            response.status()
+        );
+    }
+    let body = response
+        .bytes()
+        .await
+        .with_context(|| format!("cannot read {status_url}"))?;
+    let status: Status = serde_json::from_slice(&body)
+        .with_context(|| format!("{status_url} is not apf-monitor's status JSON"))?;
+    status
+        .clients
+        .into_iter()
+        .map(|c| serde_json::from_value(c).context("a client of the status JSON does not read"))
+        .collect()
+}
+
+/// One window of the replicas (or one read of the Prometheus sources), analysed as the daemon does, with the
+/// audit events of that window.
+async fn watch(args: &AdviseArgs) -> Result<StatusReport> {
+    let mut config = load_config(&args.common, Some(&args.source), None)?;
+    if !args.audit.is_empty() {
+        config.audit.files = args.audit.clone();
+    }
+    init_logging(
+        config.log.format,
+        if args.common.log_level.is_some() {
+            &config.log.level
+        } else {
+            "warn"
+        },
+    )?;
+    let mut analysis = analysis_of(&config);
+    if let Some(w) = args.window {
+        if w.is_zero() {
+            bail!("--window 0s: give a window of at least one scrape interval, e.g. 30s");
+        }
+        analysis.window_seconds = w.as_secs_f64();
+    }
+    let mut report = if config.targets.prometheus.is_empty() {
+        let replicas = super::replicas(&config).await?;
+        watch_replicas(&replicas, &analysis, config.scrape.interval.0).await?
+    } else {
+        super::check::check_prometheus(&config, &analysis).await?
+    };
+    if !config.audit.files.is_empty() {
+        report.audit = super::check::audit_of_window(&config, &report, &analysis);
+    }
+    for a in &report.apiservers {
+        for e in &a.errors {
+            errln!("warning: {}: {e}", a.display_name());
+        }
+    }
+    crate::analyze::advise(&mut report);
+    Ok(report)
+}
+
+/// Scrapes every replica each `interval` for the window, as the daemon's rounds do, and analyses each history.
+async fn watch_replicas(
+    replicas: &[Replica],
+    analysis: &Analysis,
+    interval: Duration,
+) -> Result<StatusReport> {
+    if replicas.is_empty() {
+        bail!("no replica to watch: give --target URL, --prometheus URL or --daemon URL");
+    }
+    errln!(
+        "watching {} replica{} for {} (the analysis window; --window to change) ...",
+        replicas.len(),
+        if replicas.len() == 1 { "" } else { "s" },
+        humantime::format_duration(Duration::from_secs_f64(analysis.window_seconds))
+    );
+    let started = Instant::now();
+    let window = Duration::from_secs_f64(analysis.window_seconds);
+    let mut histories: Vec<ReplicaHistory> = vec![ReplicaHistory::default(); replicas.len()];
+    let mut last: Vec<ApiserverReport> = Vec::new();
+    let mut objects: BTreeMap<usize, std::sync::Arc<apf::model::FlowcontrolObjects>> =
+        BTreeMap::new();
+    loop {
+        let round_started = Instant::now();
+        let rounds = futures_util::future::join_all(replicas.iter().map(|r| {
+            let settings = &r.spec.settings;
+            let plan = crate::scrape::ScrapePlan {
+                endpoints: settings.endpoints.clone(),
+                request_details: settings.request_details,
+                max_body_bytes: settings.max_body_bytes,
+                max_line_bytes: settings.max_line_bytes,
+                flows_per_schema: Some(crate::analyze::FLOWS_PER_SCHEMA),
+                protobuf: settings.protobuf,
+            };
+            async move { crate::scrape::scrape_replica(&r.target, &plan).await }
+        }))
+        .await;
+        let at = started.elapsed().as_secs_f64();
+        last.clear();
+        for (i, (replica, mut round)) in replicas.iter().zip(rounds).enumerate() {
+            let errors: Vec<crate::analyze::Problem> = round
+                .results
+                .iter()
+                .filter_map(|r| {
+                    r.outcome
+                        .as_ref()
+                        .err()
+                        .map(|e| crate::analyze::Problem::Scrape {
+                            endpoint: r.endpoint,
+                            error: e.clone(),
+                        })
+                })
+                .collect();
+            if let Some(o) = round.objects.take() {
+                objects.insert(i, std::sync::Arc::new(o.objects));
+            }
+            if let Some(mut snap) = round.snapshot.take() {
+                snap.attach_configs(objects.get(&i).iter().flat_map(|o| &o.priority_levels));
+                histories[i].push(Point {
+                    at,
+                    wall_time: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                        .to_string(),
+                    snapshot: std::sync::Arc::new(snap),
+                });
+            }
+            histories[i].prune(at, analysis.window_seconds);
+            let mut a = analysis.analyze_replica(&replica.target.name, &histories[i], at);
+            if a.levels.is_empty() {
+                a.apiserver = replica.target.name.clone();
+            }
+            a.errors = errors;
+            a.objects = objects.get(&i).cloned();
+            last.push(a);
+        }
+        if started.elapsed() >= window {
+            break;
+        }
+        let next = round_started + interval;
+        tokio::time::sleep_until(next.into()).await;
+    }
+    Ok(StatusReport {
+        apiservers: last,
+        ..Default::default()
+    })
+}
+
+/// The clients as a table, then each one's advice.
+fn table(clients: &[ClientAdvice]) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), apf::advice::shown);
+    let rows: Vec<Vec<String>> = clients
+        .iter()
+        .map(|c| {
+            vec![
+                c.name().to_string(),
+                c.apiserver.clone(),
+                c.priority_level.clone(),
+                format!("{}/{}", f(c.fair_share_seats), f(c.limit_seats)),
+                format!("{} x {}s", f(c.seats_per_request), f(c.seconds_per_request)),
+                f(c.sustainable_requests_per_second),
+                f(c.observed_requests_per_second),
+                c.recommended_qps.map_or("-".into(), apf::advice::number),
+                c.recommended_burst.to_string(),
+                c.recommended_concurrency.to_string(),
+            ]
+        })
+        .collect();
+    let header = [
+        "CLIENT",
+        "REPLICA",
+        "LEVEL",
+        "SHARE",
+        "COST",
+        "SUSTAINS/s",
+        "SENDS/s",
+        "QPS",
+        "BURST",
+        "CONCURRENCY",
+    ];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: &[String], out: &mut String| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(padded.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(
+        &header.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+        &mut out,
+    );
+    for r in &rows {
+        line(r, &mut out);
+    }
+    out.push('\n');
+    for c in clients {
+        out.push_str(&format!("- {}\n", c.advice));
+    }
+    out
+}

@@ -1,11 +1,13 @@
 //! The Grafana dashboards of `dashboards/` against a real Prometheus (Debian's `prometheus`) scraping a running
-//! apf-monitor that watches a simulated apiserver under a storm, beside a second target that fails: every query of
-//! every panel, with its variables substituted as Grafana would, returns at least one series. A panel that shows
-//! nothing is a failure. Also: every metric name the dashboards and the deploy PrometheusRule use is served on
-//! `/metrics`, and the sidecar ConfigMaps in `deploy/grafana-dashboards/` carry exactly the dashboards.
+//! apf-monitor that watches a simulated apiserver under a storm, beside a second target that fails, and is sent the
+//! simulator's audit events as kube-apiserver's webhook sends them: every query of every panel, with its variables
+//! substituted as Grafana would, returns at least one series. A panel that shows nothing is a failure. Also: every
+//! metric name the dashboards and the deploy PrometheusRule use is served on `/metrics`, every per-level series is
+//! filtered by the variables whose labels it carries and by no other, and the sidecar ConfigMaps in
+//! `deploy/grafana-dashboards/` carry exactly the dashboards.
 use crate::common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -219,6 +221,46 @@ async fn series(
     }
 }
 
+/// kube-apiserver's audit webhook backend for one simulated replica: what it audited, posted to `url` as an
+/// `EventList` every half second, until the test's runtime ends.
+async fn post_audit_events(sim: Simulator, url: String) {
+    let client = reqwest::Client::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let events = sim.drain_audit_events();
+        if events.is_empty() {
+            continue;
+        }
+        let body = format!(
+            r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{}]}}"#,
+            events.join(",")
+        );
+        // A batch refused (429 while the analysis is behind) is lost, as kube-apiserver's would be after its retries.
+        let _ = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await;
+    }
+}
+
+/// The label names of the series of `name` that Prometheus scraped from apf-monitor.
+async fn label_names(prom: &external::Process, name: &str) -> BTreeSet<String> {
+    let url = format!(
+        "{}/api/v1/labels?match[]={name}{{job=\"apf-monitor\"}}",
+        prom.url
+    );
+    let text = common::get_text(&url).await.unwrap_or_default();
+    let v: Value = serde_json::from_str(&text).unwrap_or_default();
+    v["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_panel_of_every_dashboard_shows_data_from_a_real_prometheus() {
     let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
@@ -237,6 +279,12 @@ async fn every_panel_of_every_dashboard_shows_data_from_a_real_prometheus() {
     config.receivers = vec![console];
     let monitor = common::start_monitor(&config).await;
     let monitor_addr = monitor.url.trim_start_matches("http://").to_string();
+    // Who got the 429s (apf_user_*): the storm's requests as audit events, through the webhook.
+    sim.enable_audit();
+    let _audit = tokio::spawn(post_audit_events(
+        sim.clone(),
+        format!("{monitor}/api/v1/audit"),
+    ));
     let start = unix_now();
     let prom = external::prometheus(&[("apf-monitor", monitor_addr)], "groups: []\n").await;
 
@@ -304,6 +352,52 @@ async fn every_panel_of_every_dashboard_shows_data_from_a_real_prometheus() {
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+
+    // Each per-level series is filtered by every variable whose label it carries (cluster too, which only a fleet's
+    // series carry), as the variables promise, and by none it lacks: the audit users (apf_user_*) are the cluster's,
+    // with no `apiserver`, and a filter on it would empty their panels as soon as one replica is chosen.
+    let variables: BTreeMap<String, Vec<String>> = dashboards()
+        .into_iter()
+        .map(|(name, d)| {
+            let vars = d["templating"]["list"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v["name"].as_str().map(str::to_string))
+                .collect();
+            (name, vars)
+        })
+        .collect();
+    let per_level =
+        regex::Regex::new(r"\b(apf_(?:priority_level|flow|user)_[a-z0-9_]+)(\{[^}]*\})?").unwrap();
+    let mut labels = BTreeMap::new();
+    for name in &used {
+        labels.insert(name.as_str(), label_names(&prom, name).await);
+    }
+    let mut wrong = Vec::new();
+    for q in queries() {
+        for c in per_level.captures_iter(&q.expr) {
+            let name = &c[1];
+            let selector = c.get(2).map_or("", |m| m.as_str());
+            let carried = &labels[name];
+            for var in ["cluster", "apiserver", "priority_level"] {
+                if !variables[&q.dashboard].iter().any(|v| v == var) {
+                    continue;
+                }
+                let filter = format!("{var}=~\"${var}\"");
+                let want = var == "cluster" || carried.contains(var);
+                if selector.contains(&filter) != want {
+                    wrong.push(format!(
+                        "{} / {}: {name}{selector} {} {filter} (its labels: {carried:?})",
+                        q.dashboard,
+                        q.panel,
+                        if want { "lacks" } else { "must not have" }
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 
     // The variables' own queries list the replica and the level (cluster has none here: only `All`).
     for (label, matcher) in [

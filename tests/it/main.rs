@@ -8,6 +8,7 @@ mod alerts_e2e;
 mod api_auth;
 mod audit_cli;
 mod audit_daemon;
+mod backpressure;
 mod check_cli;
 mod closed_stdout;
 mod daemon_lifecycle;

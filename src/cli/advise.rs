@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::output::{errln, out, outln};
-use super::{init_logging, load_config, SourceArgs, TargetArgs};
+use super::{init_command_logging, load_config, SourceArgs, TargetArgs};
 use crate::analyze::{
     Analysis, ApiserverReport, ClientAdvice, Point, ReplicaHistory, StatusReport,
 };
@@ -132,14 +132,7 @@ async fn watch(args: &AdviseArgs) -> Result<StatusReport> {
     if !args.audit.is_empty() {
         config.audit.files = args.audit.clone();
     }
-    init_logging(
-        config.log.format,
-        if args.common.log_level.is_some() {
-            &config.log.level
-        } else {
-            "warn"
-        },
-    )?;
+    init_command_logging(&config, &args.common)?;
     let mut analysis = analysis_of(&config);
     if let Some(w) = args.window {
         if w.is_zero() {
@@ -188,35 +181,12 @@ async fn watch_replicas(
         BTreeMap::new();
     loop {
         let round_started = Instant::now();
-        let rounds = futures_util::future::join_all(replicas.iter().map(|r| {
-            let settings = &r.spec.settings;
-            let plan = crate::scrape::ScrapePlan {
-                endpoints: settings.endpoints.clone(),
-                request_details: settings.request_details,
-                max_body_bytes: settings.max_body_bytes,
-                max_line_bytes: settings.max_line_bytes,
-                flows_per_schema: Some(crate::analyze::FLOWS_PER_SCHEMA),
-                protobuf: settings.protobuf,
-            };
-            async move { crate::scrape::scrape_replica(&r.target, &plan).await }
-        }))
-        .await;
+        let rounds =
+            super::check::scrape_round(replicas, Some(crate::analyze::FLOWS_PER_SCHEMA)).await;
         let at = started.elapsed().as_secs_f64();
         last.clear();
         for (i, (replica, mut round)) in replicas.iter().zip(rounds).enumerate() {
-            let errors: Vec<crate::analyze::Problem> = round
-                .results
-                .iter()
-                .filter_map(|r| {
-                    r.outcome
-                        .as_ref()
-                        .err()
-                        .map(|e| crate::analyze::Problem::Scrape {
-                            endpoint: r.endpoint,
-                            error: e.clone(),
-                        })
-                })
-                .collect();
+            let errors = super::check::problems(&round);
             if let Some(o) = round.objects.take() {
                 objects.insert(i, std::sync::Arc::new(o.objects));
             }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 use super::output::{errln, out, outln};
-use super::{init_logging, load_config, CheckArgs, OutputFormat};
+use super::{init_command_logging, load_config, CheckArgs, OutputFormat};
 use crate::analyze::{Analysis, LevelStatus, Problem, StatusReport};
 use crate::daemon::{analysis_of, build_rules, Replica};
 
@@ -17,14 +17,7 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
         bail!("--file and --prometheus are two sources: give one");
     }
     let config = load_config(&args.common, Some(&args.source), None)?;
-    init_logging(
-        config.log.format,
-        if args.common.log_level.is_some() {
-            &config.log.level
-        } else {
-            "warn"
-        },
-    )?;
+    init_command_logging(&config, &args.common)?;
     // What a check needs of the config: its rules and targets (not its receivers: a check notifies nobody).
     let rules = build_rules(&config)?;
     let analysis = analysis_of(&config);
@@ -173,32 +166,10 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
     if replicas.is_empty() {
         bail!("no replica to check: give --target URL or --file PATH, or check the endpoints of the kubernetes Service");
     }
-    let rounds = futures_util::future::join_all(replicas.iter().map(|r| {
-        let settings = &r.spec.settings;
-        let plan = crate::scrape::ScrapePlan {
-            endpoints: settings.endpoints.clone(),
-            request_details: settings.request_details,
-            max_body_bytes: settings.max_body_bytes,
-            max_line_bytes: settings.max_line_bytes,
-            flows_per_schema: None,
-            protobuf: settings.protobuf,
-        };
-        async move { crate::scrape::scrape_replica(&r.target, &plan).await }
-    }))
-    .await;
     let mut report = StatusReport::default();
-    for (replica, mut round) in replicas.iter().zip(rounds) {
+    for (replica, mut round) in replicas.iter().zip(scrape_round(replicas, None).await) {
         let name = &replica.target.name;
-        let errors: Vec<Problem> = round
-            .results
-            .iter()
-            .filter_map(|r| {
-                r.outcome.as_ref().err().map(|e| Problem::Scrape {
-                    endpoint: r.endpoint,
-                    error: e.clone(),
-                })
-            })
-            .collect();
+        let errors = problems(&round);
         let objects = round.objects.take().map(|l| std::sync::Arc::new(l.objects));
         let mut a = match round.snapshot.take() {
             Some(mut snap) => {
@@ -215,6 +186,41 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
         report.apiservers.push(a);
     }
     Ok(report)
+}
+
+/// One scrape of every replica at once, as the daemon's rounds scrape each (keeping `flows_per_schema` of each
+/// dump's flows, or all).
+pub(super) async fn scrape_round(
+    replicas: &[Replica],
+    flows_per_schema: Option<usize>,
+) -> Vec<crate::scrape::ReplicaScrape> {
+    futures_util::future::join_all(replicas.iter().map(|r| {
+        let settings = &r.spec.settings;
+        let plan = crate::scrape::ScrapePlan {
+            endpoints: settings.endpoints.clone(),
+            request_details: settings.request_details,
+            max_body_bytes: settings.max_body_bytes,
+            max_line_bytes: settings.max_line_bytes,
+            flows_per_schema,
+            protobuf: settings.protobuf,
+        };
+        async move { crate::scrape::scrape_replica(&r.target, &plan).await }
+    }))
+    .await
+}
+
+/// What failed in a replica's round, each endpoint a problem of its own.
+pub(super) fn problems(round: &crate::scrape::ReplicaScrape) -> Vec<Problem> {
+    round
+        .results
+        .iter()
+        .filter_map(|r| {
+            r.outcome.as_ref().err().map(|e| Problem::Scrape {
+                endpoint: r.endpoint,
+                error: e.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Every replica of every cluster the configured Prometheus sources hold, now and one window earlier: the same

@@ -356,6 +356,18 @@ fn log_filter(level: &str) -> String {
     filter
 }
 
+/// A one-shot command's logs: warnings only, unless --log-level asks for more (the config's level is the daemon's).
+fn init_command_logging(config: &Config, common: &TargetArgs) -> Result<()> {
+    init_logging(
+        config.log.format,
+        if common.log_level.is_some() {
+            &config.log.level
+        } else {
+            "warn"
+        },
+    )
+}
+
 fn init_logging(format: LogFormat, level: &str) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(log_filter(level)).with_context(|| {
         format!("invalid log level {level:?}: use error, warn, info, debug or a filter")

@@ -276,6 +276,10 @@ pub fn advise(report: &mut StatusReport) {
                     advice.user = Some(u.user.clone());
                     advice.user_agent = u.user_agent.clone();
                     advice.observed_requests_per_second = Some(u.requests_per_second);
+                    // The user's own durations over its flow schema's mean, where its events tell them.
+                    if u.seconds_per_request.is_some() {
+                        advice.seconds_per_request = u.seconds_per_request;
+                    }
                 }
                 *advice = std::mem::take(advice).complete();
                 clients.push(advice.clone());
@@ -338,7 +342,7 @@ pub fn advise(report: &mut StatusReport) {
                         seats_per_request: cost
                             .seats_per_request
                             .or_else(|| minor.filter(|m| *m < 23).map(|_| 1.0)),
-                        seconds_per_request: cost.seconds_per_request,
+                        seconds_per_request: u.seconds_per_request.or(cost.seconds_per_request),
                         observed_requests_per_second: Some(u.requests_per_second),
                         minor,
                         ..Default::default()
@@ -487,7 +491,10 @@ mod tests {
                 levels: vec![AuditLevel {
                     priority_level: "workload-low".into(),
                     users: vec![
-                        user("system:serviceaccount:monitoring:agent", 12.0),
+                        AuditUser {
+                            seconds_per_request: Some(1.0),
+                            ..user("system:serviceaccount:monitoring:agent", 12.0)
+                        },
                         user("system:serviceaccount:crossplane-system:provider-aws", 80.0),
                     ],
                     users_not_shown: 0,

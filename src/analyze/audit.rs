@@ -111,6 +111,9 @@ pub struct AuditUser {
     pub rejected: u64,
     /// The user agent with the most requests.
     pub user_agent: Option<String>,
+    /// Mean seconds a served request took, receipt to response less its queue wait (rate advice).
+    #[serde(serialize_with = "round::ratio")]
+    pub seconds_per_request: Option<f64>,
     /// RFC 3339, as the event spells it.
     pub last_rejection: Option<String>,
 }
@@ -145,6 +148,7 @@ impl AuditReport {
                 requests: u.requests,
                 rejected: u.rejected,
                 user_agent: u.user_agents.first().cloned(),
+                seconds_per_request: u.seconds_per_request,
                 last_rejection: u.last_rejection,
                 user: u.user,
                 flow_schema: u.flow_schema,

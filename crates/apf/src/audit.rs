@@ -47,6 +47,10 @@ pub struct FlowKey {
 struct UserTally {
     requests: u64,
     rejected: u64,
+    /// Requests served (not rejected, not WATCHes) whose duration the event tells, and their seconds from receipt
+    /// to response less the queue wait: what one request of the user holds its seats for.
+    served: u64,
+    served_seconds: f64,
     /// Queue waits in nanoseconds, when kept ([`Limits::keep_waits`]).
     waits: Vec<u64>,
     user_agents: BTreeMap<String, u64>,
@@ -98,6 +102,25 @@ pub struct Ledger {
     users: HashMap<UserKey, UserTally>,
     flows: HashMap<FlowKey, FlowTally>,
     counts: Counts,
+}
+
+/// Seconds from a request's receipt to its response, less its APF queue wait: its execution as APF counts it.
+/// kube-apiserver writes both timestamps in UTC with microseconds (`2026-11-24T10:00:16.000200Z`); `None` when they
+/// do not read so, or straddle midnight.
+fn served_seconds(r: &AuditedRequest) -> Option<f64> {
+    fn of_day(t: &str) -> Option<(&str, f64)> {
+        let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
+        let mut parts = time.splitn(3, ':');
+        let h: f64 = parts.next()?.parse().ok()?;
+        let m: f64 = parts.next()?.parse().ok()?;
+        let s: f64 = parts.next()?.parse().ok()?;
+        Some((date, h * 3600.0 + m * 60.0 + s))
+    }
+    let (day, from) = of_day(&r.received)?;
+    let (same, to) = of_day(&r.timestamp)?;
+    let wait = r.queue_wait.map_or(0.0, |w| w.as_secs_f64());
+    let took = to - from - wait;
+    (day == same && took.is_finite() && took >= 0.0).then_some(took)
 }
 
 fn add_capped(map: &mut BTreeMap<String, u64>, key: &str, n: u64, cap: usize) {
@@ -158,9 +181,14 @@ impl Ledger {
         let rejected = request.rejected();
         let at = (rejected && !request.timestamp.is_empty()).then(|| request.timestamp.clone());
         let one = |name: &str| BTreeMap::from([(name.to_string(), 1)]);
+        let served = (!rejected && request.verb != "watch")
+            .then(|| served_seconds(request))
+            .flatten();
         let user = UserTally {
             requests: 1,
             rejected: u64::from(rejected),
+            served: u64::from(served.is_some()),
+            served_seconds: served.unwrap_or(0.0),
             waits: request
                 .queue_wait
                 .filter(|_| self.limits.keep_waits)
@@ -217,6 +245,8 @@ impl Ledger {
         let t = self.users.entry(key).or_default();
         t.requests += o.requests;
         t.rejected += o.rejected;
+        t.served += o.served;
+        t.served_seconds += o.served_seconds;
         if self.limits.keep_waits {
             t.waits.extend_from_slice(&o.waits);
         }
@@ -264,6 +294,7 @@ impl Ledger {
                     queue_waits: waits.len() as u64,
                     queue_wait_p50_seconds: quantile(&waits, 0.5),
                     queue_wait_p99_seconds: quantile(&waits, 0.99),
+                    seconds_per_request: (t.served > 0).then(|| t.served_seconds / t.served as f64),
                     user_agents: by_count(&t.user_agents),
                     impersonated_by: by_count(&t.impersonators),
                     first_rejection: t.first_rejection.clone(),
@@ -348,6 +379,8 @@ pub struct UserRow {
     pub queue_waits: u64,
     pub queue_wait_p50_seconds: Option<f64>,
     pub queue_wait_p99_seconds: Option<f64>,
+    /// Mean seconds a served request took, from receipt to response less its queue wait (WATCHes left out).
+    pub seconds_per_request: Option<f64>,
     /// Most requests first.
     pub user_agents: Vec<String>,
     /// Who authenticated when the requests impersonated this user.
@@ -479,6 +512,34 @@ mod tests {
         }
         let o = crate::model::parse_flowcontrol_documents(&text).unwrap();
         (o.flow_schemas, o.priority_levels)
+    }
+
+    #[test]
+    fn a_user_s_requests_take_their_time_less_their_queue_wait() {
+        let (fs, pl) = objects();
+        let mut l = Ledger::new(Limits::default());
+        let agent = "system:serviceaccount:monitoring:agent";
+        let mut r = request(agent, 200, Some(500), "2026-11-24T10:00:02.500000Z");
+        r.received = "2026-11-24T10:00:00.000000Z".into();
+        l.classify(&r, &fs, &pl).unwrap();
+        let mut r = request(agent, 200, None, "2026-11-24T10:00:01.500000Z");
+        r.received = "2026-11-24T10:00:01.000000Z".into();
+        l.classify(&r, &fs, &pl).unwrap();
+        // A 429 and a WATCH say nothing of how long a served request holds its seats.
+        l.classify(
+            &request(agent, 429, Some(15_000), "2026-11-24T10:00:20.000000Z"),
+            &fs,
+            &pl,
+        )
+        .unwrap();
+        let mut watch = request(agent, 200, None, "2026-11-24T10:05:00.000000Z");
+        watch.verb = "watch".into();
+        watch.received = "2026-11-24T10:00:00.000000Z".into();
+        l.classify(&watch, &fs, &pl).unwrap();
+        let row = &l.users()[0];
+        assert_eq!(row.requests, 4);
+        // (2.5 - 0.5 + 0.5) / 2
+        assert_eq!(row.seconds_per_request, Some(1.25));
     }
 
     #[test]

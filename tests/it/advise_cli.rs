@@ -97,6 +97,20 @@ async fn every_surface_tells_a_flow_above_its_share_what_it_may_send() {
         "its LISTs are wide: {agent}"
     );
 
+    // The alert on the level ends its fix with the rate the flow it names should stay under, and the flag.
+    let alert = common::eventually(Duration::from_secs(120), || async {
+        let status: Value = serde_json::from_str(&common::get_text(&status_url).await?).ok()?;
+        status["alerts"].as_array()?.iter().find_map(|a| {
+            let fix = a["annotations"]["remediation"].as_str()?;
+            (a["labels"]["priority_level"] == "workload-low"
+                && fix.contains("Its client should stay under"))
+            .then(|| fix.to_string())
+        })
+    })
+    .await
+    .expect("no alert on workload-low ended its fix with a rate");
+    assert!(alert.contains("--kube-api-qps="), "{alert}");
+
     // The same flow in /metrics, and on the page against its rate.
     let metrics = common::get_text(&format!("{monitor}/metrics"))
         .await

@@ -181,6 +181,21 @@ async fn every_surface_tells_a_flow_above_its_share_what_it_may_send() {
     assert!(agent_line.contains("workload-low"), "{agent_line}");
     assert!(out.contains("client-go: set QPS="), "{out}");
 
+    // Piped into a reader that has gone, it ends as every command does: by SIGPIPE.
+    let closed = common::closed_pipe();
+    let url = monitor.url.clone();
+    let (status, err) = tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["advise", "--daemon", &url])
+            .stdout(std::process::Stdio::from(closed.try_clone().unwrap()))
+            .output()
+            .unwrap();
+        (out.status, out.stderr)
+    })
+    .await
+    .unwrap();
+    common::assert_ended_by_sigpipe("advise --daemon", status, &err);
+
     // A client nobody saw is an error that says why.
     let (code, _, err) = advise(vec![
         "--daemon".into(),

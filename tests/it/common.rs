@@ -66,6 +66,53 @@ where
     }
 }
 
+/// Polls `f` until it gives a value, or fails saying what was awaited and the logs.
+pub async fn until<T, Fut: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    secs: u64,
+    logs: impl Fn() -> String,
+    f: impl FnMut() -> Fut,
+) -> T {
+    eventually(Duration::from_secs(secs), f)
+        .await
+        .unwrap_or_else(|| panic!("timed out after {secs}s waiting for {what}\n{}", logs()))
+}
+
+/// A process of the binary run in `dir` (`simulate`, `serve`), its output in `dir/NAME.log`; killed when dropped.
+pub struct Running {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Running {
+    pub fn start(args: &[&str], dir: &std::path::Path, name: &str) -> Running {
+        use std::process::{Command, Stdio};
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(args)
+            .current_dir(dir)
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+        Running { child, log }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 pub async fn get_text(url: &str) -> Option<String> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))

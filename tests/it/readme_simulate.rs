@@ -5,57 +5,10 @@
 //! scrapes every replica over the simulator's TLS with its token, and apf-monitor. Then `report` on that young
 //! Prometheus, with the default step: the data's own resolution, the scrape interval, not a tenth of the samples it
 //! holds spread over ten minutes.
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
 
-use crate::common::{self, external};
-
-/// A process of the binary, its output in a file; killed when dropped.
-struct Running {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Running {
-    fn start(args: &[&str], dir: &Path, name: &str) -> Running {
-        let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
-            .args(args)
-            .current_dir(dir)
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdout(Stdio::from(out.try_clone().unwrap()))
-            .stderr(Stdio::from(out))
-            .spawn()
-            .unwrap();
-        Running { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `f` until it gives a value, or fails saying what was awaited and the logs.
-async fn until<T, Fut: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    secs: u64,
-    logs: impl Fn() -> String,
-    f: impl FnMut() -> Fut,
-) -> T {
-    common::eventually(Duration::from_secs(secs), f)
-        .await
-        .unwrap_or_else(|| panic!("timed out after {secs}s waiting for {what}\n{}", logs()))
-}
+use crate::common::{self, external, until, Running};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_config_and_the_prometheus_config_watch_the_simulated_cluster_and_report_reads_it(

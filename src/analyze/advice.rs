@@ -148,8 +148,9 @@ pub struct SchemaCost {
     pub seconds_per_request: Option<f64>,
     /// Mean estimated seats of its requests (1.24+).
     pub seats_per_request: Option<f64>,
-    /// Requests that came: dispatched plus rejected, per second.
-    pub requests_per_second: Option<f64>,
+    /// Requests dispatched, and rejected, per second.
+    pub dispatched_per_second: Option<f64>,
+    pub rejected_per_second: f64,
 }
 
 /// Mean of a (sum, count) pair over the points: its increase over the window, else since the replica started when
@@ -190,7 +191,8 @@ pub(super) fn schema_costs(
             let cost = SchemaCost {
                 seconds_per_request: mean_over(points, |p| of(p)?.execution_seconds),
                 seats_per_request: mean_over(points, |p| of(p)?.estimated_seats),
-                requests_per_second: dispatched.map(|d| d + rejected),
+                dispatched_per_second: dispatched,
+                rejected_per_second: rejected,
             };
             (schema.to_string(), cost)
         })
@@ -218,6 +220,10 @@ pub(super) fn of_flow(
         .get(&flow.flow_schema)
         .copied()
         .unwrap_or_default();
+    let seats_per_request = flow
+        .seats_per_request
+        .or(cost.seats_per_request)
+        .or_else(|| minor.filter(|m| *m < 23).map(|_| 1.0));
     ClientAdvice {
         apiserver: apiserver.to_string(),
         priority_level: level.priority_level.clone(),
@@ -230,15 +236,9 @@ pub(super) fn of_flow(
         },
         limit_seats: level.limit_seats,
         active_flows: level.peak_active_flows.unwrap_or(1).max(1),
-        seats_per_request: flow
-            .seats_per_request
-            .or(cost.seats_per_request)
-            .or_else(|| minor.filter(|m| *m < 23).map(|_| 1.0)),
+        seats_per_request,
         seconds_per_request: cost.seconds_per_request,
-        observed_requests_per_second: match (flow.schema_share, cost.requests_per_second) {
-            (Some(share), Some(rate)) => Some(share * rate),
-            _ => None,
-        },
+        observed_requests_per_second: observed(flow, &cost, seats_per_request),
         lists: flow
             .example_request
             .as_deref()
@@ -247,6 +247,25 @@ pub(super) fn of_flow(
         ..Default::default()
     }
     .complete()
+}
+
+/// What a flow sends, as the dumps and the flow schema's counters tell it (audit events, where they name the user,
+/// tell it exactly). What it has executing, by Little's law, is what it is served: seats held / (seats x seconds per
+/// request) (1.28+ lists executing requests); its share of the schema's waiting and executing (pressure) apportions
+/// the schema's rejections. Before 1.28, or with nothing executing, that share apportions all of the schema's
+/// requests.
+fn observed(flow: &FlowReport, cost: &SchemaCost, seats_per_request: Option<f64>) -> Option<f64> {
+    let share = flow.schema_share?;
+    let served = match (seats_per_request, cost.seconds_per_request) {
+        (Some(seats), Some(seconds)) if flow.executing_seats > 0.0 && seats * seconds > 0.0 => {
+            Some(flow.executing_seats / (seats * seconds))
+        }
+        _ => None,
+    };
+    match served {
+        Some(served) => Some(served + share * cost.rejected_per_second),
+        None => Some(share * (cost.dispatched_per_second? + cost.rejected_per_second)),
+    }
 }
 
 /// Every client's advice in the report, worst first (observed over sustainable), with what the audit events say of
@@ -461,7 +480,7 @@ mod tests {
         assert_eq!(agent.seats_per_request, Some(4.0));
         assert_eq!(agent.seconds_per_request, Some(2.0));
         assert_eq!(agent.sustainable_requests_per_second, Some(25.0 / 8.0));
-        // 63 of the schema's 84 pressure, of its 10 requests/s.
+        // Served, by Little's law: 60 seats held, 4 a request for 2 s; nothing rejected.
         let observed = agent.observed_requests_per_second.unwrap();
         assert!((observed - 7.5).abs() < 1e-9, "{observed}");
         assert!(agent.above_share());

@@ -436,16 +436,13 @@ impl AnalysisStage {
                 now,
             );
         }
-        let (top, window) = {
-            let s = self.settings.borrow();
-            (s.top_flows, s.window_seconds)
-        };
-        // The rates cover the window, or the time since the start while it is shorter: no event came before it
-        // that was not counted.
-        let seconds = now.min(window).max(1.0);
+        let top = self.settings.borrow().top_flows;
         self.audit
             .iter_mut()
             .map(|(cluster, a)| {
+                // The rates cover what the window's slices hold (the window and the part of the slice it begins
+                // in), or the time since the start while it is shorter: no event came before it that was not counted.
+                let seconds = a.window.span(now).min(now).max(1.0);
                 let ledger = a.window.merged(now);
                 let mut report = AuditReport::of(&ledger, seconds, top);
                 report.cluster = cluster.clone();

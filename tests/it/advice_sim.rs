@@ -3,10 +3,10 @@
 //! 1. As shipped: the Crossplane provider steps up to about twice its share of the busy workload-low. The daemon's
 //!    `clients` names it above its share, with the sustainable rate S and the advised rate Q; its requests wait
 //!    longer than they execute, and the simulator rejects them (429 in its audit log).
-//! 2. The same scenario with the step going to Q: nothing of the provider's is rejected, and its requests wait less
-//!    than they execute. Not zero: in a full level fair queuing dispatches the busy queues in turn, so a client
-//!    within its share still waits for its queues' turns (a fraction of a second here); what it never does is fill
-//!    them.
+//! 2. The same scenario with the step going to Q: nothing of the provider's is rejected, and its requests wait under
+//!    a tenth of their execution (57 ms for 1 s). Not zero: in a full level every request waits for a seat to free,
+//!    and fair queuing dispatches the busy queues in turn, so a client within its share waits for its queues' turns
+//!    (a model of kube-apiserver's queueset gives 54 ms here); what it never does is fill them.
 //! 3. The step going to 2 x S: its requests wait and are rejected again.
 //!
 //! Phases 2 and 3 run side by side. The measure is taken after the step, once the daemon's window holds only it: the
@@ -422,14 +422,19 @@ async fn the_advised_rate_is_served_and_twice_the_sustainable_one_is_held_back()
         (two_after.rate - q).abs() < 0.15 * q,
         "the client did not send at {q}: {two_after:?}"
     );
-    // Served: nothing of it rejected, and its requests wait less than they execute (by Little's law, fewer of them
-    // wait than execute). Not "no wait": in a full level every request waits for a seat, and fair queuing dispatches
-    // the busy queues in turn, so a client inside its share waits for its queues' turns, as kube-apiserver's
-    // queueset would have it; but its queues stay short, drained faster than they fill. Above its share they fill to
-    // their length limit and each request waits for all of it: several times its execution.
+    // Served: nothing of it rejected, and its requests wait under a tenth of their execution (by Little's law, under
+    // a tenth as many of them wait as execute: 0.053 to 0.058 s in three runs). Not "no wait": in a full level every
+    // request waits for a seat, and fair queuing dispatches the busy queues in turn, so a client inside its share
+    // waits for its queues' turns, as kube-apiserver's queueset would have it; but its queues stay short, drained
+    // faster than they fill. Above its share they fill to their length limit and each request waits for all of it:
+    // several times its execution.
     assert_eq!(two_after.rejected, 0, "{two_after:?}\n{}", logs());
-    assert!(two_after.mean_wait < execution, "{two_after:?}\n{}", logs());
-    assert!(two.waiting < two.executing, "{two:?}\n{}", logs());
+    assert!(
+        two_after.mean_wait < 0.1 * execution,
+        "{two_after:?}\n{}",
+        logs()
+    );
+    assert!(two.waiting < two.executing / 4.0, "{two:?}\n{}", logs());
     // Twice the sustainable rate is held back, as the step past it was.
     assert!(three_after.rejected > 0 && three.waiting > three.executing);
 }

@@ -16,6 +16,7 @@
 //!                         # request takes 1 seat, and a flow of width N is sent N times as often instead, so a
 //!                         # scenario puts the same seat demand on every version
 //!     duration: 2s        # execution time of one request
+//!     duration_spread: 0.5  # optional: each request's time uniform in duration x [0.5, 1.5] (default 0)
 //!     rate: [ {at: 0s, rps: 5}, {at: 60s, rps: 40}, {at: 200s, rps: 5} ]  # requests/s, linear in between
 //! ```
 //! Arrivals are Poisson with the seeded RNG. Before the first point the first rate holds, after the last the last.
@@ -117,6 +118,12 @@ pub struct FlowSpec {
     pub seats: u32,
     #[serde(deserialize_with = "de_duration")]
     pub duration: Duration,
+    /// Each request's execution time drawn uniformly from `duration` x [1 - spread, 1 + spread] (0 to below 1;
+    /// default 0, every request `duration` long). Requests of one length all started together end together and free
+    /// their seats in one 10 ms tick, again and again: a level whose flows all send alike then dispatches in bursts
+    /// a second apart, which no apiserver serving real requests does.
+    #[serde(default)]
+    pub duration_spread: f64,
     pub rate: Vec<RatePoint>,
 }
 
@@ -235,6 +242,12 @@ impl Scenario {
                 return bad(format!(
                     "{who}: unknown flow_schema {schema:?}; expected one of {}",
                     known.join(", ")
+                ));
+            }
+            if !(0.0..1.0).contains(&f.duration_spread) {
+                return bad(format!(
+                    "{who}: duration_spread {} must be at least 0 and below 1",
+                    f.duration_spread
                 ));
             }
             if f.seats == 0 {
@@ -368,6 +381,20 @@ mod tests {
                 let v = apf::KubeVersion::new(minor, 0);
                 crate::Simulator::try_new(crate::SimOptions::new(v, sc.clone())).unwrap();
             }
+        }
+    }
+
+    #[test]
+    fn a_duration_spread_is_a_share_of_the_duration_below_one() {
+        let flow = |spread: &str| {
+            Scenario::from_yaml(&format!(
+                "duration: 300s\nflows:\n- {{name: a, user: u, duration: 1s, duration_spread: {spread}, rate: [{{at: 0s, rps: 5}}]}}\n"
+            ))
+        };
+        assert_eq!(flow("0.5").unwrap().flows[0].duration_spread, 0.5);
+        for bad in ["1", "-0.1", "2.5"] {
+            let e = flow(bad).unwrap_err().to_string();
+            assert!(e.contains("duration_spread"), "{bad}: {e}");
         }
     }
 

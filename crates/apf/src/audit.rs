@@ -454,6 +454,13 @@ impl Window {
         }
     }
 
+    /// Seconds the merged slices cover at `now`: the window, and the part of the slice it begins in (slices are
+    /// kept whole). Rates are their counts over this, not over the window alone, which would read up to a slice
+    /// high.
+    pub fn span(&self, now: f64) -> f64 {
+        now - ((now - self.window) / self.slice).floor() * self.slice
+    }
+
     /// Every slice in the window ending at `now`, merged (within the cap).
     pub fn merged(&mut self, now: f64) -> Ledger {
         self.expire(now);
@@ -512,6 +519,15 @@ mod tests {
         }
         let o = crate::model::parse_flowcontrol_documents(&text).unwrap();
         (o.flow_schemas, o.priority_levels)
+    }
+
+    #[test]
+    fn a_window_s_rates_cover_what_its_whole_slices_hold() {
+        let w = Window::new(Duration::from_secs(60), 6, Limits::default());
+        // Slices of 10 s, kept whole: at 65 s the oldest kept began at 0.
+        assert_eq!(w.span(65.0), 65.0);
+        assert_eq!(w.span(70.0), 60.0);
+        assert_eq!(w.span(75.0), 65.0);
     }
 
     #[test]

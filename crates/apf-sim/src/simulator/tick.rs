@@ -237,11 +237,20 @@ impl State {
         let Some(li) = f.level else {
             return;
         };
+        let spread = f.rate.duration_spread;
+        // Drawn only for flows that ask: every other flow's arrivals stay those of its seed.
+        let dur_ns = if spread > 0.0 {
+            let factor = 1.0 + spread * (2.0 * self.rng.gen::<f64>() - 1.0);
+            ((f.dur_ns as f64 * factor) as u64).max(1)
+        } else {
+            f.dur_ns
+        };
+        let f = &self.flows[fi];
         let req = Req {
             flow: fi,
             fs: f.fs,
             seats: f.seats,
-            dur_ns: f.dur_ns,
+            dur_ns,
             arrive_ns: at,
             start_ns: 0,
             queue: None,

@@ -36,7 +36,8 @@ pub struct ClientAdvice {
     pub seconds_per_request: Option<f64>,
     #[serde(serialize_with = "round::ratio")]
     pub sustainable_requests_per_second: Option<f64>,
-    /// From audit events where the user is audited, else the flow's share of its flow schema's requests.
+    /// From audit events where the user is audited, else what the flow is served (Little's law over its seats held)
+    /// plus its share of its flow schema's rejections.
     #[serde(serialize_with = "round::ratio")]
     pub observed_requests_per_second: Option<f64>,
     #[serde(serialize_with = "round::ratio")]

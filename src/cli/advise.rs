@@ -36,6 +36,10 @@ pub struct AdviseArgs {
     /// Read a running `apf-monitor serve`'s /api/v1/status (e.g. http://127.0.0.1:9864) instead of watching.
     #[arg(long, value_name = "URL", conflicts_with_all = ["targets", "prometheus", "audit"])]
     pub daemon: Option<String>,
+    /// With --daemon: a file holding a bearer token for a daemon that protects its reads (`web.auth.protect_reads`),
+    /// re-read at each run; e.g. a service account's token.
+    #[arg(long, value_name = "FILE", requires = "daemon")]
+    pub token_file: Option<PathBuf>,
     /// How long to watch the replicas (default: the config's analysis.window, 1m).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub window: Option<Duration>,
@@ -52,7 +56,14 @@ pub enum AdviseFormat {
 
 pub async fn advise(args: AdviseArgs) -> Result<ExitCode> {
     let clients = match &args.daemon {
-        Some(url) => from_daemon(url).await?,
+        Some(url) => {
+            from_daemon(
+                url,
+                args.token_file.as_deref(),
+                args.common.certificate_authority.as_deref(),
+            )
+            .await?
+        }
         None => watch(&args).await?.clients,
     };
     let chosen: Vec<ClientAdvice> = clients.into_iter().filter(|c| wanted(&args, c)).collect();
@@ -92,25 +103,38 @@ fn wanted(args: &AdviseArgs, c: &ClientAdvice) -> bool {
     true
 }
 
-/// The clients a running daemon advises (`GET /api/v1/status`).
-async fn from_daemon(url: &str) -> Result<Vec<ClientAdvice>> {
+/// The clients a running daemon advises (`GET /api/v1/status`), with a bearer token from `token_file` and the
+/// daemon's CA (`--certificate-authority`) where it serves TLS (`web.tls`).
+async fn from_daemon(
+    url: &str,
+    token_file: Option<&std::path::Path>,
+    ca: Option<&std::path::Path>,
+) -> Result<Vec<ClientAdvice>> {
     #[derive(serde::Deserialize)]
     struct Status {
         #[serde(default)]
         clients: Vec<serde_json::Value>,
     }
     let status_url = format!("{}/api/v1/status", url.trim_end_matches('/'));
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()?;
-    let response = client.get(&status_url).send().await.with_context(|| {
+    // The client every target starts from: no redirect carries the token elsewhere.
+    let builder = crate::targets::client_builder(url, Duration::from_secs(10), ca)?
+        .timeout(Duration::from_secs(30));
+    let mut request = builder.build()?.get(&status_url);
+    if let Some(path) = token_file {
+        let token = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the token file {}", path.display()))?;
+        request = request.bearer_auth(token.trim());
+    }
+    let response = request.send().await.with_context(|| {
         format!("cannot read {status_url}: is `apf-monitor serve` listening there?")
     })?;
-    if !response.status().is_success() {
-        bail!(
-            "{status_url} answered {}: give the address of `apf-monitor serve` (its --listen)",
-            response.status()
-        );
+    match response.status() {
+        s if s.is_success() => {}
+        s @ (reqwest::StatusCode::UNAUTHORIZED | reqwest::StatusCode::FORBIDDEN) => bail!(
+            "{status_url} answered {s}: the daemon protects its reads (web.auth.protect_reads): give --token-file \
+             with a token RBAC allows to get /api/v1/status"
+        ),
+        s => bail!("{status_url} answered {s}: give the address of `apf-monitor serve` (its --listen)"),
     }
     let body = response
         .bytes()

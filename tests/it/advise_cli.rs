@@ -207,3 +207,48 @@ async fn every_surface_tells_a_flow_above_its_share_what_it_may_send() {
     assert_eq!(code, Some(1));
     assert!(err.contains("no client of user nobody"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_protects_its_reads_is_read_with_a_token_from_a_file() {
+    use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "reader-token\n").unwrap();
+    let mut config = apf_monitor::config::Config::from_yaml(&format!(
+        "web: {{auth: {{mode: tokens, tokens_file: {}, protect_reads: true}}}}\n",
+        tokens.display()
+    ))
+    .unwrap();
+    let sim = Simulator::try_new(SimOptions::new(
+        KubeVersion::new(34, 0),
+        Scenario::load(&ScenarioSource::Idle).unwrap(),
+    ))
+    .unwrap();
+    config.targets.static_targets = vec![common::sim_target(&common::serve_sim(&sim).await)];
+    let monitor = common::start_monitor(&config).await;
+
+    let (code, _, err) = advise(vec!["--daemon".into(), monitor.url.clone()]).await;
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("protects its reads") && err.contains("--token-file"),
+        "{err}"
+    );
+
+    let token = dir.path().join("token");
+    std::fs::write(&token, "reader-token\n").unwrap();
+    let (code, out, err) = advise(vec![
+        "--daemon".into(),
+        monitor.url.clone(),
+        "--token-file".into(),
+        token.display().to_string(),
+        "--output".into(),
+        "json".into(),
+    ])
+    .await;
+    // Let in: the idle cluster's clients, or none yet (said as such), never the refusal.
+    assert!(!err.contains("protects its reads"), "{err}");
+    assert!(
+        code == Some(0) && out.contains("\"clients\"") || err.contains("no client"),
+        "{code:?} {out} {err}"
+    );
+}

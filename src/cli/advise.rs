@@ -33,6 +33,11 @@ pub struct AdviseArgs {
     /// agent, and users no dump shows. Repeatable; replaces the config's audit.files.
     #[arg(long = "audit", value_name = "FILE")]
     pub audit: Vec<PathBuf>,
+    /// With --audit: the FlowSchemas and PriorityLevelConfigurations that classify the events where no replica
+    /// serves them (read through a Prometheus): `kubectl get flowschemas,prioritylevelconfigurations -o yaml`.
+    /// Repeatable.
+    #[arg(long = "objects", value_name = "FILE", requires = "audit")]
+    pub objects: Vec<PathBuf>,
     /// Read a running `apf-monitor serve`'s /api/v1/status (e.g. http://127.0.0.1:9864) instead of watching.
     #[arg(long, value_name = "URL", conflicts_with_all = ["targets", "prometheus", "audit"])]
     pub daemon: Option<String>,
@@ -170,6 +175,16 @@ async fn watch(args: &AdviseArgs) -> Result<StatusReport> {
     } else {
         super::check::check_prometheus(&config, &analysis).await?
     };
+    if !args.objects.is_empty() {
+        let (flow_schemas, priority_levels, _) = super::matching::from_files(&args.objects)?;
+        let objects = std::sync::Arc::new(apf::model::FlowcontrolObjects {
+            flow_schemas,
+            priority_levels,
+        });
+        for a in report.apiservers.iter_mut().filter(|a| a.objects.is_none()) {
+            a.objects = Some(objects.clone());
+        }
+    }
     if !config.audit.files.is_empty() {
         report.audit = super::check::audit_of_window(&config, &report, &analysis);
     }

@@ -69,10 +69,12 @@ pub(super) fn audit_of_window(
     report: &StatusReport,
     analysis: &Analysis,
 ) -> Vec<crate::analyze::AuditReport> {
-    let Some((objects, source)) = report
+    // The events belong to `audit.cluster`, else to the cluster of the replica whose objects classify them.
+    let Some((objects, source, cluster)) = report
         .apiservers
         .iter()
-        .find_map(|a| Some((a.objects.as_ref()?, a.display_name())))
+        .filter(|a| config.audit.cluster.is_none() || a.cluster == config.audit.cluster)
+        .find_map(|a| Some((a.objects.as_ref()?, a.display_name(), a.cluster.clone())))
     else {
         errln!("warning: audit.files: no replica served its FlowSchemas: the audit events are not classified");
         return Vec::new();
@@ -85,7 +87,7 @@ pub(super) fn audit_of_window(
     }
     let mut a =
         crate::analyze::AuditReport::of(&ledger, analysis.window_seconds, analysis.top_flows);
-    a.cluster = config.audit.cluster.clone();
+    a.cluster = config.audit.cluster.clone().or(cluster);
     a.classified_on = Some(source);
     vec![a]
 }
@@ -238,7 +240,11 @@ pub(super) async fn check_prometheus(
         .targets
         .prometheus
         .iter()
-        .map(|p| PrometheusSource::build(p, config.scrape.timeout.0))
+        .map(|p| {
+            let mut source = PrometheusSource::build(p, config.scrape.timeout.0)?;
+            source.flow_schema_costs = !config.audit.files.is_empty();
+            Ok::<_, crate::targets::TargetError>(source)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     // Every source at once: a slow one costs its timeout once, not once per source after it.
     let rounds = futures_util::future::join_all(

@@ -365,7 +365,9 @@ pub async fn build_targets(config: &Config) -> Result<TargetSource, SetupError> 
                 .prometheus
                 .iter()
                 .map(|p| {
-                    let source = PrometheusSource::build(p, timeout)?;
+                    let mut source = PrometheusSource::build(p, timeout)?;
+                    source.flow_schema_costs =
+                        !config.audit.files.is_empty() || config.audit.webhook;
                     Ok(PrometheusSetup {
                         timeout: source.timeout,
                         source,

@@ -790,3 +790,86 @@ async fn a_replica_whose_samples_stopped_is_not_shown() {
     assert_eq!(names, ["live:6443"], "{out}");
     assert_ne!(code, Some(3), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advise_reads_a_fleet_through_prometheus_and_prices_the_audited_users() {
+    let storm = sim(34, ScenarioSource::Storm);
+    let _clock = storm.spawn_clock(Duration::from_millis(100));
+    let url = common::serve_sim(&storm).await;
+    let prom = fleet_prometheus(&[&url], &[]).await;
+
+    // The agent's requests as kube-apiserver audits them: 20 served in 2.5 s (0.5 s of it queued), 10 rejected.
+    let dir = tempfile::tempdir().unwrap();
+    let now = std::time::SystemTime::now();
+    let at = |ago_ms: u64| {
+        humantime::format_rfc3339_micros(now - Duration::from_millis(ago_ms)).to_string()
+    };
+    let mut log = String::new();
+    for i in 0..30u64 {
+        let (code, wait) = if i < 20 { (200, "500ms") } else { (429, "15s") };
+        log.push_str(&format!(
+            r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"e{i}","stage":"ResponseComplete","requestURI":"/api/v1/pods","verb":"list","user":{{"username":"system:serviceaccount:monitoring:agent","groups":["system:serviceaccounts","system:serviceaccounts:monitoring","system:authenticated"]}},"userAgent":"agent/1.4 (linux/amd64) kubernetes/abc","objectRef":{{"resource":"pods","apiVersion":"v1"}},"responseStatus":{{"code":{code}}},"requestReceivedTimestamp":"{}","stageTimestamp":"{}","annotations":{{"apiserver.latency.k8s.io/apf-queue-wait":"{wait}"}}}}"#,
+            at(4000 + i * 10),
+            at(1500 + i * 10),
+        ));
+        log.push('\n');
+    }
+    let audit = dir.path().join("audit.log");
+    std::fs::write(&audit, log).unwrap();
+    let fs = common::fixture_file(&dir, "defaults-1.33-flowschemas.yaml");
+    let pl = common::fixture_file(&dir, "defaults-1.33-prioritylevelconfigurations.yaml");
+
+    let config = window_config();
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["advise", "--config"])
+        .arg(config.path())
+        .args(["--prometheus", &prom.url, "--audit"])
+        .arg(&audit)
+        .args([
+            "--objects",
+            &fs,
+            "--objects",
+            &pl,
+            "--user",
+            "agent",
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let read: Value = serde_json::from_str(&stdout).unwrap();
+    let agent = &read["clients"][0];
+    assert_eq!(agent["cluster"], "a", "{agent}");
+    assert_eq!(agent["priority_level"], "workload-low", "{agent}");
+    assert_eq!(
+        agent["flow"],
+        Value::Null,
+        "no dumps through a Prometheus: {agent}"
+    );
+    // Its own time, less the queue wait: 2.5 s - 0.5 s.
+    assert_eq!(agent["seconds_per_request"], 2.0, "{agent}");
+    // 30 requests over the 10 s window.
+    assert_eq!(agent["observed_requests_per_second"], 3.0, "{agent}");
+    // Its seats from the flow schema's work estimates, its share the whole limit (the only audited user).
+    let seats = agent["seats_per_request"].as_f64().unwrap();
+    assert!(seats > 1.0, "the storm's LISTs are wide: {agent}");
+    let share = agent["fair_share_seats"].as_f64().unwrap();
+    assert_eq!(agent["limit_seats"].as_f64(), Some(share), "{agent}");
+    let sustainable = agent["sustainable_requests_per_second"].as_f64().unwrap();
+    assert!(
+        (sustainable - share / (seats * 2.0)).abs() < 0.01 * sustainable + 0.01,
+        "{agent}"
+    );
+    assert!(
+        agent["advice"]
+            .as_str()
+            .unwrap()
+            .contains("client-go: set QPS="),
+        "{agent}"
+    );
+}

@@ -30,6 +30,9 @@ pub struct PrometheusSource {
     pub timeout: Duration,
     /// Replicas whose newest sample is older than this many seconds are left out (`None`: never).
     pub max_sample_age: Option<f64>,
+    /// Read what each flow schema's requests cost (rate advice), which through a Prometheus names someone only
+    /// with audit events: set where they are read.
+    pub flow_schema_costs: bool,
     client: reqwest::Client,
     token: Option<TokenFile>,
     headers: reqwest::header::HeaderMap,
@@ -76,6 +79,7 @@ impl PrometheusSource {
             apiserver_label: config.apiserver_label.clone(),
             timeout,
             max_sample_age: Some(config.max_sample_age.0.as_secs_f64()).filter(|a| *a > 0.0),
+            flow_schema_costs: false,
             client,
             token: config.bearer_token_file.clone().map(TokenFile::new),
             headers,
@@ -109,7 +113,7 @@ pub async fn read_fleet(
             None => Ok(None),
         }
     };
-    let wanted = apf::model::wanted_series();
+    let wanted = apf::model::wanted_series(source.flow_schema_costs);
     let ((mut replicas, unlabelled), newest) =
         tokio::try_join!(snapshots(source, &wanted, time), ages)?;
     let before = replicas.len();

@@ -30,7 +30,8 @@ pub async fn read_range(
 ) -> Result<Vec<Moment>, ScrapeError> {
     let steps = steps.clamp(1, STEPS_PER_QUERY);
     let end = start + step * (steps - 1) as f64;
-    let wanted = apf::model::wanted_series();
+    // A look back gives no rate advice.
+    let wanted = apf::model::wanted_series(false);
     let queries = family_queries(source, &wanted)?;
     let mut builders: Vec<_> = (0..steps)
         .map(|_| apf::model::FleetBuilder::new(&source.cluster_label, &source.apiserver_label))

@@ -242,7 +242,7 @@ pub(super) async fn check_prometheus(
         .iter()
         .map(|p| {
             let mut source = PrometheusSource::build(p, config.scrape.timeout.0)?;
-            source.flow_schema_costs = !config.audit.files.is_empty();
+            source.flow_schema_costs |= !config.audit.files.is_empty();
             Ok::<_, crate::targets::TargetError>(source)
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -366,8 +366,8 @@ pub async fn build_targets(config: &Config) -> Result<TargetSource, SetupError> 
                 .iter()
                 .map(|p| {
                     let mut source = PrometheusSource::build(p, timeout)?;
-                    source.flow_schema_costs =
-                        !config.audit.files.is_empty() || config.audit.webhook;
+                    // The webhook is on by default, used or not: only files say audit events will come.
+                    source.flow_schema_costs |= !config.audit.files.is_empty();
                     Ok(PrometheusSetup {
                         timeout: source.timeout,
                         source,

@@ -54,6 +54,11 @@ pub struct PrometheusTarget {
     /// scrape interval plus its ingestion delay; 0 turns the check off.
     #[serde(default = "default_max_sample_age")]
     pub max_sample_age: DurationValue,
+    /// Also read what each flow schema's requests cost (`request_execution_seconds`, `work_estimated_seats`, and
+    /// dispatches per flow schema), which rate advice needs for users that audit events name (a Prometheus holds no
+    /// flows). A round then reads about a third more (100 clusters: 136 -> 187 ms); on with `audit.files`.
+    #[serde(default)]
+    pub rate_advice: bool,
 }
 
 fn default_max_sample_age() -> DurationValue {
@@ -93,6 +98,7 @@ impl PrometheusTarget {
             selector: default_prometheus_selector(),
             cluster_label: default_cluster_label(),
             apiserver_label: default_apiserver_label(),
+            rate_advice: false,
             bearer_token_file: None,
             ca_file: None,
             headers: BTreeMap::new(),

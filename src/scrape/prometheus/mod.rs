@@ -31,7 +31,7 @@ pub struct PrometheusSource {
     /// Replicas whose newest sample is older than this many seconds are left out (`None`: never).
     pub max_sample_age: Option<f64>,
     /// Read what each flow schema's requests cost (rate advice), which through a Prometheus names someone only
-    /// with audit events: set where they are read.
+    /// with audit events: `rate_advice`, or set where audit files are read.
     pub flow_schema_costs: bool,
     client: reqwest::Client,
     token: Option<TokenFile>,
@@ -79,7 +79,7 @@ impl PrometheusSource {
             apiserver_label: config.apiserver_label.clone(),
             timeout,
             max_sample_age: Some(config.max_sample_age.0.as_secs_f64()).filter(|a| *a > 0.0),
-            flow_schema_costs: false,
+            flow_schema_costs: config.rate_advice,
             client,
             token: config.bearer_token_file.clone().map(TokenFile::new),
             headers,

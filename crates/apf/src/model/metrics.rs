@@ -47,7 +47,7 @@ const RESOURCE_SIZE: &str = "apiserver_resource_size_estimate_bytes";
 /// Every series name the model reads, with the labels it reads of it (both spellings: 1.18-1.19 wrote them in
 /// camelCase): a Prometheus can sum away every other label before answering, which the model would sum anyway.
 /// Without `flow_schema_costs`, the families that tell what a flow schema's requests cost (rate advice) are left
-/// out and dispatches are read per level: they made a fleet's round 1.8x longer, and advice read through a
+/// out and dispatches are read per level: they make a fleet's round about a third longer, and advice read through a
 /// Prometheus, which has no dumps, needs audit events to name anyone.
 pub fn wanted_series(flow_schema_costs: bool) -> Vec<(String, &'static [&'static str])> {
     const LEVEL: &[&str] = &["priority_level", "priorityLevel"];
@@ -378,8 +378,11 @@ impl SampleSink for SnapshotBuilder {
             "current_inqueue_requests" => &mut self.inqueue_requests,
             "current_inqueue_seats" => &mut self.inqueue_seats,
             "dispatched_requests_total" => {
-                if let Some(t) = self.schema_totals(pl, s) {
-                    *t.dispatched_total.get_or_insert(0.0) += value;
+                // Per flow schema where the series says (a Prometheus may have summed it away: per level only).
+                if Self::flow_schema(s).is_some() {
+                    if let Some(t) = self.schema_totals(pl, s) {
+                        *t.dispatched_total.get_or_insert(0.0) += value;
+                    }
                 }
                 &mut self.dispatched
             }
@@ -573,6 +576,17 @@ mod tests {
             (None, None)
         );
         assert_eq!(snap.levels["low"].dispatched_total, Some(42.0));
+        // Dispatches summed per level (a Prometheus asked without costs): no flow schema, and nothing unlabelled.
+        let mut b = SnapshotBuilder::new();
+        parse_all(
+            b"apiserver_flowcontrol_dispatched_requests_total{priority_level=\"low\"} 7\n",
+            is_wanted_sample,
+            &mut b,
+        );
+        assert_eq!(b.unlabelled_samples, 0);
+        let snap = b.finish();
+        assert_eq!(snap.levels["low"].dispatched_total, Some(7.0));
+        assert!(snap.flow_schemas.is_empty());
         // 1.18-1.23 have no `type`: every request counts.
         let (snap, _) = snapshot(
             "apiserver_flowcontrol_request_execution_seconds_sum{flowSchema=\"sa\",priorityLevel=\"low\"} 3\n\

@@ -257,6 +257,8 @@ pub(super) fn of_flow(
 /// requests.
 fn observed(flow: &FlowReport, cost: &SchemaCost, seats_per_request: Option<f64>) -> Option<f64> {
     let share = flow.schema_share?;
+    // One scrape has no rates: what it rejects is not known, so neither is what it sends.
+    let dispatched = cost.dispatched_per_second?;
     let served = match (seats_per_request, cost.seconds_per_request) {
         (Some(seats), Some(seconds)) if flow.executing_seats > 0.0 && seats * seconds > 0.0 => {
             Some(flow.executing_seats / (seats * seconds))
@@ -265,7 +267,7 @@ fn observed(flow: &FlowReport, cost: &SchemaCost, seats_per_request: Option<f64>
     };
     match served {
         Some(served) => Some(served + share * cost.rejected_per_second),
-        None => Some(share * (cost.dispatched_per_second? + cost.rejected_per_second)),
+        None => Some(share * (dispatched + cost.rejected_per_second)),
     }
 }
 

@@ -398,6 +398,30 @@ mod tests {
     }
 
     #[test]
+    fn the_clients_above_their_share_are_listed_with_the_flag_to_set() {
+        let mut r = report();
+        let client = |user: &str, observed: f64| crate::analyze::ClientAdvice {
+            apiserver: "10.0.0.5:6443".into(),
+            priority_level: "workload-low".into(),
+            user: Some(user.into()),
+            sustainable_requests_per_second: Some(20.0),
+            observed_requests_per_second: Some(observed),
+            flag: "--kube-api-qps=16 --kube-api-burst=8".into(),
+            ..Default::default()
+        };
+        r.clients = vec![client("agent", 41.0), client("quiet", 3.0)];
+        let out = render(&r, 2, Style::default());
+        assert!(
+            out.contains(
+                "Clients above their share (apf-monitor advise says more):\n  agent on 10.0.0.5:6443 workload-low: \
+                 41/s, its share sustains 20/s; set --kube-api-qps=16 --kube-api-burst=8\n"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("quiet on"), "{out}");
+    }
+
+    #[test]
     fn colour_and_bars_only_when_asked() {
         let r = report();
         let plain = render(&r, 2, Style::default());

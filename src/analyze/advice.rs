@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::history::WindowPoint;
 use super::{counter_increase, round, ApiserverReport, FlowReport, LevelReport, StatusReport};
 use apf::advice::{self, ClientKind, ClientTerms};
+use apf::model::FlowSchemaTotals;
 
 /// How fast one client may go on one replica.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
@@ -157,15 +158,15 @@ pub struct SchemaCost {
 /// Mean of a (sum, count) pair over the points: its increase over the window, else since the replica started when
 /// nothing was counted in the window (a quiet flow schema still tells what its requests cost).
 fn mean_over(
-    points: &[&WindowPoint],
-    pair: impl Fn(&WindowPoint) -> Option<(f64, f64)>,
+    totals: &[Option<&FlowSchemaTotals>],
+    pair: impl Fn(&FlowSchemaTotals) -> Option<(f64, f64)>,
 ) -> Option<f64> {
-    let sum = counter_increase(points.iter().map(|p| pair(p).map(|x| x.0)));
-    let count = counter_increase(points.iter().map(|p| pair(p).map(|x| x.1)));
+    let sum = counter_increase(totals.iter().map(|t| pair((*t)?).map(|x| x.0)));
+    let count = counter_increase(totals.iter().map(|t| pair((*t)?).map(|x| x.1)));
     if count > 0.0 {
         return Some(sum / count);
     }
-    let (sum, count) = points.last().and_then(|p| pair(p))?;
+    let (sum, count) = totals.last().copied().flatten().and_then(pair)?;
     (count > 0.0).then(|| sum / count)
 }
 
@@ -181,17 +182,21 @@ pub(super) fn schema_costs(
     };
     last.flow_schemas_of(level)
         .map(|(schema, _)| {
-            let of = |p: &WindowPoint| p.flow_schema(level, schema).cloned();
+            // Each point's totals looked up once: a window of 250 ms scrapes holds 240 points.
+            let totals: Vec<Option<&FlowSchemaTotals>> = points
+                .iter()
+                .map(|p| p.flow_schema(level, schema))
+                .collect();
             let dispatched = (points.len() >= 2 && span > 0.0)
-                .then(|| counter_increase(points.iter().map(|p| of(p)?.dispatched_total)) / span);
+                .then(|| counter_increase(totals.iter().map(|t| (*t)?.dispatched_total)) / span);
             let rejected: f64 = rejected_per_second
                 .iter()
                 .filter(|(l, s, _, _)| l == level && s == schema)
                 .map(|(_, _, _, r)| r)
                 .sum();
             let cost = SchemaCost {
-                seconds_per_request: mean_over(points, |p| of(p)?.execution_seconds),
-                seats_per_request: mean_over(points, |p| of(p)?.estimated_seats),
+                seconds_per_request: mean_over(&totals, |t| t.execution_seconds),
+                seats_per_request: mean_over(&totals, |t| t.estimated_seats),
                 dispatched_per_second: dispatched,
                 rejected_per_second: rejected,
             };

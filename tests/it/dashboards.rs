@@ -160,9 +160,12 @@ async fn scraped_names(prom: &external::Process) -> BTreeSet<String> {
         "{}/api/v1/label/__name__/values?match[]={{job=\"apf-monitor\"}}",
         prom.url
     );
-    let Some(text) = common::get_text(&url).await else {
-        return BTreeSet::new();
-    };
+    strings(&url).await
+}
+
+/// The strings of a Prometheus API answer's `data` (label names, label values); none when it cannot be read.
+async fn strings(url: &str) -> BTreeSet<String> {
+    let text = common::get_text(url).await.unwrap_or_default();
     let v: Value = serde_json::from_str(&text).unwrap_or_default();
     v["data"]
         .as_array()
@@ -251,14 +254,7 @@ async fn label_names(prom: &external::Process, name: &str) -> BTreeSet<String> {
         "{}/api/v1/labels?match[]={name}{{job=\"apf-monitor\"}}",
         prom.url
     );
-    let text = common::get_text(&url).await.unwrap_or_default();
-    let v: Value = serde_json::from_str(&text).unwrap_or_default();
-    v["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| n.as_str().map(str::to_string))
-        .collect()
+    strings(&url).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

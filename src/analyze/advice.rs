@@ -296,9 +296,13 @@ pub fn advise(report: &mut StatusReport) {
                     .and_then(|l| {
                         l.users.iter().find(|u| {
                             u.flow_schema == flow.flow_schema
-                                && (u.user == flow.flow || flow.users == [u.user.clone()])
+                                && (u.user == flow.flow
+                                    || flow.users.as_slice() == [u.user.as_str()])
                         })
                     });
+                // The sentence names the replica with its cluster, and the audited user's own figures: rebuilt only
+                // when either is there to add (the analysis built it without).
+                let rebuild = audited.is_some() || cluster.is_some();
                 if let Some(u) = audited {
                     advice.user = Some(u.user.clone());
                     advice.user_agent = u.user_agent.clone();
@@ -308,7 +312,9 @@ pub fn advise(report: &mut StatusReport) {
                         advice.seconds_per_request = u.seconds_per_request;
                     }
                 }
-                *advice = std::mem::take(advice).complete();
+                if rebuild {
+                    *advice = std::mem::take(advice).complete();
+                }
                 clients.push(advice.clone());
             }
         }
@@ -385,7 +391,7 @@ pub fn advise(report: &mut StatusReport) {
 }
 
 /// Observed over sustainable, highest first; those without either last, by observed rate.
-pub fn sort_worst_first(clients: &mut [ClientAdvice]) {
+fn sort_worst_first(clients: &mut [ClientAdvice]) {
     clients.sort_by(|a, b| {
         let key = |c: &ClientAdvice| c.pressure().unwrap_or(-1.0);
         key(b)

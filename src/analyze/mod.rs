@@ -11,7 +11,7 @@ pub mod round;
 mod settings;
 mod status;
 
-pub use advice::{advise, sort_worst_first, ClientAdvice, SchemaCost};
+pub use advice::{advise, ClientAdvice, SchemaCost};
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};

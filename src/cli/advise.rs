@@ -262,23 +262,6 @@ async fn watch_replicas(
 /// The clients as a table, then each one's advice.
 fn table(clients: &[ClientAdvice]) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), apf::advice::shown);
-    let rows: Vec<Vec<String>> = clients
-        .iter()
-        .map(|c| {
-            vec![
-                c.name().to_string(),
-                c.apiserver.clone(),
-                c.priority_level.clone(),
-                format!("{}/{}", f(c.fair_share_seats), f(c.limit_seats)),
-                format!("{} x {}s", f(c.seats_per_request), f(c.seconds_per_request)),
-                f(c.sustainable_requests_per_second),
-                f(c.observed_requests_per_second),
-                c.recommended_qps.map_or("-".into(), apf::advice::number),
-                c.recommended_burst.to_string(),
-                c.recommended_concurrency.to_string(),
-            ]
-        })
-        .collect();
     let header = [
         "CLIENT",
         "REPLICA",
@@ -291,29 +274,23 @@ fn table(clients: &[ClientAdvice]) -> String {
         "BURST",
         "CONCURRENCY",
     ];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(padded.join("  ").trim_end());
-        out.push('\n');
-    };
-    line(
-        &header.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
-        &mut out,
-    );
-    for r in &rows {
-        line(r, &mut out);
-    }
+    let rows: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
+        .chain(clients.iter().map(|c| {
+            vec![
+                c.name().to_string(),
+                c.apiserver.clone(),
+                c.priority_level.clone(),
+                format!("{}/{}", f(c.fair_share_seats), f(c.limit_seats)),
+                format!("{} x {}s", f(c.seats_per_request), f(c.seconds_per_request)),
+                f(c.sustainable_requests_per_second),
+                f(c.observed_requests_per_second),
+                c.recommended_qps.map_or("-".into(), apf::advice::number),
+                c.recommended_burst.to_string(),
+                c.recommended_concurrency.to_string(),
+            ]
+        }))
+        .collect();
+    let mut out = super::table::columns(&rows);
     out.push('\n');
     for c in clients {
         out.push_str(&format!("- {}\n", c.advice));

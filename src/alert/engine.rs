@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::humantime_serde_compat as rfc3339;
+use super::notification_log::LoggedAlert;
 use super::rules::Candidate;
 use super::{fingerprint, Alert, LabelSet};
 
@@ -101,6 +102,17 @@ impl Engine {
     /// One evaluation: `candidates` are the conditions that hold now; any other alert's condition is gone.
     /// Returns the current alerts: firing ones, then resolved ones not yet forgotten.
     pub fn update(&mut self, now: SystemTime, candidates: Vec<Candidate>) -> Vec<Alert> {
+        self.evaluate(now, candidates, |_| false)
+    }
+
+    /// [`Engine::update`], where an alert without a candidate whose labels `hold` is kept as it is: a condition
+    /// that cannot be evaluated yet (its replica not read yet since a start) is not a condition gone.
+    pub fn evaluate(
+        &mut self,
+        now: SystemTime,
+        candidates: Vec<Candidate>,
+        hold: impl Fn(&LabelSet) -> bool,
+    ) -> Vec<Alert> {
         let mut seen = std::collections::BTreeSet::new();
         for c in candidates {
             let fp = fingerprint(&c.labels);
@@ -142,6 +154,9 @@ impl Engine {
         }
         self.alerts.retain(|fp, t| {
             if seen.contains(fp) {
+                return true;
+            }
+            if !matches!(t.phase, Phase::Resolved { .. }) && hold(&t.labels) {
                 return true;
             }
             match t.phase {
@@ -213,6 +228,45 @@ impl Engine {
                 Phase::Resolved { .. } => true,
             }
         });
+    }
+
+    /// Alerts the previous Lease holder notified as firing: firing here too from now on (since when the holder
+    /// said), so this replica neither announces them again nor drops them while its own `for` runs. One this
+    /// replica saw resolve keeps its resolution (owed to the receivers); the next evaluation resolves one whose
+    /// condition does not hold here.
+    pub fn adopt<'a>(
+        &mut self,
+        alerts: impl IntoIterator<Item = &'a LoggedAlert>,
+        now: SystemTime,
+    ) {
+        for a in alerts {
+            let fp = a.fingerprint();
+            let firing = Phase::Firing {
+                since: a.starts_at,
+                last_true: now,
+            };
+            match self.alerts.get_mut(&fp) {
+                Some(t) => match t.phase {
+                    Phase::Pending { .. } => t.phase = firing,
+                    // Resolved here before the holder saw it fire again: that later episode is the one owed.
+                    Phase::Resolved { ends_at, .. } if ends_at < a.starts_at => t.phase = firing,
+                    _ => {}
+                },
+                None => {
+                    let logged = a.alert(&self.generator_url);
+                    self.alerts.insert(
+                        fp,
+                        Tracked {
+                            labels: logged.labels,
+                            annotations: logged.annotations,
+                            for_: Duration::ZERO,
+                            keep_firing_for: Duration::ZERO,
+                            phase: firing,
+                        },
+                    );
+                }
+            }
+        }
     }
 
     /// Pending or firing: the rules then apply the clear threshold (hysteresis).
@@ -353,5 +407,45 @@ mod tests {
         // Down for 10 minutes; the condition is gone: resolved on the first evaluation.
         let a = e2.update(t(630), vec![]);
         assert_eq!((a[0].starts_at, a[0].ends_at), (t(30), Some(t(630))));
+    }
+
+    /// What the previous Lease holder announced is firing here from the take-over: a pending alert with the holder's
+    /// start, an unknown one until the next evaluation says its condition is gone.
+    #[test]
+    fn adopted_alerts_fire_from_the_holders_start() {
+        let mut e = Engine::new("http://mon/");
+        assert!(
+            e.update(t(0), vec![cand("A", 60, 0, "a")]).is_empty(),
+            "pending"
+        );
+        let logged = |name: &str| LoggedAlert {
+            labels: [("alertname".to_string(), name.to_string())].into(),
+            starts_at: t(5),
+            summary: Some(format!("{name} as announced")),
+        };
+        e.adopt(&[logged("A"), logged("B")], t(10));
+        let alerts = e.alerts();
+        assert_eq!(alerts.len(), 2);
+        assert!(alerts
+            .iter()
+            .all(|a| a.starts_at == t(5) && !a.is_resolved()));
+        // B's condition does not hold here: resolved at the next evaluation, its resolution owed.
+        let alerts = e.update(t(11), vec![cand("A", 60, 0, "a")]);
+        let b = alerts.iter().find(|a| a.alertname() == "B").unwrap();
+        assert_eq!(b.ends_at, Some(t(11)));
+        assert_eq!(b.annotations["summary"], "B as announced");
+    }
+
+    /// An alert whose condition cannot be evaluated yet is held as it is, firing or pending.
+    #[test]
+    fn holding_resolves_nothing_for_want_of_a_candidate() {
+        let mut e = Engine::new("http://mon/");
+        e.update(t(0), vec![cand("A", 0, 0, "a"), cand("P", 60, 0, "p")]);
+        let alerts = e.evaluate(t(30), Vec::new(), |_| true);
+        assert_eq!(alerts.len(), 1);
+        assert!(!alerts[0].is_resolved());
+        assert!(e.is_active(&[("alertname".to_string(), "P".to_string())].into()));
+        let alerts = e.evaluate(t(31), Vec::new(), |_| false);
+        assert_eq!(alerts[0].ends_at, Some(t(31)));
     }
 }

@@ -4,6 +4,7 @@
 //! The types here ([`Alert`], [`Notification`]) are the contract between the alerting stage and the receivers
 //! (`notify/`), which import them; nothing here imports `notify/`.
 pub mod engine;
+pub mod notification_log;
 pub mod remediation;
 pub mod replay;
 pub mod route;
@@ -14,6 +15,7 @@ pub mod stage;
 pub mod state;
 
 pub use engine::Engine;
+pub use notification_log::NotificationLog;
 pub use remediation::Remediation;
 pub use route::Router;
 pub use rules::{

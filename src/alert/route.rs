@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::humantime_serde_compat as rfc3339;
+use super::notification_log::{Delivered, NotificationLog};
 use super::silence::Silences;
 use super::{Alert, LabelSet};
 use crate::alert::{Notification, RouteConfig};
@@ -30,6 +31,10 @@ pub struct Group {
     pub labels: LabelSet,
     #[serde(with = "rfc3339")]
     pub next_flush: SystemTime,
+    /// Past its first flush (`group_wait` is over): a new Lease holder flushes it at once (see
+    /// [`Router::take_over`]).
+    #[serde(default)]
+    pub flushed: bool,
     pub receivers: BTreeMap<String, ReceiverLog>,
 }
 
@@ -178,6 +183,7 @@ impl Router {
             .or_insert_with(|| Group {
                 labels: n.group_labels.clone(),
                 next_flush: now,
+                flushed: true,
                 receivers: BTreeMap::new(),
             });
         group.next_flush = group.next_flush.min(now);
@@ -190,6 +196,57 @@ impl Router {
             } else {
                 log.firing.remove(&a.fingerprint());
             }
+        }
+    }
+
+    /// This replica took the Lease and sends to `receivers` from now on: what they were told is what the
+    /// previous holder's log says it delivered, not what this replica booked while it stood by (nothing) or when
+    /// it last held the Lease (stale). Every group past its first flush is flushed at the next tick: what the log
+    /// lacks (an alert that began while no one held the Lease, a notification never confirmed) goes out then, what
+    /// it has is not sent again, and a repeat waits for `repeat_interval` from the holder's last one.
+    pub fn take_over(
+        &mut self,
+        log: &NotificationLog,
+        receivers: &BTreeSet<String>,
+        now: SystemTime,
+    ) {
+        for g in self.groups.values_mut() {
+            g.receivers.retain(|r, _| !receivers.contains(r));
+        }
+        for (key, logged) in &log.groups {
+            let delivered: Vec<(&String, &Delivered)> = logged
+                .receivers
+                .iter()
+                .filter(|(r, _)| receivers.contains(*r) && self.receivers.contains(*r))
+                .collect();
+            if delivered.is_empty() {
+                continue;
+            }
+            let group = self.groups.entry(key.clone()).or_insert_with(|| Group {
+                labels: logged.labels.clone(),
+                next_flush: now,
+                flushed: true,
+                receivers: BTreeMap::new(),
+            });
+            // The previous holder flushed it: its first group_wait is over.
+            group.flushed = true;
+            for (receiver, d) in delivered {
+                let firing = d
+                    .firing
+                    .iter()
+                    .map(|a| (a.fingerprint(), a.alert(&self.external_url)))
+                    .collect();
+                group.receivers.insert(
+                    receiver.clone(),
+                    ReceiverLog {
+                        last_sent: Some(d.last_sent),
+                        firing,
+                    },
+                );
+            }
+        }
+        for g in self.groups.values_mut().filter(|g| g.flushed) {
+            g.next_flush = g.next_flush.min(now);
         }
     }
 
@@ -231,6 +288,7 @@ impl Router {
                     Group {
                         labels: labels.clone(),
                         next_flush: now + self.group_wait,
+                        flushed: false,
                         receivers: BTreeMap::new(),
                     },
                 );
@@ -280,6 +338,7 @@ impl Router {
             return Vec::new();
         };
         group.next_flush = now + self.group_interval;
+        group.flushed = true;
         let mut out = Vec::new();
         for receiver in self.receivers.iter().filter(|r| !self.paused.contains(*r)) {
             let log = group.receivers.entry(receiver.clone()).or_default();
@@ -650,5 +709,93 @@ mod tests {
         let labels: LabelSet = [("alertname".to_string(), "A\"b\\".to_string())].into();
         assert_eq!(group_key(&labels), "{}:{alertname=\"A\\\"b\\\\\"}");
         assert_eq!(group_key(&LabelSet::new()), "{}:{}");
+    }
+
+    /// Two replicas: the holder notifies and its log says what was delivered; the one that takes over sends
+    /// neither that again nor less than what the log lacks, at once.
+    #[test]
+    fn a_new_holder_goes_on_from_the_log() {
+        let s = Silences::default();
+        let low = alert("APFHeadroomLow", "warning", "workload-low", 0, None);
+        let high = alert("APFHeadroomLow", "warning", "workload-high", 100, None);
+        let direct: BTreeSet<String> = ["slack".to_string()].into();
+        let mut holder = router(&["slack", "console"]);
+        let mut standby = router(&["slack", "console"]);
+        standby.pause(direct.clone());
+        let mut log = NotificationLog::default();
+        let n = holder.tick(t(0), std::slice::from_ref(&low), &s);
+        assert!(n.is_empty());
+        assert!(standby
+            .tick(t(0), std::slice::from_ref(&low), &s)
+            .is_empty());
+        let n = holder.tick(t(30), std::slice::from_ref(&low), &s);
+        assert_eq!(
+            summary(&n),
+            [
+                "slack APFHeadroomLow/workload-low",
+                "console APFHeadroomLow/workload-low"
+            ]
+        );
+        log.record(&n[0], t(31));
+        let n = standby.tick(t(30), std::slice::from_ref(&low), &s);
+        assert_eq!(
+            summary(&n),
+            ["console APFHeadroomLow/workload-low"],
+            "its own console only"
+        );
+
+        // The holder dies; workload-high begins while no one holds the Lease and its group's first flush passes.
+        let both = [low.clone(), high.clone()];
+        assert!(standby.tick(t(100), &both, &s).is_empty());
+        let n = standby.tick(t(130), &both, &s);
+        assert_eq!(summary(&n), ["console APFHeadroomLow/workload-high"]);
+
+        // Taken over at 140: workload-high is owed to Slack now (not at 130 + group_interval), workload-low is not.
+        standby.take_over(&log, &direct, t(140));
+        standby.pause(BTreeSet::new());
+        let n = standby.tick(t(140), &both, &s);
+        assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-high"]);
+        assert!(standby.tick(t(141), &both, &s).is_empty());
+        // workload-low's repeat counts from the holder's delivery (31), not from the take-over: due at 3631, sent at
+        // the group's first flush after it (140 + 13 x 300), with workload-high's (due at 3740).
+        assert!(standby.tick(t(3600), &both, &s).is_empty());
+        let n = standby.tick(t(3900), &both, &s);
+        assert_eq!(
+            summary(&n)
+                .into_iter()
+                .filter(|l| l.starts_with("slack"))
+                .collect::<Vec<_>>(),
+            [
+                "slack APFHeadroomLow/workload-high",
+                "slack APFHeadroomLow/workload-low"
+            ]
+        );
+        // It ends: one RESOLVED, from the log's alert even though this replica forgot it altogether.
+        let n = standby.tick(t(4200), std::slice::from_ref(&high), &s);
+        let slack: Vec<&Notification> = n.iter().filter(|n| n.receiver == "slack").collect();
+        assert_eq!(slack.len(), 1);
+        assert_eq!(slack[0].status(), "resolved");
+        assert_eq!(slack[0].alerts[0].starts_at, t(0));
+        assert!(standby
+            .tick(t(4500), std::slice::from_ref(&high), &s)
+            .iter()
+            .all(|n| n.receiver != "slack"));
+    }
+
+    /// A replica that held the Lease before and takes it again forgets what it booked then: the log is the truth.
+    #[test]
+    fn a_stale_booking_is_replaced_by_the_log() {
+        let s = Silences::default();
+        let low = alert("APFHeadroomLow", "warning", "workload-low", 0, None);
+        let direct: BTreeSet<String> = ["slack".to_string()].into();
+        let mut r = router(&["slack"]);
+        r.tick(t(0), std::slice::from_ref(&low), &s);
+        assert_eq!(r.tick(t(30), std::slice::from_ref(&low), &s).len(), 1);
+        // Meanwhile the other holder resolved it and the log is empty; it fires again and was never delivered.
+        r.take_over(&NotificationLog::default(), &direct, t(500));
+        let again = alert("APFHeadroomLow", "warning", "workload-low", 400, None);
+        let n = r.tick(t(500), std::slice::from_ref(&again), &s);
+        assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-low"]);
+        assert_eq!(n[0].alerts[0].starts_at, t(400));
     }
 }

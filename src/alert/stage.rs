@@ -4,15 +4,16 @@
 //! Everything here takes `now` as an argument, so tests drive it with a fake clock; [`TokioClock`] maps tokio's
 //! `Instant` onto wall time from a fixed base, so paused tokio time (`tokio::time::advance`) moves alert times too.
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::engine::Engine;
+use super::notification_log::NotificationLog;
 use super::route::Router;
 use super::rules::{self, Candidate, Rules};
 use super::silence::Silences;
 use super::state::AlertState;
-use super::{Alert, Notification};
-use crate::analyze::{AlertReport, LevelStatus, StatusReport};
+use super::{Alert, LabelSet, Notification};
+use crate::analyze::{AlertReport, LevelStatus, NotifierReport, StatusReport};
 use apf::model::ReplicaKey;
 
 /// The whole alerting stage of one apf-monitor.
@@ -26,6 +27,10 @@ pub struct Alerting {
     last_candidates: Vec<Candidate>,
     /// The replicas of the last report: the alerts of one that is gone are resolved at once.
     apiservers: BTreeSet<ReplicaKey>,
+    /// How long after its first round the alerts of a replica not read yet are held (see [`Engine::evaluate`]):
+    /// the analysis window.
+    warm_up: Duration,
+    first_round: Option<SystemTime>,
 }
 
 /// What the alerting stage publishes for the status page, `/api/v1/status` and `apf_alert_firing`.
@@ -35,12 +40,15 @@ pub struct AlertView {
     pub alerts: Vec<AlertReport>,
     /// Each level's status by (replica, `priority_level`): the worst severity among the rules holding on it.
     pub statuses: BTreeMap<(ReplicaKey, String), LevelStatus>,
+    /// Who sends the direct notifications (set by the daemon's alerting task).
+    pub notifier: Option<NotifierReport>,
 }
 
 impl AlertView {
     /// Puts the alerts and the levels' statuses into a report of the analysis.
     pub fn apply(&self, report: &mut StatusReport) {
         report.alerts = self.alerts.clone();
+        report.notifier = self.notifier.clone();
         for a in &mut report.apiservers {
             let key = a.key();
             for l in &mut a.levels {
@@ -63,7 +71,34 @@ impl Alerting {
             silences,
             last_candidates: Vec::new(),
             apiservers: BTreeSet::new(),
+            warm_up: Duration::ZERO,
+            first_round: None,
         }
+    }
+
+    /// Holds the alerts of a replica not read yet during the first `warm_up` of rounds: a restarted process, or
+    /// one that just took the Lease over cold, has not read every replica yet.
+    pub fn with_warm_up(mut self, warm_up: Duration) -> Self {
+        self.warm_up = warm_up;
+        self
+    }
+
+    /// This replica took the Lease: the previous holder's log says what `receivers` were delivered (see
+    /// [`Router::take_over`] and [`Engine::adopt`]).
+    pub fn take_over(
+        &mut self,
+        log: &NotificationLog,
+        receivers: &BTreeSet<String>,
+        now: SystemTime,
+    ) {
+        let carried = log
+            .groups
+            .values()
+            .flat_map(|g| g.receivers.iter())
+            .filter(|(r, _)| receivers.contains(*r))
+            .flat_map(|(_, d)| &d.firing);
+        self.engine.adopt(carried, now);
+        self.router.take_over(log, receivers, now);
     }
 
     /// Builds from the config parts and the saved state (`AlertState::default()` when there is none).
@@ -100,7 +135,26 @@ impl Alerting {
             .rules
             .evaluate(report, |labels| engine.is_active(labels));
         self.last_candidates = candidates.clone();
-        let alerts = self.engine.update(now, candidates);
+        // Since the start, a replica not read yet says nothing of its alerts (restored from the state file, or
+        // taken over from the previous Lease holder): they are held until it is, or until the warm-up is over.
+        let first = *self.first_round.get_or_insert(now);
+        let warming = now.duration_since(first).unwrap_or_default() < self.warm_up;
+        let read: BTreeSet<ReplicaKey> = report
+            .apiservers
+            .iter()
+            .filter(|a| !a.levels.is_empty())
+            .map(|a| a.key())
+            .collect();
+        let unread = |labels: &LabelSet| {
+            warming
+                && labels.get("apiserver").is_some_and(|apiserver| {
+                    !read.contains(&ReplicaKey {
+                        cluster: labels.get("cluster").cloned(),
+                        apiserver: apiserver.clone(),
+                    })
+                })
+        };
+        let alerts = self.engine.evaluate(now, candidates, unread);
         self.silences.gc(now);
         self.router.tick(now, &alerts, &self.silences)
     }
@@ -162,6 +216,7 @@ impl Alerting {
         AlertView {
             alerts,
             statuses: rules::level_statuses(&self.last_candidates),
+            notifier: None,
         }
     }
 
@@ -240,6 +295,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            notifier: None,
         }
     }
 

@@ -44,6 +44,30 @@ pub struct StatusReport {
     /// (observed over sustainable). Filled by [`advise`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<ClientAdvice>,
+    /// Who sends the direct notifications (Slack, email, webhook), from the alerting stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notifier: Option<NotifierReport>,
+}
+
+/// Who sends the direct notifications: this replica, or the holder of the Lease (README, "High availability").
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct NotifierReport {
+    /// This replica sends them now.
+    pub leading: bool,
+    /// `namespace/name` of the Lease the replicas elect through; absent when this replica sends without an election.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// This replica's identity in the election.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// The replica holding the Lease, as last read, and since when (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_since: Option<String>,
+    /// The notification log in the Lease: entries (one per alert group and receiver) and its size in bytes.
+    pub log_entries: usize,
+    pub log_bytes: usize,
 }
 
 /// One alert as `/api/v1/status` shows it.

@@ -311,6 +311,7 @@ fn apply_rules(report: &mut StatusReport, rules: &crate::alert::Rules) {
                 active_since: None,
             })
             .collect(),
+        notifier: None,
     };
     view.apply(report);
 }

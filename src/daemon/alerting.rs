@@ -11,9 +11,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::setup::{AlertSetup, ReceiverSetup};
-use super::Leadership;
+use super::{LeaderState, Leadership};
+use crate::alert::notification_log::{self, NotificationLog};
 use crate::alert::{AlertState, AlertView, Alerting, Engine, Notification, Router, TokioClock};
-use crate::analyze::StatusReport;
+use crate::analyze::{NotifierReport, StatusReport};
 use crate::export::SilenceRequest;
 use crate::notify::{Delivery, NotifyMetrics, ReceiverConfig};
 
@@ -54,6 +55,18 @@ pub struct AlertStage {
     /// Deliveries of receivers a reload removed or changed, finishing their queues.
     closing: Vec<JoinHandle<Vec<Notification>>>,
     leadership: Leadership,
+    /// The term of the Lease whose log this replica took over last (0: none yet).
+    term: u64,
+    /// What the direct receivers confirmed (the holder's notification log), recorded onto the log handed over.
+    delivered: NotificationLog,
+    /// `delivered` changed since it was last handed to the Lease keeper.
+    delivered_changed: bool,
+    /// How long an entry of the log is kept without being sent again: two repeat intervals.
+    log_keep: Duration,
+    /// Who sends the direct notifications, as of the last round.
+    notifier: Option<NotifierReport>,
+    confirmed_tx: mpsc::UnboundedSender<Notification>,
+    confirmed: mpsc::UnboundedReceiver<Notification>,
     metrics: NotifyMetrics,
     state_file: Option<std::path::PathBuf>,
     /// The state last written: a round that changed nothing writes nothing (no fsync every second).
@@ -97,7 +110,9 @@ impl AlertStage {
             None => AlertState::default(),
         };
         let engine = Engine::new(format!("{}/", setup.external_url.trim_end_matches('/')));
-        let alerting = Alerting::restored(setup.rules.clone(), engine, router_of(&setup), state);
+        let alerting = Alerting::restored(setup.rules.clone(), engine, router_of(&setup), state)
+            .with_warm_up(setup.warm_up);
+        let (confirmed_tx, confirmed) = mpsc::unbounded_channel();
         let mut stage = AlertStage {
             alerting,
             clock,
@@ -105,6 +120,13 @@ impl AlertStage {
             feeds: Vec::new(),
             closing: Vec::new(),
             leadership,
+            term: 0,
+            delivered: NotificationLog::default(),
+            delivered_changed: false,
+            log_keep: setup.route.repeat_interval.0 * 2,
+            notifier: None,
+            confirmed_tx,
+            confirmed,
             metrics,
             state_file: setup.state_file.clone(),
             saved_state: None,
@@ -148,14 +170,16 @@ impl AlertStage {
                     if let Some(r) = other {
                         self.closing.push(r.delivery.close());
                     }
+                    let leader_only = config.console.is_none();
                     Routed {
                         config: config.clone(),
-                        delivery: Delivery::spawn(
+                        delivery: Delivery::spawn_confirming(
                             receiver.clone(),
                             &config.delivery,
                             self.metrics.clone(),
+                            leader_only.then(|| self.confirmed_tx.clone()),
                         ),
-                        leader_only: config.console.is_none(),
+                        leader_only,
                     }
                 }
             };
@@ -175,21 +199,78 @@ impl AlertStage {
             .reconfigure(setup.rules.clone(), router_of(&setup));
         self.state_file = setup.state_file.clone();
         self.saved_state = None;
+        self.log_keep = setup.route.repeat_interval.0 * 2;
         self.set_receivers(&setup);
     }
 
-    /// Direct receivers are the Lease holder's: a follower routes nothing to them (and books nothing as sent).
+    fn leader_only(&self) -> BTreeSet<String> {
+        self.routed
+            .iter()
+            .filter(|(_, r)| r.leader_only)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Direct receivers are the Lease holder's: a follower routes nothing to them (and books nothing as sent). A
+    /// replica that just took the Lease first takes over what the previous holder's receivers confirmed.
     fn follow_leadership(&mut self) {
-        let paused = if self.leadership.is_leader() {
+        let state = self.leadership.state();
+        if state.leading && state.term != self.term {
+            self.term = state.term;
+            self.delivered = (*state.handed_over).clone();
+            let now = self.clock.now();
+            self.alerting
+                .take_over(&self.delivered, &self.leader_only(), now);
+            self.delivered_changed = true;
+        }
+        let paused = if state.leading {
             BTreeSet::new()
         } else {
-            self.routed
-                .iter()
-                .filter(|(_, r)| r.leader_only)
-                .map(|(name, _)| name.clone())
-                .collect()
+            self.leader_only()
         };
         self.alerting.router.pause(paused);
+        self.notifier = Some(self.notifier(&state));
+    }
+
+    /// Who sends the direct notifications, for the status page and `/metrics`.
+    fn notifier(&self, state: &LeaderState) -> NotifierReport {
+        let election = self.leadership.election();
+        NotifierReport {
+            leading: state.leading,
+            lease: election.map(|e| e.lease.clone()),
+            identity: election.map(|e| e.identity.clone()),
+            leader: state.holder.clone(),
+            leader_since: state
+                .since
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            log_entries: state.log_entries,
+            log_bytes: state.log_bytes,
+        }
+    }
+
+    /// A notification its receiver accepted: into the log (direct receivers only send it the confirmations).
+    fn confirm(&mut self, n: Notification) {
+        let now = self.clock.now();
+        self.delivered.record(&n, now);
+        self.delivered_changed = true;
+    }
+
+    /// The log, expired and bounded, to the Lease keeper while this replica holds the Lease.
+    fn hand_log(&mut self) {
+        if !self.delivered_changed || self.term == 0 || !self.leadership.is_leader() {
+            return;
+        }
+        self.delivered.expire(self.clock.now(), self.log_keep);
+        let dropped = self.delivered.bound(notification_log::MAX_BYTES);
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "the notification log outgrew its bound: its oldest entries are dropped (after a failover, their \
+                 alerts are announced again)"
+            );
+        }
+        self.leadership.record(self.term, self.delivered.clone());
+        self.delivered_changed = false;
     }
 
     /// One round: rules on the report, life cycle, routing, delivery, view and state file.
@@ -199,7 +280,10 @@ impl AlertStage {
         let notifications = self.alerting.round(now, report);
         self.send(notifications);
         self.feed_alertmanagers();
-        self.view.send_replace(Arc::new(self.alerting.view()));
+        self.hand_log();
+        let mut view = self.alerting.view();
+        view.notifier = self.notifier.clone();
+        self.view.send_replace(Arc::new(view));
         self.save();
     }
 
@@ -321,6 +405,11 @@ impl AlertStage {
                 undelivered += left.len();
             }
         }
+        // Every delivery has ended: what they confirmed goes to the Lease before it is released.
+        while let Ok(n) = self.confirmed.try_recv() {
+            self.confirm(n);
+        }
+        self.hand_log();
         self.saved_state = None;
         self.save();
         if undelivered > 0 {
@@ -355,6 +444,7 @@ impl AlertStage {
                     None => return,
                 },
                 Some(request) = silences.recv() => self.silence(request),
+                Some(n) = self.confirmed.recv() => self.confirm(n),
                 changed = report.changed(), if report_open => {
                     if changed.is_err() {
                         report_open = false;

@@ -474,6 +474,7 @@ impl AnalysisStage {
             config_findings: self.review(),
             audit,
             clients: Vec::new(),
+            notifier: None,
         };
         crate::analyze::advise(&mut report);
         self.report.send_replace(Arc::new(report));

@@ -38,7 +38,7 @@ mod targets;
 
 pub use alerting::{AlertStage, Command};
 pub use analysis::{AnalysisStage, Update};
-pub use leader::Leadership;
+pub use leader::{Election, LeaderState, Leadership};
 pub use reload::ReloadMetrics;
 pub use setup::{
     analysis_of, build_replicas, build_rules, build_targets, enabled_endpoints, AlertSetup,

@@ -257,6 +257,9 @@ pub struct AlertSetup {
     /// No receiver was configured: the alerts go to a console receiver rather than nowhere.
     pub console_by_default: bool,
     pub state_file: Option<PathBuf>,
+    /// After a start, nothing is resolved for want of a condition for this long (`analysis.window`): a process
+    /// that has not watched a whole window cannot tell a condition gone from one it cannot evaluate yet.
+    pub warm_up: std::time::Duration,
 }
 
 /// The receiver alerts go to when the config names none.
@@ -323,6 +326,7 @@ impl Setup {
             receivers,
             console_by_default,
             state_file: config.alerting.state_file.clone(),
+            warm_up: config.analysis.window.0,
         };
         Ok(Setup {
             analysis: analysis_of(&config),

@@ -43,6 +43,13 @@ fn gauge<'a, L: EncodeLabelSet + 'a>(
     Ok(())
 }
 
+/// A gauge of one series without labels.
+fn scalar(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: f64) -> Result {
+    encoder
+        .encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&value)
+}
+
 /// A replica's labels: `cluster` (when it has one) and `apiserver`, then `rest`.
 fn replica_labels<'a>(
     a: &'a ApiserverReport,
@@ -403,6 +410,29 @@ impl Collector for DerivedMetrics {
             firing,
         )?;
 
+        if let Some(n) = &alerts.notifier {
+            scalar(
+                &mut e,
+                "apf_monitor_leader",
+                "1 on the replica of apf-monitor that sends the direct notifications (Slack, email, webhook): the \
+                 holder of the Lease, or the only replica without leader election; 0 on a replica that stands by.",
+                if n.leading { 1.0 } else { 0.0 },
+            )?;
+            scalar(
+                &mut e,
+                "apf_monitor_notification_log_entries",
+                "Entries (one per alert group and receiver) of the notification log kept in the Lease, as this \
+                 replica last wrote or read it; 0 without leader election.",
+                n.log_entries as f64,
+            )?;
+            scalar(
+                &mut e,
+                "apf_monitor_notification_log_bytes",
+                "The size of the notification log in the Lease's annotation, as this replica last wrote or read it.",
+                n.log_bytes as f64,
+            )?;
+        }
+
         let mut info = e.encode_descriptor(
             "apf_monitor_build",
             "apf-monitor's version.",
@@ -530,5 +560,37 @@ mod round_trip {
             checked += 1;
         }
         assert!(checked >= 10, "{checked} captures");
+    }
+
+    #[test]
+    fn the_notifier_and_its_log_are_exported() {
+        let render = |notifier: Option<crate::analyze::NotifierReport>| {
+            let (_report_tx, report_rx) = watch::channel(Arc::new(StatusReport::default()));
+            let view = AlertView {
+                notifier,
+                ..Default::default()
+            };
+            let (_alerts_tx, alerts_rx) = watch::channel(Arc::new(view));
+            let mut registry = Registry::default();
+            registry.register_collector(Box::new(DerivedMetrics::new(report_rx, alerts_rx)));
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        let text = render(Some(crate::analyze::NotifierReport {
+            leading: true,
+            log_entries: 3,
+            log_bytes: 812,
+            ..Default::default()
+        }));
+        for line in [
+            "apf_monitor_leader 1.0",
+            "apf_monitor_notification_log_entries 3.0",
+            "apf_monitor_notification_log_bytes 812.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        // `check` has no alerting stage: no notifier, no series.
+        assert!(!render(None).contains("apf_monitor_leader"));
     }
 }

@@ -31,6 +31,17 @@ impl Delivery {
         cfg: &DeliveryConfig,
         metrics: NotifyMetrics,
     ) -> Delivery {
+        Self::spawn_confirming(receiver, cfg, metrics, None)
+    }
+
+    /// [`Delivery::spawn`], handing each notification the receiver accepted to `confirmed`, in the order sent:
+    /// what the notification log records.
+    pub fn spawn_confirming(
+        receiver: Arc<dyn Receiver>,
+        cfg: &DeliveryConfig,
+        metrics: NotifyMetrics,
+        confirmed: Option<mpsc::UnboundedSender<Notification>>,
+    ) -> Delivery {
         let name = receiver.name().to_string();
         metrics.register_receiver(&name);
         // A capacity of 0 is not a queue tokio accepts; one slot is the smallest meaningful one.
@@ -43,6 +54,7 @@ impl Delivery {
             cfg.max_retry_duration.0,
             metrics.clone(),
             deadline_rx,
+            confirmed,
         ));
         Delivery {
             name,
@@ -144,6 +156,7 @@ async fn work(
     max_retry: Duration,
     metrics: NotifyMetrics,
     mut deadline: watch::Receiver<Option<Instant>>,
+    confirmed: Option<mpsc::UnboundedSender<Notification>>,
 ) -> Vec<Notification> {
     let name = receiver.name().to_string();
     let mut undelivered = Vec::new();
@@ -156,7 +169,13 @@ async fn work(
             }
         };
         match outcome {
-            Ok(()) => metrics.inc(&name, Outcome::Sent),
+            Ok(()) => {
+                metrics.inc(&name, Outcome::Sent);
+                if let Some(confirmed) = &confirmed {
+                    // The stage gone (stopping) has nothing left to record.
+                    let _ = confirmed.send(n);
+                }
+            }
             Err(e) => {
                 metrics.inc(&name, Outcome::Failed);
                 tracing::error!(receiver = %name, group = %n.group_key, error = %e, "notification failed");

@@ -39,6 +39,7 @@ fn report(free: f64) -> StatusReport {
         config_findings: None,
         audit: Vec::new(),
         clients: Vec::new(),
+        notifier: None,
     }
 }
 
@@ -99,6 +100,7 @@ fn setup(state: &std::path::Path, receiver: Arc<dyn Receiver>) -> AlertSetup {
         }],
         console_by_default: false,
         state_file: Some(state.to_path_buf()),
+        warm_up: Duration::from_secs(60),
     }
 }
 
@@ -272,4 +274,34 @@ async fn a_stop_sends_what_groups_owe_and_keeps_what_it_could_not_deliver() {
     run.drive(1, |_| 50.0).await;
     let s = summary(&run.stop(Duration::from_secs(5)).await);
     assert_eq!(s, vec![(0, "resolved")], "{s:?}");
+}
+
+/// A restart whose replica is not read yet (its first scrape takes its time) neither resolves nor re-announces what
+/// was firing: a replica not read is not a replica that is fine.
+#[tokio::test(start_paused = true)]
+async fn a_restart_holds_the_alerts_of_a_replica_not_read_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("alerts.json");
+    let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let run = start(&state, base, false, report(10.0));
+    run.drive(10, |_| 10.0).await;
+    let s = summary(&run.stop(Duration::from_secs(5)).await);
+    assert_eq!(s, vec![(90, "firing")], "{s:?}");
+
+    // 50 s without a report of the replica (within the warm-up of 60 s), then read again, still short of headroom.
+    let run = start(
+        &state,
+        base + Duration::from_secs(200),
+        false,
+        StatusReport::default(),
+    );
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    assert!(
+        run.view.borrow().alerts.iter().any(|a| a.state == "firing"),
+        "{:?}",
+        run.view.borrow().alerts
+    );
+    run.drive(3, |_| 10.0).await;
+    let s = summary(&run.stop(Duration::from_secs(5)).await);
+    assert!(s.is_empty(), "{s:?}");
 }

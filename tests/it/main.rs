@@ -19,6 +19,7 @@ mod demo_cli;
 mod deploy;
 mod discovery;
 mod exposition_formats;
+mod failover;
 mod fuzz_corpus;
 mod lead_time;
 mod leader_gate;

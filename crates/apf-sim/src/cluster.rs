@@ -189,6 +189,8 @@ impl Replica {
 struct Serving {
     replicas: Vec<Replica>,
     next_index: usize,
+    /// The part of the scenario's load the cluster receives (1.0: all of it), split among the replicas.
+    load: f64,
 }
 
 /// A running simulated cluster. Dropping it stops every replica.
@@ -229,6 +231,7 @@ impl Cluster {
             serving: Mutex::new(Serving {
                 replicas: Vec::new(),
                 next_index: 0,
+                load: 1.0,
             }),
             opts,
         };
@@ -383,11 +386,18 @@ impl Cluster {
         Ok(())
     }
 
+    /// Scales the scenario's load from now on: 0 stops every flow, 1 (the default) is the scenario as written. A
+    /// test turns an overload on and off with it, so alerts begin and end when it says.
+    pub fn set_load(&self, load: f64) {
+        self.serving().load = load;
+        self.membership_changed();
+    }
+
     /// After a replica came or went: the `kubernetes` endpoints name those serving, and they split the load.
     fn membership_changed(&self) {
         let s = self.serving();
         for (r, share) in s.replicas.iter().zip(load_shares(s.replicas.len())) {
-            r.sim.set_load_share(share);
+            r.sim.set_load_share(share * s.load);
         }
         let addrs: Vec<SocketAddr> = s.replicas.iter().map(|r| r.addr).collect();
         drop(s);

@@ -499,6 +499,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            notifier: None,
         }
     }
 

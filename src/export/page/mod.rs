@@ -72,6 +72,37 @@ section.audit td[data-label]::before{content:attr(data-label);display:block;font
 }\
 ";
 
+/// Who sends Slack, email and webhook notifications, when the replicas of apf-monitor elect one.
+fn notifier(report: &StatusReport) -> String {
+    let Some(n) = &report.notifier else {
+        return String::new();
+    };
+    let Some(lease) = &n.lease else {
+        return String::new();
+    };
+    let since = n
+        .leader_since
+        .as_deref()
+        .map(|t| format!(" since {t}"))
+        .unwrap_or_default();
+    let who = if n.leading {
+        format!("<b>this replica</b> sends the notifications{since}")
+    } else {
+        match &n.leader {
+            Some(leader) => format!(
+                "<b>{}</b> sends the notifications{since}; this replica stands by",
+                text(leader)
+            ),
+            None => "no replica holds the Lease: notifications wait for one".to_string(),
+        }
+    };
+    format!(
+        "<span class=\"notifier\" title=\"Lease {} · this replica: {}\">{who}</span>",
+        html_escape::encode_double_quoted_attribute(lease),
+        html_escape::encode_double_quoted_attribute(n.identity.as_deref().unwrap_or("")),
+    )
+}
+
 pub fn render(report: &StatusReport) -> String {
     let mut h = String::with_capacity(32 * 1024);
     let firing = report.alerts.iter().filter(|a| a.state == "firing").count();
@@ -88,14 +119,15 @@ pub fn render(report: &StatusReport) -> String {
          <header class=\"top\"><h1>apf-monitor</h1><span>{} · {firing} firing · {pending} pending</span>\
          <span class=\"muted\">{}</span>\
          <nav><a href=\"/metrics\">/metrics</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · \
-         <a href=\"/api/v1/silences\">/api/v1/silences</a></nav></header>",
+         <a href=\"/api/v1/silences\">/api/v1/silences</a></nav>{}</header>",
         if firing > 0 {
             format!("({firing} firing) ")
         } else {
             String::new()
         },
         plural(report.apiservers.len(), "replica", "replicas"),
-        text(&worst_level(report))
+        text(&worst_level(report)),
+        notifier(report)
     );
     render_alerts(&mut h, &report.alerts);
     render_audit(&mut h, &report.audit);
@@ -256,6 +288,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            notifier: None,
         };
         let h = render(&report);
         assert!(h.contains("&lt;script&gt;x&lt;/script&gt;"), "{h}");
@@ -324,6 +357,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            notifier: None,
         };
         let h = render(&report);
         let at = |needle: &str| h.find(needle).unwrap_or_else(|| panic!("{needle}: {h}"));
@@ -359,6 +393,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            notifier: None,
         };
         let h = render(&report);
         assert!(
@@ -442,6 +477,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            notifier: None,
         });
         assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");
         assert!(h.contains("APFHeadroomLow on a"), "{h}");

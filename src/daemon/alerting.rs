@@ -250,6 +250,10 @@ impl AlertStage {
 
     /// A notification its receiver accepted: into the log (direct receivers only send it the confirmations).
     fn confirm(&mut self, n: Notification) {
+        // Without an election there is no Lease to keep the log in, and no one to hand it to.
+        if self.leadership.election().is_none() {
+            return;
+        }
         let now = self.clock.now();
         self.delivered.record(&n, now);
         self.delivered_changed = true;

@@ -459,7 +459,7 @@ impl Keeper {
             self.state.holder = None;
             self.state.since = None;
             self.unwritten = None;
-            tracing::info!(lease = %name, identity = %self.identity, "leader election: this replica no longer sends direct notifications");
+            tracing::info!(lease = %name, identity = %self.identity, "leader election: this replica stands by (the Lease holder sends direct notifications)");
         }
         self.state_tx.send_replace(self.state.clone());
     }

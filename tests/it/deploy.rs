@@ -382,8 +382,9 @@ fn the_namespaced_roles_grant_discovery_and_the_lease_only() {
         }
         verbs.extend(rule_verbs);
     }
-    // What kube-lease-manager 0.13 calls: get, create (when missing), patch (take, renew, release).
-    assert_eq!(verbs, set_of(&["get", "create", "patch"]));
+    // What kube-lease-manager 0.13 calls: get, create (when missing), patch (take, renew, release); and what
+    // apf-monitor adds: patch (the notification log) and watch (the Lease alone, to take it when released).
+    assert_eq!(verbs, set_of(&["get", "create", "patch", "watch"]));
 }
 
 #[test]

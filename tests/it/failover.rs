@@ -320,6 +320,7 @@ async fn the_holder_killed_right_after_it_notified_is_not_repeated() {
 
     setup.held_by("b", 30).await;
     let took = killed.elapsed();
+    eprintln!("failover: b took the Lease {took:?} after the SIGKILL of a (lease duration 4 s)");
     assert!(
         took <= Duration::from_secs(4 + 3),
         "b took over {took:?} after a died (lease duration 4s)"
@@ -444,6 +445,10 @@ async fn a_rolling_restart_hands_over_without_a_word_twice() {
         running.push(fresh);
         // Released on the way out: taken long before the 15 s Lease would have expired.
         setup.held_by(new, 30).await;
+        eprintln!(
+            "failover: {new} took the Lease {:?} after the SIGTERM of {stop:?} (lease duration 15 s)",
+            stopped.elapsed()
+        );
         assert!(
             stopped.elapsed() < Duration::from_secs(10),
             "{new} took over {:?} after the SIGTERM of {stop:?}\n{}",

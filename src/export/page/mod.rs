@@ -509,4 +509,41 @@ mod tests {
         // Nothing found: nothing shown.
         assert!(!render(&StatusReport::default()).contains("Configuration review"));
     }
+
+    #[test]
+    fn the_header_says_who_sends_the_notifications() {
+        let with = |leading: bool, leader: Option<&str>| {
+            render(&StatusReport {
+                notifier: Some(crate::analyze::NotifierReport {
+                    leading,
+                    lease: Some("apf-monitor/apf-monitor-notifier".into()),
+                    identity: Some("apf-monitor-a-1".into()),
+                    leader: leader.map(str::to_string),
+                    leader_since: leader.map(|_| "2026-11-27T21:04:11Z".to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let h = with(false, Some("apf-monitor-b-<2>"));
+        assert!(
+            h.contains("<b>apf-monitor-b-&lt;2&gt;</b> sends the notifications since 2026-11-27T21:04:11Z; this replica stands by"),
+            "{h}"
+        );
+        assert!(h.contains(
+            "title=\"Lease apf-monitor/apf-monitor-notifier · this replica: apf-monitor-a-1\""
+        ));
+        assert!(with(true, Some("apf-monitor-a-1"))
+            .contains("<b>this replica</b> sends the notifications since"));
+        assert!(with(false, None).contains("no replica holds the Lease"));
+        // Without an election (one replica) there is nothing to say.
+        let alone = render(&StatusReport {
+            notifier: Some(crate::analyze::NotifierReport {
+                leading: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(!alone.contains("class=\"notifier\""));
+    }
 }

@@ -145,7 +145,8 @@ impl Default for AlertingConfig {
 }
 
 /// With two replicas of apf-monitor, one (holding a Kubernetes Lease) sends Slack, email and webhook
-/// notifications; Alertmanager receivers are sent from every replica.
+/// notifications, and keeps what they confirmed in the Lease for the next holder; Alertmanager receivers are sent
+/// from every replica.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaderElectionConfig {

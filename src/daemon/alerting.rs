@@ -448,7 +448,12 @@ impl AlertStage {
                     None => return,
                 },
                 Some(request) = silences.recv() => self.silence(request),
-                Some(n) = self.confirmed.recv() => self.confirm(n),
+                Some(n) = self.confirmed.recv() => {
+                    // To the Lease at once: the window in which a holder killed would have its last notification
+                    // sent again is the write's, not a round's.
+                    self.confirm(n);
+                    self.hand_log();
+                }
                 changed = report.changed(), if report_open => {
                     if changed.is_err() {
                         report_open = false;

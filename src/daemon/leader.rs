@@ -189,6 +189,7 @@ impl Leadership {
             state_tx,
             log_rx,
             unwritten: None,
+            write_failing: false,
         };
         let task = tokio::spawn(async move {
             keeper.run(spec, manager, seen, freed, released).await;
@@ -339,6 +340,8 @@ struct Keeper {
     log_rx: watch::Receiver<Recorded>,
     /// The log of this term not yet in the Lease.
     unwritten: Option<Arc<NotificationLog>>,
+    /// The last write failed (said once, then quietly tried again).
+    write_failing: bool,
 }
 
 impl Keeper {
@@ -510,13 +513,20 @@ impl Keeper {
         let text = log.encode();
         match self.lease.write(&text).await {
             Ok(()) => {
+                if std::mem::take(&mut self.write_failing) {
+                    tracing::info!(lease = %self.lease.name, "the notification log is written to the Lease again");
+                }
                 self.unwritten = None;
                 self.state.log_bytes = text.len();
                 self.state.log_entries = log.entries();
                 self.state_tx.send_replace(self.state.clone());
             }
+            Err(e) if self.write_failing => {
+                tracing::debug!(lease = %self.lease.name, error = %e, "cannot write the notification log to the Lease")
+            }
             Err(e) => {
-                tracing::warn!(lease = %self.lease.name, error = %e, "cannot write the notification log to the Lease (tried again in 2 s; a 403 means the service account lacks patch on it)")
+                self.write_failing = true;
+                tracing::warn!(lease = %self.lease.name, error = %e, "cannot write the notification log to the Lease (tried again every 2 s; a 403 means the service account lacks patch on it)");
             }
         }
     }

@@ -6,6 +6,7 @@
 mod advise;
 mod audit;
 mod check;
+mod conveniences;
 mod demo;
 mod held;
 mod live;
@@ -75,6 +76,10 @@ pub enum Command {
     /// Look back: APF incidents in a Prometheus's history, replica by replica (first and last 429, flow schemas,
     /// queues, waits), and when apf-monitor's rules would have warned, replayed on the same history.
     Report(report::ReportArgs),
+    /// Shell completions: `apf-monitor completions bash > /etc/bash_completion.d/apf-monitor`.
+    Completions(conveniences::CompletionsArgs),
+    /// The man page (`apf-monitor man | man -l -`), or every page with --dir.
+    Man(conveniences::ManArgs),
 }
 
 /// Flags of every command that reads a cluster: the config file, the replicas or the apiserver access, the logs.
@@ -299,7 +304,24 @@ pub struct DemoArgs {
 
 /// Entry point of the binary: runs the command and maps errors to an exit status.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let result = match Cli::parse().command {
+        // What needs no runtime: the conveniences that print what the CLI itself defines.
+        Command::Completions(args) => conveniences::completions(args),
+        Command::Man(args) => conveniences::man(args),
+        command => return run(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if output::is_stdout_closed(&e) => output::end_by_sigpipe(),
+        Err(e) => {
+            output::errln!("error: {}", crate::errors::chain(&e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The commands that run on the async runtime.
+fn run(command: Command) -> ExitCode {
     crate::daemon::tune_allocator();
     let runtime = match crate::daemon::runtime() {
         Ok(rt) => rt,
@@ -309,7 +331,7 @@ pub fn main() -> ExitCode {
         }
     };
     let (result, failure) = runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Serve(args) => (serve::serve(args).await, 1),
             // `check` promises 3 (UNKNOWN) when it could not read its input or its config.
             Command::Check(args) => (check::check(args).await, 3),
@@ -320,6 +342,7 @@ pub fn main() -> ExitCode {
             Command::Audit(args) => (audit::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Report(args) => (report::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Advise(args) => (advise::advise(args).await, 1),
+            Command::Completions(_) | Command::Man(_) => (Ok(ExitCode::SUCCESS), 1),
         }
     });
     match result {

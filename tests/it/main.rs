@@ -12,6 +12,7 @@ mod audit_cli;
 mod audit_daemon;
 mod backpressure;
 mod check_cli;
+mod cli_conveniences;
 mod closed_stdout;
 mod daemon_lifecycle;
 mod dashboards;

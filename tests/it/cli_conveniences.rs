@@ -1,0 +1,103 @@
+//! The conveniences of the command line: shell completions that a real bash completes with, and man pages that
+//! man(1) renders, both generated from the clap definitions that parse the arguments.
+use std::process::{Command, Stdio};
+
+fn apf_monitor(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What bash's programmable completion offers after `line` (the cursor at its end), with the generated script.
+fn bash_completes(script: &std::path::Path, line: &str) -> Vec<String> {
+    let words: Vec<&str> = line.split(' ').collect();
+    let program = format!(
+        "source {script}\nCOMP_WORDS=({words})\nCOMP_CWORD={cword}\nCOMP_LINE='{line}'\nCOMP_POINT={point}\n\
+         _apf__monitor apf-monitor '{cur}' '{prev}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script = script.display(),
+        words = words
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        cword = words.len() - 1,
+        point = line.len(),
+        cur = words[words.len() - 1],
+        prev = words[words.len().saturating_sub(2)],
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn bash_completes_subcommands_and_flags_from_the_generated_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("apf-monitor.bash");
+    std::fs::write(&script, apf_monitor(&["completions", "bash"])).unwrap();
+    assert_eq!(bash_completes(&script, "apf-monitor se"), ["serve"]);
+    let check = bash_completes(&script, "apf-monitor check --out");
+    assert_eq!(check, ["--output"], "{check:?}");
+    let shells = bash_completes(&script, "apf-monitor completions ");
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        assert!(shells.contains(&shell.to_string()), "{shells:?}");
+    }
+    // Every other shell gets a script naming every subcommand.
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        let script = apf_monitor(&["completions", shell]);
+        for sub in ["serve", "check", "advise", "completions", "man"] {
+            assert!(script.contains(sub), "{shell}: no {sub}");
+        }
+    }
+}
+
+#[test]
+fn man_renders_the_page_and_one_per_subcommand() {
+    let page = apf_monitor(&["man"]);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH apf-monitor 1"),
+        "{page}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("apf-monitor.1");
+    std::fs::write(&path, &page).unwrap();
+    // man(1) itself renders it (groff underneath), as a user's `apf-monitor man | man -l -` does.
+    let rendered = Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(&path)
+        .env("MANWIDTH", "100")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&rendered.stdout);
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    assert!(
+        text.contains("Watches Kubernetes API Priority and Fairness"),
+        "{text}"
+    );
+    for sub in ["serve", "check", "advise", "completions"] {
+        assert!(text.contains(sub), "no {sub} in:\n{text}");
+    }
+
+    let pages = dir.path().join("pages");
+    apf_monitor(&["man", "--dir", pages.to_str().unwrap()]);
+    let serve = std::fs::read_to_string(pages.join("apf-monitor-serve.1")).unwrap();
+    assert!(serve.contains("\\-\\-config"), "{serve}");
+}

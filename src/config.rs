@@ -33,7 +33,7 @@ pub enum ConfigError {
 }
 
 /// The whole file. Command-line flags override it (see `cli/mod.rs`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default = "default_listen")]
@@ -101,7 +101,7 @@ fn default_listen() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 9864))
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     pub format: LogFormat,
@@ -118,7 +118,7 @@ impl Default for LogConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,

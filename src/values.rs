@@ -188,6 +188,68 @@ impl<'de> Deserialize<'de> for TargetUrl {
     }
 }
 
+/// humantime's durations (`5s`, `1m30s`, `2h`, `500ms`): what [`parse_duration`] reads.
+const DURATION_PATTERN: &str = r"^\s*([0-9]+\s*(nsec|ns|usec|us|msec|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w|months?|M|years?|y)\s*)+$";
+
+fn duration_schema(description: &str) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": DURATION_PATTERN,
+        "description": description,
+    })
+}
+
+impl schemars::JsonSchema for DurationValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        duration_schema("A duration such as 5s, 1m or 1m30s; may be 0s.")
+    }
+}
+
+impl schemars::JsonSchema for Interval {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Interval".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        duration_schema("A duration greater than zero, such as 5s, 1m or 1m30s.")
+    }
+}
+
+impl schemars::JsonSchema for ByteCount {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteCount".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A byte count: 268435456, or with a unit: 256MiB, 64KiB, 1GiB, 10MB.",
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": r"^\s*[0-9]+\s*([KMGT]i?B|B)?\s*$"},
+            ],
+        })
+    }
+}
+
+impl schemars::JsonSchema for TargetUrl {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TargetUrl".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "uri",
+            "pattern": "^https?://",
+            "description": "An http or https URL with a host and no query.",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
 

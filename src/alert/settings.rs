@@ -10,7 +10,17 @@ use crate::values::{DurationValue, Interval};
 
 /// The built-in alerts (README, Alerts); a key of `rules:` must be one of them.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
 )]
 pub enum RuleName {
     APFHeadroomLow,
@@ -43,7 +53,18 @@ impl RuleName {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Warning,
@@ -60,7 +81,7 @@ impl Severity {
 }
 
 /// Tuning of one built-in rule; every field is optional and defaults to the rule's own (`alert::RuleSpec`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     /// Turn the rule off.
@@ -89,7 +110,7 @@ pub struct RuleConfig {
     pub runbook_url: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RouteConfig {
     /// Receivers (by name) that get the notifications; default: every receiver configured.
@@ -119,7 +140,7 @@ impl Default for RouteConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertingConfig {
     /// Where alert state and silences are kept across restarts (written atomically). Unset: in memory only.
@@ -147,7 +168,7 @@ impl Default for AlertingConfig {
 /// With two replicas of apf-monitor, one (holding a Kubernetes Lease) sends Slack, email and webhook
 /// notifications, and keeps what they confirmed in the Lease for the next holder; Alertmanager receivers are sent
 /// from every replica.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaderElectionConfig {
     /// Unset: on when running in a cluster (a service-account token is mounted); `true`/`false` force it.

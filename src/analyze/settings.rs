@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use crate::values::Interval;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AnalysisConfig {
     /// Rates, percentiles, trends and flow means cover this sliding window.

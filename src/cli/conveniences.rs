@@ -1,9 +1,10 @@
 //! What a command line is expected to offer beside its work: shell completions (clap_complete) and man pages
-//! (clap_mangen), both generated from the same clap definitions that parse the arguments, so they cannot drift.
+//! (clap_mangen), both generated from the same clap definitions that parse the arguments, and the config file's
+//! JSON Schema, generated from the settings types the loader reads it into; none of them can drift.
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory};
+use clap::{Args, CommandFactory, Subcommand};
 
 use super::output::out;
 use super::Cli;
@@ -53,6 +54,31 @@ pub fn man(args: ManArgs) -> Result<()> {
                 .render(&mut page)
                 .context("cannot render the man page")?;
             out!("{}", String::from_utf8_lossy(&page))
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// The config file's JSON Schema, as strict as the loader (unknown keys refused), for editors: the example
+    /// config's first line points yaml-language-server at config/apf-monitor.schema.json.
+    Schema,
+}
+
+/// The JSON Schema of the config file (draft-07: what yaml-language-server and most editors read).
+pub fn config_schema() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    let mut schema = generator.into_root_schema_for::<crate::config::Config>();
+    schema.insert("title".into(), "apf-monitor configuration".into());
+    schema.to_value()
+}
+
+pub fn config(command: ConfigCommand) -> Result<()> {
+    match command {
+        ConfigCommand::Schema => {
+            let text = serde_json::to_string_pretty(&config_schema())
+                .context("cannot encode the schema")?;
+            out!("{text}\n")
         }
     }
 }

@@ -6,7 +6,7 @@
 mod advise;
 mod audit;
 mod check;
-mod conveniences;
+pub mod conveniences;
 mod demo;
 mod held;
 mod live;
@@ -80,6 +80,11 @@ pub enum Command {
     Completions(conveniences::CompletionsArgs),
     /// The man page (`apf-monitor man | man -l -`), or every page with --dir.
     Man(conveniences::ManArgs),
+    /// The config file: `apf-monitor config schema` prints its JSON Schema.
+    Config {
+        #[command(subcommand)]
+        command: conveniences::ConfigCommand,
+    },
 }
 
 /// Flags of every command that reads a cluster: the config file, the replicas or the apiserver access, the logs.
@@ -308,6 +313,7 @@ pub fn main() -> ExitCode {
         // What needs no runtime: the conveniences that print what the CLI itself defines.
         Command::Completions(args) => conveniences::completions(args),
         Command::Man(args) => conveniences::man(args),
+        Command::Config { command } => conveniences::config(command),
         command => return run(command),
     };
     match result {
@@ -342,7 +348,9 @@ fn run(command: Command) -> ExitCode {
             Command::Audit(args) => (audit::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Report(args) => (report::run(args).await.map(|()| ExitCode::SUCCESS), 1),
             Command::Advise(args) => (advise::advise(args).await, 1),
-            Command::Completions(_) | Command::Man(_) => (Ok(ExitCode::SUCCESS), 1),
+            Command::Completions(_) | Command::Man(_) | Command::Config { .. } => {
+                (Ok(ExitCode::SUCCESS), 1)
+            }
         }
     });
     match result {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 /// `web:`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebConfig {
     /// HTTPS only, with this certificate and key (re-read when they change).
@@ -15,7 +15,7 @@ pub struct WebConfig {
 }
 
 /// `web.auth:`: how callers of the HTTP API are authenticated and authorized.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Unset: `kubernetes` in a pod; elsewhere writes are refused unless apf-monitor listens on loopback only.
@@ -26,7 +26,7 @@ pub struct AuthConfig {
     pub protect_reads: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     /// A TokenReview of the bearer token, then a SubjectAccessReview of the path and the verb, as kube-rbac-proxy

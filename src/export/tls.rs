@@ -13,7 +13,7 @@ use rustls::sign::CertifiedKey;
 use serde::Deserialize;
 
 /// `web.tls:`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
     /// The certificate chain (PEM), the server's first.

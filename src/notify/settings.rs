@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::values::{DurationValue, Interval, TargetUrl};
 
 /// One receiver: a name and exactly one kind.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverConfig {
     pub name: String,
@@ -53,7 +53,7 @@ impl ReceiverConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeliveryConfig {
     /// One attempt's timeout.
@@ -75,7 +75,7 @@ impl Default for DeliveryConfig {
 }
 
 /// A Slack incoming webhook.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
     /// The webhook URL inline (quick start); prefer `webhook_url_file`.
@@ -86,7 +86,7 @@ pub struct SlackConfig {
     pub channel: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EmailTls {
     /// Port 587: STARTTLS required, plaintext refused.
@@ -97,7 +97,7 @@ pub enum EmailTls {
     None,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmailConfig {
     /// `host:port` of the SMTP server.
@@ -114,7 +114,7 @@ pub struct EmailConfig {
 }
 
 /// Alertmanager's webhook payload (version 4) POSTed to a URL.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     pub url: Option<String>,
@@ -127,7 +127,7 @@ pub struct WebhookConfig {
 }
 
 /// Alertmanager API v2: every replica listed gets every alert (they de-duplicate among themselves).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertmanagerConfig {
     pub urls: Vec<TargetUrl>,
@@ -141,7 +141,7 @@ fn default_am_resend() -> Interval {
 }
 
 /// A log line per notification (standard error, in the configured log format).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleConfig {}
 

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use crate::values::{ByteCount, DurationValue, Interval};
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScrapeConfig {
     /// One scrape of every endpoint of every target per interval.

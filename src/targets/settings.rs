@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::values::{DurationValue, Interval, TargetUrl};
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TargetsConfig {
     /// Replicas given by URL. When this list is empty, every replica is discovered through `kubernetes`.
@@ -23,7 +23,7 @@ pub struct TargetsConfig {
 }
 
 /// A Prometheus HTTP API that stores the apiservers' metrics, read with instant queries each round.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrometheusTarget {
     /// The API's base URL: `http://prometheus:9090`, a Thanos querier, `https://mimir/prometheus`.
@@ -110,7 +110,7 @@ impl PrometheusTarget {
 
 /// Apiserver access (the `kube` crate): for discovering every replica when there is no static target, and for
 /// the leader-election Lease.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct KubernetesConfig {
     /// A kubeconfig file; unset: `$KUBECONFIG`, then `~/.kube/config`, then the pod's service account.
@@ -145,7 +145,7 @@ impl KubernetesConfig {
 }
 
 /// One kube-apiserver replica (or `kubectl proxy`) scraped directly.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StaticTarget {
     /// `https://10.0.0.5:6443` or `http://127.0.0.1:8001`.

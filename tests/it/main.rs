@@ -14,6 +14,7 @@ mod backpressure;
 mod check_cli;
 mod cli_conveniences;
 mod closed_stdout;
+mod config_schema;
 mod daemon_lifecycle;
 mod dashboards;
 mod demo_cli;

@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# apf-monitor's container image (README, "Run it in a cluster"):
+# apf-monitor's container image (docs/guides/in-cluster.md):
 #   docker build -t apf-monitor:VERSION --build-arg VERSION=VERSION .
 # The binary is built with the release command of the README and CI's lock discipline (`--locked`: Cargo.lock as
 # committed; .ci/run checks this file says so), then copied alone into a distroless image: glibc and CA

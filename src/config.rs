@@ -36,14 +36,19 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Where `/metrics`, `/healthz`, `/readyz`, `/api/v1/status` and the status page are served (`--listen`).
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// How often and how the replicas are read.
     #[serde(default)]
     pub scrape: ScrapeConfig,
+    /// The sliding window the rates, trends and flow means cover, and how many flows are exported.
     #[serde(default)]
     pub analysis: AnalysisConfig,
+    /// Which replicas: static targets, discovery through the Kubernetes API, or a Prometheus holding them.
     #[serde(default)]
     pub targets: TargetsConfig,
+    /// The daemon's own log.
     #[serde(default)]
     pub log: LogConfig,
     /// Built-in alert rules, tuned by name (`APFHeadroomLow: {threshold: 0.15}`).
@@ -104,6 +109,7 @@ fn default_listen() -> SocketAddr {
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
+    /// `text` for people, `json` for a log pipeline.
     pub format: LogFormat,
     /// A tracing filter: `info`, `debug`, `apf_monitor=debug,info`.
     pub level: String,
@@ -394,7 +400,7 @@ mod tests {
         let c = Config::from_yaml(text).expect("example config parses");
         assert_eq!(c.scrape.interval.0, Duration::from_secs(5));
         assert_eq!(c.scrape.max_body_bytes.0, 256 * 1024 * 1024);
-        // As it is, the simulated cluster of README's `simulate`, discovered through the kubeconfig it writes, and
+        // As it is, the simulated cluster of the simulator's (docs/guides/simulator.md), discovered through the kubeconfig it writes, and
         // the console.
         assert!(c.targets.static_targets.is_empty());
         assert_eq!(

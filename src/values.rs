@@ -153,6 +153,19 @@ enum StrOrNum {
     Str(String),
 }
 
+/// Written back as the config writes it (`15s`, `1m 30s`): the JSON Schema's defaults.
+impl serde::Serialize for DurationValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl serde::Serialize for Interval {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
 impl<'de> Deserialize<'de> for DurationValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;

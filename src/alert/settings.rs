@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::values::{DurationValue, Interval};
 
-/// The built-in alerts (README, Alerts); a key of `rules:` must be one of them.
+/// The built-in alerts (docs/reference/alerts.md); a key of `rules:` must be one of them.
 #[derive(
     Debug,
     Clone,
@@ -173,9 +173,11 @@ impl Default for AlertingConfig {
 pub struct LeaderElectionConfig {
     /// Unset: on when running in a cluster (a service-account token is mounted); `true`/`false` force it.
     pub enabled: Option<bool>,
+    /// The Lease the replicas elect through; its annotation holds the notification log.
     pub lease_name: String,
     /// Default: the pod's namespace.
     pub namespace: Option<String>,
+    /// After the holder dies, the next takes over within this; a holder that stops releases the Lease at once.
     pub lease_duration: Interval,
 }
 

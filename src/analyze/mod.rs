@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use apf::model::{LevelSnapshot, ReplicaKey, ReplicaSnapshot, EXEMPT};
 
-/// The shape shared by `check --output json` and `/api/v1/status` (README: `check` and HTTP), named like the metrics.
+/// The shape shared by `check --output json` and `/api/v1/status` (docs/guides/check.md, docs/reference/http-api.md), named like the metrics.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StatusReport {
     pub apiservers: Vec<ApiserverReport>,
@@ -49,7 +49,7 @@ pub struct StatusReport {
     pub notifier: Option<NotifierReport>,
 }
 
-/// Who sends the direct notifications: this replica, or the holder of the Lease (README, "High availability").
+/// Who sends the direct notifications: this replica, or the holder of the Lease (docs/operations/high-availability.md).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct NotifierReport {
     /// This replica sends them now.
@@ -336,7 +336,7 @@ impl Analysis {
         let flows = history.top_flows(now, self.window_seconds, self.top_flows);
         for (name, level) in &snap.levels {
             let mut lr = if name == EXEMPT {
-                // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (README, Metrics).
+                // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (docs/reference/metrics.md).
                 LevelReport {
                     priority_level: name.clone(),
                     executing_seats: level.executing_seats,

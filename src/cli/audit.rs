@@ -216,7 +216,7 @@ fn no_event(lines: u64, malformed: u64, first: Option<&Malformed>) -> String {
     };
     format!(
         "{what}. Give kube-apiserver's audit log as --audit-log-format=json writes it (one Event a line), or its \
-         webhook's EventList batches (README: Who got the 429s)"
+         webhook's EventList batches (docs/guides/audit.md)"
     )
 }
 
@@ -275,7 +275,7 @@ fn render(r: &AuditReport) -> String {
         let _ = writeln!(
             out,
             "\nNo request completed in these events: is the log at level Metadata or above, with stage \
-             ResponseComplete not omitted (README: Who got the 429s)?"
+             ResponseComplete not omitted (docs/guides/audit.md)?"
         );
         return out;
     }

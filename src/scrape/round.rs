@@ -211,8 +211,7 @@ type DumpFlows = (
 /// Bytes of `/metrics` parsed in place, by the task that read them, while the data is still in its core's cache and
 /// with no hand-over between tasks: the 1.34 capture in protobuf (0.58 MB), what a replica serves by default. Past
 /// this, the rest of a protobuf body goes to a task of its own, to be parsed beside its download where a core is free
-/// (a 100 MB round in protobuf 14.3 ms against 16.3 ms with 4 MiB in place, in 512 KiB batches, one run each; README,
-/// Performance).
+/// (a 100 MB round in protobuf 14.3 ms against 16.3 ms with 4 MiB in place, in 512 KiB batches, one run each; docs/operations/performance.md).
 ///
 /// A text body stays in place to its end: its parse skips the families not read at memchr speed, about half the
 /// download's own cost, and the hand-over cost more than it overlapped (each batch a wake-up, its chunks held and read

@@ -5,7 +5,7 @@
 //! A connection is driven by the task that reads its response, not by a task of its own as in hyper-util's pooled
 //! client: hyper hands a body over one read at a time, and waits for the reader to take each before it reads again,
 //! so a connection in another task costs two wake-ups across threads per read (a 100 MB body: ~800 of them). Driven
-//! in place, a read is a function call (README, Performance: `cargo bench --bench round`).
+//! in place, a read is a function call (docs/operations/performance.md: `cargo bench --bench round`).
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

@@ -31,7 +31,7 @@ fn num(c: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} is not a number in {c}"))
 }
 
-/// The figures of one client hang together as README says: the share over what a request costs, QPS under it.
+/// The figures of one client hang together as docs/guides/rate-advice.md says: the share over what a request costs, QPS under it.
 fn assert_consistent(c: &Value) {
     let share = num(c, "fair_share_seats");
     let limit = num(c, "limit_seats");

@@ -1,4 +1,4 @@
-//! The back-pressure examples of `deploy/examples/` (README, "Back-pressure your own workloads"): a batch worker that
+//! The back-pressure examples of `deploy/examples/` (docs/guides/back-pressure.md): a batch worker that
 //! KEDA, or prometheus-adapter and an HPA, scale by the headroom of its priority level. Their queries are read out of
 //! the YAML files, rendered as KEDA and the adapter send them, and run on a real Prometheus (Debian's `prometheus`)
 //! that scrapes apf-monitor, which scrapes two simulated apiservers: the worker count each example asks for is its
@@ -238,7 +238,7 @@ fn the_examples_fit_together() {
     let worker = worker();
     let keda = keda(&worker);
     let hpa = adapter_and_hpa(&worker);
-    // One number, explained once in the README: both examples ask Prometheus the same question.
+    // One number, explained once in docs/guides/back-pressure.md: both examples ask Prometheus the same question.
     assert_eq!(keda.query, hpa.query);
     assert!(
         keda.query.contains("apf_priority_level_headroom_ratio"),

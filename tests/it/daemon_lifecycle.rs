@@ -400,7 +400,7 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
         text.contains("config OK: 1 static target(s), alerts to c (console)"),
         "{text}"
     );
-    // The shipped example watches README's simulated cluster through the kubeconfig `simulate` writes where it runs:
+    // The shipped example watches the simulated cluster (docs/guides/simulator.md) through the kubeconfig `simulate` writes where it runs:
     // without it, the check names the file; with it, every replica is discovered through it, alerts to the console.
     // Checked, not contacted.
     let example = concat!(

@@ -20,6 +20,7 @@ mod dashboards;
 mod demo_cli;
 mod deploy;
 mod discovery;
+mod docs;
 mod exposition_formats;
 mod failover;
 mod fuzz_corpus;

@@ -46,7 +46,7 @@ async fn prometheus_scrapes_the_derived_metrics() {
     let up = external::prom_query(&prom, r#"up{job="apf-monitor"}"#).await;
     assert_eq!(up[0]["value"][1], "1", "{up:?}");
     // Every family apf-monitor serves (OpenMetrics: counters as `_total`, info metrics as `_info`) is ingested under
-    // the name the README documents. Some families exist only at moments (seconds_to_exhaustion while seats in use
+    // the name docs/reference/metrics.md documents. Some families exist only at moments (seconds_to_exhaustion while seats in use
     // rise): each poll compares a fresh /metrics with every name Prometheus has ingested so far, until none is
     // missing or the deadline passes.
     let served_names = |body: &str| -> std::collections::BTreeSet<String> {

@@ -1,4 +1,4 @@
-//! The workspace's layout as Cargo resolves it (README, Development): the arrows between the crates run one way,
+//! The workspace's layout as Cargo resolves it (docs/development/index.md): the arrows between the crates run one way,
 //! and the domain crate stays pure. Read with `cargo tree` over Cargo.lock, offline.
 use std::collections::BTreeSet;
 use std::process::Command;

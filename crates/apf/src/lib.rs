@@ -130,7 +130,7 @@ pub use objects::{
 };
 pub use version::{KubeVersion, VersionError};
 
-/// The priority level that is never limited: it gets executing seats only (README, Metrics).
+/// The priority level that is never limited: it gets executing seats only (docs/reference/metrics.md).
 pub const EXEMPT: &str = "exempt";
 
 /// The `reason` label of `apiserver_flowcontrol_rejected_requests_total`.

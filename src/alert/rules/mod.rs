@@ -1,4 +1,4 @@
-//! The built-in rules (README, Alerts): which conditions hold on a report now. `for`, `keep_firing_for` and the life
+//! The built-in rules (docs/reference/alerts.md): which conditions hold on a report now. `for`, `keep_firing_for` and the life
 //! cycle are the engine's business; hysteresis is decided here, because only the rule knows its clear threshold.
 //!
 //! These files are the one owner of alert logic. Here: which way each rule fires, its defaults, how its settings are
@@ -57,7 +57,7 @@ pub enum Fires {
     Above,
 }
 
-/// What a rule watches and its defaults (README, Alerts).
+/// What a rule watches and its defaults (docs/reference/alerts.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RuleSpec {
     pub fires: Fires,

@@ -158,7 +158,14 @@ impl TargetSource {
             TargetSource::Prometheus(p) => format!(
                 "every replica in {}",
                 p.iter()
-                    .map(|p| p.source.url.as_str())
+                    .map(|p| match &p.source.shard {
+                        Some(shard) => format!(
+                            "{} ({})",
+                            p.source.url,
+                            shard.describe(&p.source.cluster_label)
+                        ),
+                        None => p.source.url.clone(),
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             ),

@@ -8,7 +8,8 @@ mod token;
 
 pub use client::{ClientError, ScrapeClient};
 pub use settings::{
-    KubernetesConfig, PrometheusTarget, StaticTarget, TargetsConfig, DEFAULT_PROMETHEUS_SELECTOR,
+    KubernetesConfig, PrometheusTarget, ShardConfig, StaticTarget, TargetsConfig,
+    DEFAULT_PROMETHEUS_SELECTOR,
 };
 pub use token::{TokenError, TokenFile};
 

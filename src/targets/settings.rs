@@ -59,6 +59,48 @@ pub struct PrometheusTarget {
     /// flows). A round then reads about a third more (100 clusters: 136 -> 187 ms); on with `audit.files`.
     #[serde(default)]
     pub rate_advice: bool,
+    /// Read only some of the clusters, for a fleet larger than one process should hold: each shard its own
+    /// Deployment (with its own Lease), every cluster read by exactly one shard.
+    pub shard: Option<ShardConfig>,
+}
+
+/// Which clusters of a source this process reads: by a stable hash of the cluster's name (`index` of `total`), or
+/// by a regex on it (`clusters`).
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShardConfig {
+    /// This shard, from 0 to `total` - 1: the clusters whose name's FNV-1a 64-bit hash, modulo `total`, is `index`
+    /// (series without a cluster hash as the empty name).
+    pub index: Option<u64>,
+    /// How many shards share the source.
+    pub total: Option<u64>,
+    /// Instead of a hash: the clusters whose name matches this regex (RE2, anchored at both ends, as in PromQL).
+    pub clusters: Option<String>,
+}
+
+impl ShardConfig {
+    /// Either `index` and `total` (`index` < `total`), or `clusters` alone; the error says which key is wrong.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        match (self.index, self.total, &self.clusters) {
+            (Some(index), Some(total), None) if index < total => Ok(()),
+            (Some(index), Some(total), None) => Err((
+                "index",
+                format!(
+                    "index {index} must be below total {total} (shards 0 to {})",
+                    total.saturating_sub(1)
+                ),
+            )),
+            (None, None, Some(re)) => regex::Regex::new(re)
+                .map(|_| ())
+                .map_err(|e| ("clusters", format!("clusters {re:?} is not a regex: {e}"))),
+            (_, _, Some(_)) => Err((
+                "clusters",
+                "give either clusters (a regex) or index and total (a hash), not both".into(),
+            )),
+            (None, _, None) => Err(("index", "index and total go together".into())),
+            (Some(_), None, None) => Err(("total", "index and total go together".into())),
+        }
+    }
 }
 
 fn default_max_sample_age() -> DurationValue {
@@ -99,6 +141,7 @@ impl PrometheusTarget {
             cluster_label: default_cluster_label(),
             apiserver_label: default_apiserver_label(),
             rate_advice: false,
+            shard: None,
             bearer_token_file: None,
             ca_file: None,
             headers: BTreeMap::new(),
@@ -241,6 +284,15 @@ impl TargetsConfig {
         let mut names = std::collections::BTreeSet::new();
         for (i, p) in self.prometheus.iter().enumerate() {
             let key = |k: &str| format!("targets.prometheus[{i}].{k}");
+            if let Some(shard) = &p.shard {
+                if let Err((k, why)) = shard.check() {
+                    return Err(format!(
+                        "{}: {why}{}",
+                        key(&format!("shard.{k}")),
+                        at(&format!("targets.prometheus.shard.{k}"))
+                    ));
+                }
+            }
             if !p.selector.trim().starts_with('{') || !p.selector.trim().ends_with('}') {
                 return Err(format!(
                     "{} {:?}: write label matchers in braces, e.g. {}{}",
@@ -338,5 +390,39 @@ impl TargetsConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A shard is a hash (`index` below `total`) or a regex, and the loader says which key is wrong.
+    #[test]
+    fn a_shard_is_a_hash_or_a_regex() {
+        let load = |shard: &str| {
+            crate::config::Config::from_yaml(&format!(
+                "targets:\n  prometheus:\n    - url: http://prometheus:9090\n      shard: {shard}\n"
+            ))
+        };
+        assert!(load("{index: 2, total: 3}").is_ok());
+        assert!(load("{clusters: \"eu-.*\"}").is_ok());
+        for (shard, says) in [
+            (
+                "{index: 3, total: 3}",
+                "shard.index: index 3 must be below total 3",
+            ),
+            ("{index: 0}", "shard.total: index and total go together"),
+            ("{total: 2}", "shard.index: index and total go together"),
+            (
+                "{index: 0, total: 2, clusters: a}",
+                "shard.clusters: give either",
+            ),
+            (
+                "{clusters: \"eu-(\"}",
+                "shard.clusters: clusters \"eu-(\" is not a regex",
+            ),
+        ] {
+            let e = load(shard).unwrap_err();
+            assert!(e.contains(says), "{shard}: {e}");
+        }
     }
 }

@@ -873,3 +873,82 @@ async fn advise_reads_a_fleet_through_prometheus_and_prices_the_audited_users() 
         "{agent}"
     );
 }
+
+/// Shards of one source (`targets.prometheus[].shard`): three hash shards over six clusters read every cluster
+/// exactly once between them, each the clusters its hash names; a regex shard reads the clusters it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_of_one_source_read_every_cluster_exactly_once() {
+    use apf_monitor::scrape::prometheus::shard::Shard;
+
+    let sims: Vec<Simulator> = (0..6).map(|_| sim(34, ScenarioSource::Idle)).collect();
+    let mut urls = Vec::new();
+    for s in &sims {
+        urls.push(common::serve_sim(s).await);
+    }
+    let clusters: Vec<String> = (0..6).map(|i| format!("eu-{i}")).collect();
+    let scrape_configs = format!(
+        "  - job_name: apiserver\n    static_configs:\n{}",
+        urls.iter()
+            .zip(&clusters)
+            .map(|(u, c)| format!(
+                "      - targets: ['{}']\n        labels: {{cluster: {c}}}\n",
+                u.trim_start_matches("http://")
+            ))
+            .collect::<String>()
+    );
+    let prom = external::prometheus_with(&scrape_configs, "groups: []\n").await;
+    let ready = common::eventually(Duration::from_secs(60), || async {
+        let up =
+            external::prom_query(&prom, r#"count_over_time(up{job="apiserver"}[1m]) >= 12"#).await;
+        (up.len() == 6).then_some(())
+    })
+    .await;
+    assert!(
+        ready.is_some(),
+        "Prometheus did not scrape the replicas:\n{}",
+        prom.log()
+    );
+
+    // The clusters `check` reads with this shard.
+    let read = |shard: &str| {
+        let config = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            config.path(),
+            format!(
+                "analysis: {{window: 10s}}\ntargets:\n  prometheus:\n    - {{url: \"{}\", shard: {shard}}}\n",
+                prom.url
+            ),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["check", "--output", "json", "--config"])
+            .arg(config.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let report: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{e}: {text}{}", String::from_utf8_lossy(&out.stderr)));
+        let mut read: Vec<String> = report["apiservers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["cluster"].as_str().map(str::to_string))
+            .collect();
+        read.sort();
+        read
+    };
+    let mut all = Vec::new();
+    for index in 0..3u64 {
+        let mine = read(&format!("{{index: {index}, total: 3}}"));
+        let expected: Vec<String> = clusters
+            .iter()
+            .filter(|c| Shard::Hash { index, total: 3 }.holds(c))
+            .cloned()
+            .collect();
+        assert_eq!(mine, expected, "shard {index} of 3");
+        all.extend(mine);
+    }
+    all.sort();
+    assert_eq!(all, clusters, "every cluster read by exactly one shard");
+    assert_eq!(read("{clusters: \"eu-[0-2]\"}"), ["eu-0", "eu-1", "eu-2"]);
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub(crate) mod answer;
 mod range;
+pub mod shard;
 
 use super::{classify_reqwest, ScrapeError};
 use crate::targets::{PrometheusTarget, TargetError, TokenFile};
@@ -33,6 +34,8 @@ pub struct PrometheusSource {
     /// Read what each flow schema's requests cost (rate advice), which through a Prometheus names someone only
     /// with audit events: `rate_advice`, or set where audit files are read.
     pub flow_schema_costs: bool,
+    /// Only some clusters (`shard`): the selector gets their matcher each round.
+    pub shard: Option<shard::Shard>,
     client: reqwest::Client,
     token: Option<TokenFile>,
     headers: reqwest::header::HeaderMap,
@@ -80,6 +83,7 @@ impl PrometheusSource {
             timeout,
             max_sample_age: Some(config.max_sample_age.0.as_secs_f64()).filter(|a| *a > 0.0),
             flow_schema_costs: config.rate_advice,
+            shard: config.shard.as_ref().and_then(shard::Shard::of),
             client,
             token: config.bearer_token_file.clone().map(TokenFile::new),
             headers,
@@ -192,6 +196,18 @@ pub async fn read_round(
     window_seconds: f64,
     wants_baseline: impl Fn(&ReplicaKey) -> bool,
 ) -> Result<FleetRound, ScrapeError> {
+    // A shard reads its own clusters, as they are now (for the baseline too: the same replicas one window back).
+    let scoped;
+    let source = match &source.shard {
+        Some(s) => match shard::scoped(source, s, time).await? {
+            Some(narrowed) => {
+                scoped = narrowed;
+                &scoped
+            }
+            None => return Ok(FleetRound::default()),
+        },
+        None => source,
+    };
     let now = read_fleet(source, time, source.max_sample_age).await?;
     let mut baselines = if now.replicas.keys().any(&wants_baseline) {
         match read_fleet(source, time - window_seconds, None).await {

@@ -155,6 +155,24 @@ fn run(workload: &str, seconds: u64) {
         100.0 * cpu / wall,
         slowest * 1000.0
     );
+    // What a Prometheus scraping this apf-monitor takes in: its own /metrics, after the count.
+    if workload.starts_with("fleet") {
+        let text = rt.block_on(async {
+            match reqwest::get(format!("http://{}/metrics", daemon.local_addr())).await {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            }
+        });
+        let series = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count();
+        println!(
+            "{workload}: apf-monitor's own /metrics: {series} series ({:.0} per replica), {:.1} MiB a scrape",
+            series as f64 / replicas.max(1) as f64,
+            text.len() as f64 / (1024.0 * 1024.0)
+        );
+    }
     rt.block_on(async {
         let _ = daemon.stop().await;
     });

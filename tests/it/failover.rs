@@ -208,6 +208,20 @@ impl Setup {
         NotificationLog::decode(log).ok()
     }
 
+    /// The holder's FIRING reached the receiver, and the log in the Lease says so.
+    async fn notified_and_logged(&self, hook: &Receiver) {
+        common::until(
+            "the holder notified, and logged it in the Lease",
+            60,
+            || self.logs(),
+            || async {
+                let firing = hook.firing();
+                (!firing.is_empty() && self.logged_firing().await == firing).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// The alerts (labels as JSON) the log in the Lease has as delivered firing.
     async fn logged_firing(&self) -> Vec<String> {
         let Some(log) = self.lease_log().await else {
@@ -300,16 +314,7 @@ async fn the_holder_killed_right_after_it_notified_is_not_repeated() {
 
     setup.cluster.set_load(1.0);
     // a announced the alert and its log in the Lease says so: killed right after.
-    common::until(
-        "a notified, and logged it in the Lease",
-        60,
-        || setup.logs(),
-        || async {
-            let firing = hook.firing();
-            (!firing.is_empty() && setup.logged_firing().await == firing).then_some(())
-        },
-    )
-    .await;
+    setup.notified_and_logged(&hook).await;
     let announced = hook.heard();
     assert!(announced
         .values()
@@ -404,16 +409,7 @@ async fn a_rolling_restart_hands_over_without_a_word_twice() {
     setup.held_by("a", 40).await;
     let b = setup.start("b");
     setup.cluster.set_load(1.0);
-    common::until(
-        "a notified, and logged it in the Lease",
-        60,
-        || setup.logs(),
-        || async {
-            let firing = hook.firing();
-            (!firing.is_empty() && setup.logged_firing().await == firing).then_some(())
-        },
-    )
-    .await;
+    setup.notified_and_logged(&hook).await;
 
     // The rollout, each new process taking over while it is still cold (its rule's `for` of 4 s not yet run): c
     // comes up, b and then the holder a stop, and c is the only one left to take the Lease; then d comes up and c

@@ -102,6 +102,7 @@ pub struct RuleConfig {
     pub for_: Option<DurationValue>,
     /// How long the alert keeps firing after the condition clears.
     pub keep_firing_for: Option<DurationValue>,
+    /// Overrides the rule's severity (`warning` or `critical`; the status page and `check` follow it).
     pub severity: Option<Severity>,
     /// Extra labels added to the alert (e.g. `team: platform`).
     #[serde(default)]

@@ -140,28 +140,48 @@ pub fn config_reference() -> String {
     page
 }
 
-/// The schema `s` with a `$ref` (or a one-element `allOf` of one) resolved.
+/// The definition `s` refers to (`$ref`, or a one-element `allOf` of one), by name.
+fn reference(s: &serde_json::Value) -> Option<&str> {
+    s.get("$ref")
+        .or_else(|| {
+            s.get("allOf")
+                .and_then(|a| a.as_array())
+                .filter(|a| a.len() == 1)
+                .and_then(|a| a[0].get("$ref"))
+        })
+        .and_then(|r| r.as_str())
+        .and_then(|r| r.strip_prefix("#/definitions/"))
+}
+
+/// The schema `s` with its reference resolved, and an optional value (`anyOf` of it and null) as the value.
 fn resolved<'a>(
     s: &'a serde_json::Value,
     definitions: &'a serde_json::Value,
 ) -> &'a serde_json::Value {
-    let reference = s.get("$ref").or_else(|| {
-        s.get("allOf")
-            .and_then(|a| a.as_array())
-            .filter(|a| a.len() == 1)
-            .and_then(|a| a[0].get("$ref"))
-    });
-    match reference
-        .and_then(|r| r.as_str())
-        .and_then(|r| r.strip_prefix("#/definitions/"))
-    {
-        Some(name) => definitions.get(name).unwrap_or(s),
-        None => s,
+    if let Some(name) = reference(s) {
+        return definitions.get(name).unwrap_or(s);
+    }
+    let options = s.get("anyOf").and_then(|a| a.as_array());
+    let mut values = options
+        .into_iter()
+        .flatten()
+        .filter(|o| o.get("type").and_then(|t| t.as_str()) != Some("null"));
+    match (values.next(), values.next()) {
+        (Some(only), None) if reference(only).is_some() => resolved(only, definitions),
+        _ => s,
     }
 }
 
-/// What a key's type is called in the table.
-fn kind_of(s: &serde_json::Value) -> String {
+/// What a key's type is called in the table: the value types of `values.rs` by the names their schemas carry, enums
+/// spelled out, an optional value as the value.
+fn kind_of(s: &serde_json::Value, definitions: &serde_json::Value) -> String {
+    match reference(s) {
+        Some("Duration" | "Interval") => return "duration".into(),
+        Some("ByteCount") => return "byte count".into(),
+        Some("TargetUrl") => return "URL".into(),
+        Some(_) => return kind_of(resolved(s, definitions), definitions),
+        None => {}
+    }
     if let Some(values) = s.get("enum").and_then(|e| e.as_array()) {
         let names: Vec<String> = values
             .iter()
@@ -174,20 +194,22 @@ fn kind_of(s: &serde_json::Value) -> String {
         .or_else(|| s.get("anyOf"))
         .and_then(|o| o.as_array())
     {
-        let kinds: Vec<String> = one_of.iter().map(kind_of).filter(|k| k != "null").collect();
+        let consts: Vec<String> = one_of
+            .iter()
+            .filter_map(|k| k.get("const")?.as_str().map(|c| format!("`{c}`")))
+            .collect();
+        if consts.len() == one_of.len() {
+            return format!("one of {}", consts.join(", "));
+        }
+        let kinds: Vec<String> = one_of
+            .iter()
+            .map(|k| kind_of(k, definitions))
+            .filter(|k| k != "null" && !k.is_empty())
+            .collect();
         return kinds.join(" or ");
     }
     match s.get("type") {
-        Some(serde_json::Value::String(t)) => match (t.as_str(), s.get("pattern")) {
-            ("string", Some(_))
-                if s.get("description")
-                    .and_then(|d| d.as_str())
-                    .is_some_and(|d| d.contains("duration")) =>
-            {
-                "duration".into()
-            }
-            (t, _) => t.to_string(),
-        },
+        Some(serde_json::Value::String(t)) => t.to_string(),
         Some(serde_json::Value::Array(types)) => types
             .iter()
             .filter_map(|t| t.as_str())
@@ -230,9 +252,9 @@ fn keys(
         let nested = item.filter(|i| i.get("properties").is_some());
         let kind = match (target.get("type").and_then(|t| t.as_str()), item) {
             (Some("array"), Some(_)) if nested.is_some() => "list of objects".to_string(),
-            (Some("array"), Some(i)) => format!("list of {}", kind_of(i)),
+            (Some("array"), Some(i)) => format!("list of {}", kind_of(i, definitions)),
             (Some("object"), _) if target.get("properties").is_some() => "object".to_string(),
-            _ => kind_of(target),
+            _ => kind_of(property, definitions),
         };
         rows.push((key.clone(), kind, default, description));
         if depth < 6 {

@@ -12,11 +12,17 @@ use crate::values::{DurationValue, Interval, TargetUrl};
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiverConfig {
+    /// The receiver's name, which `route.receivers` lists; unique.
     pub name: String,
+    /// A Slack incoming webhook (one kind per receiver).
     pub slack: Option<SlackConfig>,
+    /// Mail over SMTP.
     pub email: Option<EmailConfig>,
+    /// Alertmanager's webhook payload, POSTed to a URL of yours.
     pub webhook: Option<WebhookConfig>,
+    /// Alertmanager's API v2, sent from every replica of apf-monitor.
     pub alertmanager: Option<AlertmanagerConfig>,
+    /// This process' own log.
     pub console: Option<ConsoleConfig>,
     /// Delivery tuning shared by every kind.
     #[serde(default)]
@@ -102,12 +108,17 @@ pub enum EmailTls {
 pub struct EmailConfig {
     /// `host:port` of the SMTP server.
     pub smarthost: String,
+    /// How the connection is secured: `starttls` (port 587), `tls` (implicit, 465) or `none`.
     pub tls: EmailTls,
+    /// The sender address.
     pub from: String,
+    /// The recipients.
     pub to: Vec<String>,
+    /// The SMTP login, when the server asks for one.
     pub username: Option<String>,
     /// Inline password (quick start); prefer `password_file`.
     pub password: Option<String>,
+    /// A file holding the SMTP password (a mounted Secret); re-read at each send.
     pub password_file: Option<PathBuf>,
     /// A PEM CA bundle for the SMTP server's certificate (default: the public web roots).
     pub ca_file: Option<PathBuf>,
@@ -117,7 +128,9 @@ pub struct EmailConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
+    /// Where the payload is POSTed.
     pub url: Option<String>,
+    /// A file holding the URL instead (when it carries a secret).
     pub url_file: Option<PathBuf>,
     /// Sent as `Authorization: Bearer ...` when set.
     pub bearer_token_file: Option<PathBuf>,
@@ -130,6 +143,7 @@ pub struct WebhookConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertmanagerConfig {
+    /// Every Alertmanager of the cluster (`http://alertmanager:9093`).
     pub urls: Vec<TargetUrl>,
     /// Firing alerts are re-sent this often (Alertmanager resolves an alert it has not heard of for resolve_timeout).
     #[serde(default = "default_am_resend")]

@@ -202,6 +202,7 @@ pub struct StaticTarget {
     pub ca_file: Option<PathBuf>,
     /// Client certificate and key (PEM) for mutual TLS.
     pub client_cert_file: Option<PathBuf>,
+    /// The key of `client_cert_file` (PEM); the two go together.
     pub client_key_file: Option<PathBuf>,
     /// The name to verify the certificate against (and send as SNI) when the URL's host is not it, such as an IP
     /// address.

@@ -2,7 +2,8 @@
 //! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig and
 //! `live.rs` for the demo's live lines, `plan`, `match` in `matching.rs`, `audit`), `output.rs` for what they print,
 //! `table.rs` for the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review
-//! read; the work itself is the library's.
+//! read; `conveniences.rs` for completions, man pages and the config's JSON Schema, `reference.rs` for the book's
+//! generated reference pages; the work itself is the library's.
 mod advise;
 mod audit;
 mod check;
@@ -14,6 +15,7 @@ mod matching;
 mod objects;
 mod output;
 mod plan;
+pub mod reference;
 mod report;
 mod review;
 mod serve;

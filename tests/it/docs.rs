@@ -158,11 +158,11 @@ fn the_generated_reference_pages_are_what_the_code_generates() {
     for (file, text) in [
         (
             "reference/cli.md",
-            apf_monitor::cli::conveniences::cli_reference(),
+            apf_monitor::cli::reference::cli_reference(),
         ),
         (
             "reference/config-keys.md",
-            apf_monitor::cli::conveniences::config_reference(),
+            apf_monitor::cli::reference::config_reference(),
         ),
     ] {
         let path = docs().join(file);

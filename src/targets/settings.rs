@@ -82,6 +82,7 @@ impl ShardConfig {
     /// Either `index` and `total` (`index` < `total`), or `clusters` alone; the error says which key is wrong.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         match (self.index, self.total, &self.clusters) {
+            (_, Some(0), None) => Err(("total", "total must be at least 1".into())),
             (Some(index), Some(total), None) if index < total => Ok(()),
             (Some(index), Some(total), None) => Err((
                 "index",
@@ -412,6 +413,10 @@ mod tests {
                 "shard.index: index 3 must be below total 3",
             ),
             ("{index: 0}", "shard.total: index and total go together"),
+            (
+                "{index: 0, total: 0}",
+                "shard.total: total must be at least 1",
+            ),
             ("{total: 2}", "shard.index: index and total go together"),
             (
                 "{index: 0, total: 2, clusters: a}",

@@ -31,6 +31,8 @@ pub struct Alerting {
     /// the analysis window.
     warm_up: Duration,
     first_round: Option<SystemTime>,
+    /// The replicas the last report had numbers of, kept during the warm-up only.
+    read: BTreeSet<ReplicaKey>,
 }
 
 /// What the alerting stage publishes for the status page, `/api/v1/status` and `apf_alert_firing`.
@@ -73,6 +75,7 @@ impl Alerting {
             apiservers: BTreeSet::new(),
             warm_up: Duration::ZERO,
             first_round: None,
+            read: BTreeSet::new(),
         }
     }
 
@@ -137,14 +140,36 @@ impl Alerting {
         self.last_candidates = candidates.clone();
         // Since the start, a replica not read yet says nothing of its alerts (restored from the state file, or
         // taken over from the previous Lease holder): they are held until it is, or until the warm-up is over.
+        self.read = if self.warming(now) {
+            report
+                .apiservers
+                .iter()
+                .filter(|a| !a.levels.is_empty())
+                .map(|a| a.key())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        self.advance(now, candidates)
+    }
+
+    /// A round without a new report, for the group timers and the alerts' `for` and `keep_firing_for`: the
+    /// conditions are the last report's, so the rules are not evaluated again (they would find the same).
+    pub fn tick(&mut self, now: SystemTime) -> Vec<Notification> {
+        let candidates = self.last_candidates.clone();
+        self.advance(now, candidates)
+    }
+
+    /// Within the warm-up that follows the first round.
+    fn warming(&mut self, now: SystemTime) -> bool {
         let first = *self.first_round.get_or_insert(now);
-        let warming = now.duration_since(first).unwrap_or_default() < self.warm_up;
-        let read: BTreeSet<ReplicaKey> = report
-            .apiservers
-            .iter()
-            .filter(|a| !a.levels.is_empty())
-            .map(|a| a.key())
-            .collect();
+        now.duration_since(first).unwrap_or_default() < self.warm_up
+    }
+
+    /// The alerts' life cycle on these conditions, then the notifications due.
+    fn advance(&mut self, now: SystemTime, candidates: Vec<Candidate>) -> Vec<Notification> {
+        let warming = self.warming(now);
+        let read = &self.read;
         let unread = |labels: &LabelSet| {
             warming
                 && labels.get("apiserver").is_some_and(|apiserver| {
@@ -447,5 +472,31 @@ mod tests {
         let clock = TokioClock::starting_at(t(0));
         let now = clock.now();
         assert!(now >= t(0) && now < t(5));
+    }
+
+    /// Ticks between reports move the alerts on with the last report's conditions, as rounds on the same report
+    /// would: APFHeadroomLow (for 1m) fires and is notified after group_wait with no new report.
+    #[test]
+    fn ticks_between_reports_go_on_with_the_last_conditions() {
+        let (mut by_rounds, mut by_ticks) = (alerting(), alerting());
+        let tight = report(10.0, 0.0);
+        let (mut rounds, mut ticks) = (Vec::new(), Vec::new());
+        assert!(by_ticks.round(t(0), &tight).is_empty());
+        for s in 0..=100 {
+            rounds.extend(sent(&by_rounds.round(t(s), &tight)));
+            if s > 0 {
+                ticks.extend(sent(&by_ticks.tick(t(s))));
+            }
+        }
+        assert_eq!(rounds, ["APFHeadroomLow"]);
+        assert_eq!(ticks, rounds);
+        assert_eq!(by_ticks.view(), by_rounds.view());
+        // The condition goes with the next report, not with a tick.
+        let fine = report(90.0, 0.0);
+        by_ticks.round(t(101), &fine);
+        let resolved: Vec<String> = (102..=200)
+            .flat_map(|s| sent(&by_ticks.tick(t(s))))
+            .collect();
+        assert_eq!(resolved, ["APFHeadroomLow:resolved"]);
     }
 }

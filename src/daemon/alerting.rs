@@ -277,11 +277,15 @@ impl AlertStage {
         self.delivered_changed = false;
     }
 
-    /// One round: rules on the report, life cycle, routing, delivery, view and state file.
-    pub fn round(&mut self, report: &StatusReport) {
+    /// One round: rules on the report (`None`: the last report's conditions again, for the timers), life cycle,
+    /// routing, delivery, view and state file.
+    pub fn round(&mut self, report: Option<&StatusReport>) {
         self.follow_leadership();
         let now = self.clock.now();
-        let notifications = self.alerting.round(now, report);
+        let notifications = match report {
+            Some(report) => self.alerting.round(now, report),
+            None => self.alerting.tick(now),
+        };
         self.send(notifications);
         self.feed_alertmanagers();
         self.hand_log();
@@ -460,12 +464,10 @@ impl AlertStage {
                         continue;
                     }
                     let latest = Arc::clone(&report.borrow_and_update());
-                    self.round(&latest);
+                    self.round(Some(&latest));
                 }
-                _ = ticker.tick() => {
-                    let latest = Arc::clone(&report.borrow());
-                    self.round(&latest);
-                }
+                // The group timers and `for`: a new report, if one came meanwhile, is the branch above's.
+                _ = ticker.tick() => self.round(None),
             }
         }
     }

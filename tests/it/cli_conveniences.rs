@@ -2,18 +2,7 @@
 //! man(1) renders, both generated from the clap definitions that parse the arguments.
 use std::process::{Command, Stdio};
 
-fn apf_monitor(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::common;
 
 /// What bash's programmable completion offers after `line` (the cursor at its end), with the generated script.
 fn bash_completes(script: &std::path::Path, line: &str) -> Vec<String> {
@@ -48,7 +37,7 @@ fn bash_completes(script: &std::path::Path, line: &str) -> Vec<String> {
 fn bash_completes_subcommands_and_flags_from_the_generated_script() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("apf-monitor.bash");
-    std::fs::write(&script, apf_monitor(&["completions", "bash"])).unwrap();
+    std::fs::write(&script, common::stdout_of(&["completions", "bash"])).unwrap();
     assert_eq!(bash_completes(&script, "apf-monitor se"), ["serve"]);
     let check = bash_completes(&script, "apf-monitor check --out");
     assert_eq!(check, ["--output"], "{check:?}");
@@ -58,7 +47,7 @@ fn bash_completes_subcommands_and_flags_from_the_generated_script() {
     }
     // Every other shell gets a script naming every subcommand.
     for shell in ["zsh", "fish", "powershell", "elvish"] {
-        let script = apf_monitor(&["completions", shell]);
+        let script = common::stdout_of(&["completions", shell]);
         for sub in ["serve", "check", "advise", "completions", "man"] {
             assert!(script.contains(sub), "{shell}: no {sub}");
         }
@@ -67,7 +56,7 @@ fn bash_completes_subcommands_and_flags_from_the_generated_script() {
 
 #[test]
 fn man_renders_the_page_and_one_per_subcommand() {
-    let page = apf_monitor(&["man"]);
+    let page = common::stdout_of(&["man"]);
     assert!(
         page.starts_with(".ie") || page.contains(".TH apf-monitor 1"),
         "{page}"
@@ -97,7 +86,7 @@ fn man_renders_the_page_and_one_per_subcommand() {
     }
 
     let pages = dir.path().join("pages");
-    apf_monitor(&["man", "--dir", pages.to_str().unwrap()]);
+    common::stdout_of(&["man", "--dir", pages.to_str().unwrap()]);
     let serve = std::fs::read_to_string(pages.join("apf-monitor-serve.1")).unwrap();
     assert!(serve.contains("\\-\\-config"), "{serve}");
 }

@@ -401,3 +401,17 @@ pub fn stdout_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receive
     });
     rx
 }
+
+/// What `apf-monitor ARGS` prints, once it has exited 0 (its standard error in the failure otherwise).
+pub fn stdout_of(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

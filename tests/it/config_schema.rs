@@ -3,23 +3,13 @@
 //! loader, and what the loader refuses (an unknown key, a bad duration, an unknown rule or enum value) the schema
 //! refuses too.
 use std::path::Path;
-use std::process::Command;
 
 use apf_monitor::config::Config;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn printed_schema() -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
-        .args(["config", "schema"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&crate::common::stdout_of(&["config", "schema"])).unwrap()
 }
 
 fn validator() -> jsonschema::Validator {

@@ -242,16 +242,21 @@ pub async fn read_round(
 /// `{__name__=~"a|b", <the selector's matchers>}`: the selector with a name matcher added. `None` when the
 /// selector is not matchers in braces (the config check refuses those).
 pub fn with_names(selector: &str, names: &[String]) -> Option<String> {
-    let inner = selector.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
     let alternation = names
         .iter()
         .map(|n| regex::escape(n))
         .collect::<Vec<_>>()
         .join("|");
+    with_matcher(selector, &format!("__name__=~\"{alternation}\""))
+}
+
+/// `{<matcher>, <the selector's matchers>}`; `None` when the selector is not matchers in braces.
+pub fn with_matcher(selector: &str, matcher: &str) -> Option<String> {
+    let inner = selector.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
     Some(if inner.is_empty() {
-        format!("{{__name__=~\"{alternation}\"}}")
+        format!("{{{matcher}}}")
     } else {
-        format!("{{__name__=~\"{alternation}\",{inner}}}")
+        format!("{{{matcher},{inner}}}")
     })
 }
 
@@ -311,12 +316,14 @@ fn family_queries<'s>(
 
 /// The source's selector with a name matcher for `names`.
 fn selector_with(source: &PrometheusSource, names: &[String]) -> Result<String, ScrapeError> {
-    with_names(&source.selector, names).ok_or_else(|| {
-        ScrapeError::Query(format!(
-            "selector {:?}: expected label matchers in braces",
-            source.selector
-        ))
-    })
+    with_names(&source.selector, names).ok_or_else(|| not_in_braces(&source.selector))
+}
+
+/// What a selector that is not label matchers in braces gets (the config check refuses those first).
+fn not_in_braces(selector: &str) -> ScrapeError {
+    ScrapeError::Query(format!(
+        "selector {selector:?}: expected label matchers in braces"
+    ))
 }
 
 /// The body of an instant query's answer at `time` (unix seconds), within the source's timeout. A failed request

@@ -2,7 +2,7 @@
 //! regex on it. Either way the choice goes into the PromQL selector (`cluster=~"..."`), so the store evaluates and
 //! sends only this shard's series.
 use super::answer::read_vector;
-use super::{query_body, selector_with, PrometheusSource};
+use super::{not_in_braces, query_body, selector_with, with_matcher, PrometheusSource};
 use crate::scrape::ScrapeError;
 use crate::targets::ShardConfig;
 
@@ -61,16 +61,6 @@ fn promql_string(text: &str) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// `selector` with one more matcher (`{job="x"}` and `cluster=~"a"` make `{job="x",cluster=~"a"}`).
-fn with_matcher(selector: &str, matcher: &str) -> Option<String> {
-    let inner = selector.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
-    Some(if inner.is_empty() {
-        format!("{{{matcher}}}")
-    } else {
-        format!("{{{inner},{matcher}}}")
-    })
-}
-
 /// The source narrowed to its shard at `time`: `None` when no cluster of the source is this shard's (nothing to
 /// read). A hash shard asks the store which clusters it holds (one `count by (cluster)` of the limit families), then
 /// names its own in the selector.
@@ -111,12 +101,8 @@ pub async fn scoped(
         }
     };
     let matcher = format!("{label}=~{}", promql_string(&regex));
-    let selector = with_matcher(&source.selector, &matcher).ok_or_else(|| {
-        ScrapeError::Query(format!(
-            "selector {:?}: expected label matchers in braces",
-            source.selector
-        ))
-    })?;
+    let selector =
+        with_matcher(&source.selector, &matcher).ok_or_else(|| not_in_braces(&source.selector))?;
     Ok(Some(PrometheusSource {
         selector,
         ..source.clone()
@@ -155,7 +141,7 @@ mod tests {
         assert_eq!(promql_string(r#"a\.b"c"#), r#""a\\.b\"c""#);
         assert_eq!(
             with_matcher(r#"{job="apiserver"}"#, r#"cluster=~"a""#).as_deref(),
-            Some(r#"{job="apiserver",cluster=~"a"}"#)
+            Some(r#"{cluster=~"a",job="apiserver"}"#)
         );
         assert_eq!(
             with_matcher("{}", "c=~\"a\"").as_deref(),

@@ -63,8 +63,6 @@ pub struct AlertStage {
     delivered_changed: bool,
     /// How long an entry of the log is kept without being sent again: two repeat intervals.
     log_keep: Duration,
-    /// Who sends the direct notifications, as of the last round.
-    notifier: Option<NotifierReport>,
     confirmed_tx: mpsc::UnboundedSender<Notification>,
     confirmed: mpsc::UnboundedReceiver<Notification>,
     metrics: NotifyMetrics,
@@ -124,7 +122,6 @@ impl AlertStage {
             delivered: NotificationLog::default(),
             delivered_changed: false,
             log_keep: setup.route.repeat_interval.0 * 2,
-            notifier: None,
             confirmed_tx,
             confirmed,
             metrics,
@@ -213,7 +210,7 @@ impl AlertStage {
 
     /// Direct receivers are the Lease holder's: a follower routes nothing to them (and books nothing as sent). A
     /// replica that just took the Lease first takes over what the previous holder's receivers confirmed.
-    fn follow_leadership(&mut self) {
+    fn follow_leadership(&mut self) -> LeaderState {
         let state = self.leadership.state();
         if state.leading && state.term != self.term {
             self.term = state.term;
@@ -229,7 +226,7 @@ impl AlertStage {
             self.leader_only()
         };
         self.alerting.router.pause(paused);
-        self.notifier = Some(self.notifier(&state));
+        state
     }
 
     /// Who sends the direct notifications, for the status page and `/metrics`.
@@ -280,7 +277,7 @@ impl AlertStage {
     /// One round: rules on the report (`None`: the last report's conditions again, for the timers), life cycle,
     /// routing, delivery, view and state file.
     pub fn round(&mut self, report: Option<&StatusReport>) {
-        self.follow_leadership();
+        let leader = self.follow_leadership();
         let now = self.clock.now();
         let notifications = match report {
             Some(report) => self.alerting.round(now, report),
@@ -290,7 +287,7 @@ impl AlertStage {
         self.feed_alertmanagers();
         self.hand_log();
         let mut view = self.alerting.view();
-        view.notifier = self.notifier.clone();
+        view.notifier = Some(self.notifier(&leader));
         self.view.send_replace(Arc::new(view));
         self.save();
     }

@@ -14,7 +14,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use apf_monitor::scrape::prometheus::{read_round, PrometheusSource};
+use apf_monitor::scrape::prometheus::{read_round, ObjectCounts, PrometheusSource};
 use apf_monitor::scrape::{scrape_replica, Endpoint, ScrapePlan};
 use apf_monitor::targets::{build_static, PrometheusTarget, StaticTarget};
 use apf_monitor::values::parse_target_url;
@@ -194,7 +194,13 @@ fn fleet(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     };
     // The first round makes the answers the download reads back.
     let first = rt
-        .block_on(read_round(&source, now(), 60.0, |_| false))
+        .block_on(read_round(
+            &source,
+            now(),
+            60.0,
+            |_| false,
+            &mut ObjectCounts::default(),
+        ))
         .unwrap_or_else(|e| panic!("round: {e}"));
     assert_eq!(first.replicas.len(), 300, "every replica of the fleet");
     let client = reqwest::Client::new();
@@ -227,7 +233,13 @@ fn fleet(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     group.bench_function("round", |b| {
         b.iter(|| {
-            let round = rt.block_on(read_round(&source, now(), 60.0, |_| false));
+            let round = rt.block_on(read_round(
+                &source,
+                now(),
+                60.0,
+                |_| false,
+                &mut ObjectCounts::default(),
+            ));
             black_box(round.map(|r| r.replicas.len()).unwrap_or(0))
         })
     });

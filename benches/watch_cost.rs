@@ -22,6 +22,7 @@
 use std::time::{Duration, Instant};
 
 use apf_monitor::config::Config;
+use apf_monitor::scrape::prometheus::{read_round, ObjectCounts, PrometheusSource};
 use apf_monitor::targets::{PrometheusTarget, StaticTarget};
 use apf_monitor::values::{parse_target_url, DurationValue, Interval};
 
@@ -125,6 +126,7 @@ async fn last_rounds(addr: std::net::SocketAddr) -> Vec<f64> {
 fn run(workload: &str, seconds: u64) {
     reset_peak();
     let (config, interval, replicas, senders) = workload_config(workload);
+    let fleet_source = config.targets.prometheus.first().cloned();
     let rt = apf_monitor::daemon::runtime().unwrap_or_else(|e| panic!("runtime: {e}"));
     let (cpu, wall, daemon) = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -176,6 +178,29 @@ fn run(workload: &str, seconds: u64) {
     rt.block_on(async {
         let _ = daemon.stop().await;
     });
+    // The rounds counted above read the object counts once a minute and carry them on between: one round that reads
+    // them too, timed alone, after the daemon stopped.
+    if let Some(target) = fleet_source {
+        let source = PrometheusSource::build(&target, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("source: {e}"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        let started = Instant::now();
+        let read = rt.block_on(read_round(
+            &source,
+            now,
+            60.0,
+            |_| false,
+            &mut ObjectCounts::default(),
+        ));
+        println!(
+            "{workload}: a round that reads the object counts too (once a minute): {:.0} ms ({} replicas)",
+            started.elapsed().as_secs_f64() * 1000.0,
+            read.map_or(0, |r| r.replicas.len())
+        );
+    }
     drop(senders);
     drop(rt);
     // The same downloads without the daemon, right after: the floor the network and the HTTP client set.

@@ -306,8 +306,35 @@ pub fn audit(data: &[u8]) {
 
 /// A Prometheus HTTP API answer, as a round (an instant vector) and `report` (a range's matrix) read it, against
 /// serde_json's untyped reading of the same bytes: an answer read without error is a successful answer of the type
-/// asked for, and every sample with a number is delivered once.
+/// asked for, and every sample with a number is delivered once; and read in two chunks, split where the input
+/// chooses, it gives the same samples and the same outcome as read whole.
 pub fn prometheus_answer(data: &[u8]) {
+    use apf::parse::api_answer::{AnswerReader, ResultType};
+    let split = data
+        .first()
+        .map_or(0, |b| usize::from(*b) % (data.len() + 1));
+    for wanted in [ResultType::Vector, ResultType::Matrix] {
+        let read = |chunks: &[&[u8]]| {
+            let mut seen: Vec<(Vec<(String, String)>, u64, u64)> = Vec::new();
+            let mut each = |labels: &[apf::parse::exposition::Label<'_>], t: f64, v: f64| {
+                let labels = labels
+                    .iter()
+                    .map(|l| (l.name.to_string(), l.value.to_string()))
+                    .collect();
+                seen.push((labels, t.to_bits(), v.to_bits()));
+            };
+            let mut reader = AnswerReader::new(wanted);
+            for chunk in chunks {
+                reader.feed(chunk, &mut each);
+            }
+            let outcome = reader.finish(&mut each).map_err(|e| e.to_string());
+            (seen, outcome)
+        };
+        let (a, b) = data.split_at(split);
+        let (whole, halves) = (read(&[data]), read(&[a, b]));
+        // An error's byte offset is where it was found: the same either way, the samples before it too.
+        assert_eq!(whole, halves, "{wanted:?} split at {split}");
+    }
     use crate::scrape::prometheus::answer::{read_matrix, read_vector};
     use serde_json::Value;
     let mut vector = 0usize;

@@ -231,7 +231,7 @@ pub(super) async fn check_prometheus(
     config: &crate::config::Config,
     analysis: &Analysis,
 ) -> Result<StatusReport> {
-    use crate::scrape::prometheus::{read_round, PrometheusSource};
+    use crate::scrape::prometheus::{read_round, ObjectCounts, PrometheusSource};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -247,12 +247,16 @@ pub(super) async fn check_prometheus(
         })
         .collect::<Result<Vec<_>, _>>()?;
     // Every source at once: a slow one costs its timeout once, not once per source after it.
-    let rounds = futures_util::future::join_all(
-        sources
-            .iter()
-            .map(|source| read_round(source, now, analysis.window_seconds, |_| true)),
-    )
-    .await;
+    let rounds =
+        futures_util::future::join_all(
+            sources.iter().map(|source| {
+                let mut counts = ObjectCounts::default();
+                async move {
+                    read_round(source, now, analysis.window_seconds, |_| true, &mut counts).await
+                }
+            }),
+        )
+        .await;
     let mut report = StatusReport::default();
     for (source, round) in sources.iter().zip(rounds) {
         // A source that cannot be read, or holds nothing, is a row of its own (as in the daemon): the other

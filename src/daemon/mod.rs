@@ -245,6 +245,7 @@ impl Daemon {
                     tx: audit_tx,
                     metrics: audit_metrics,
                 }),
+            metrics_bytes: Arc::default(),
         };
         let guard = export::Guard::build(
             &setup.config.web.auth,

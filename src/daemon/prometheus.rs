@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::analysis::Update;
 use super::setup::PrometheusSetup;
 use crate::analyze::Problem;
-use crate::scrape::prometheus::read_round;
+use crate::scrape::prometheus::{read_round, ObjectCounts};
 use crate::scrape::{Endpoint, EndpointResult, ScrapeMetrics};
 use apf::model::ReplicaKey;
 
@@ -37,6 +37,7 @@ async fn query_forever(
     // The replicas this loop has sent: the others get a baseline.
     let mut seen: BTreeSet<ReplicaKey> = BTreeSet::new();
     let mut failures: u64 = 0;
+    let mut object_counts = ObjectCounts::default();
     let mut ticker = tokio::time::interval(setup.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -50,7 +51,13 @@ async fn query_forever(
         // The whole round (a baseline included) within the timeout: a slow Prometheus cannot stack rounds up.
         let round = match tokio::time::timeout(
             setup.timeout,
-            read_round(source, time, setup.window_seconds, |k| !seen.contains(k)),
+            read_round(
+                source,
+                time,
+                setup.window_seconds,
+                |k| !seen.contains(k),
+                &mut object_counts,
+            ),
         )
         .await
         {

@@ -60,6 +60,9 @@ pub struct Surfaces {
     pub silences: mpsc::Sender<SilenceRequest>,
     /// kube-apiserver's audit webhook; `None` when `audit.webhook` is off.
     pub audit: Option<crate::audit::AuditIntake>,
+    /// The length of the last `/metrics`: the next is written into that much room (and an eighth more), not into
+    /// a string that doubles as it grows (a fleet's is tens of MiB, and a doubling holds both copies at once).
+    pub metrics_bytes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Surfaces {
@@ -99,7 +102,9 @@ pub fn router(surfaces: Surfaces, guard: Arc<Guard>) -> Router {
 }
 
 async fn metrics(State(s): State<Surfaces>) -> Response {
-    let mut text = String::with_capacity(16 * 1024);
+    use std::sync::atomic::Ordering;
+    let last = s.metrics_bytes.load(Ordering::Relaxed).max(16 * 1024);
+    let mut text = String::with_capacity(last + last / 8);
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &s.registry) {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -107,6 +112,7 @@ async fn metrics(State(s): State<Surfaces>) -> Response {
         )
             .into_response();
     }
+    s.metrics_bytes.store(text.len(), Ordering::Relaxed);
     (
         [(
             header::CONTENT_TYPE,

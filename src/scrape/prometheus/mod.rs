@@ -3,6 +3,7 @@
 //! query per family the model reads, plus one for the replicas' freshness, for every replica of every cluster the
 //! selector matches: the number of queries does not grow with the replicas.
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) mod answer;
@@ -11,8 +12,10 @@ pub mod shard;
 
 use super::{classify_reqwest, ScrapeError};
 use crate::targets::{PrometheusTarget, TargetError, TokenFile};
-use answer::read_vector;
-use apf::model::{ReplicaKey, ReplicaSnapshot};
+use answer::Answer;
+use apf::model::{Family, ReplicaKey, ReplicaSnapshot};
+use apf::parse::api_answer::ResultType;
+use apf::parse::exposition::Label;
 pub use range::{read_range, resolution, Moment, STEPS_PER_QUERY};
 
 /// Where and what to read, with the client that reads it.
@@ -110,6 +113,7 @@ pub async fn read_fleet(
     source: &PrometheusSource,
     time: f64,
     max_age: Option<f64>,
+    object_counts: bool,
 ) -> Result<FleetRead, ScrapeError> {
     let ages = async {
         match max_age {
@@ -117,7 +121,10 @@ pub async fn read_fleet(
             None => Ok(None),
         }
     };
-    let wanted = apf::model::wanted_series(source.flow_schema_costs);
+    let mut wanted = apf::model::wanted_series(source.flow_schema_costs);
+    if !object_counts {
+        wanted.retain(|(name, _)| !apf::model::is_object_count(name));
+    }
     let ((mut replicas, unlabelled), newest) =
         tokio::try_join!(snapshots(source, &wanted, time), ages)?;
     let before = replicas.len();
@@ -148,9 +155,8 @@ async fn newest_samples(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let query = format!("max by ({c}, {a}) ({})", stamps.join(" or "));
-    let body = query_body(source, &query, time).await?;
     let mut newest = BTreeMap::new();
-    read_vector(&body, |labels, value| {
+    instant_query(source, &query, time, |labels, value| {
         let find = |wanted: &str| {
             labels
                 .iter()
@@ -164,7 +170,8 @@ async fn newest_samples(
             };
             newest.insert(key, value);
         }
-    })?;
+    })
+    .await?;
     Ok(newest)
 }
 
@@ -178,6 +185,71 @@ pub struct FleetReplica {
     pub snapshot: ReplicaSnapshot,
 }
 
+/// How often the replicas' object counts (`apiserver_resource_objects`, its size estimate, or
+/// `apiserver_storage_objects`: what a LIST reads) are read: kube-apiserver counts them once per
+/// `--etcd-count-metric-poll-period`, a minute by default, and they are about a third of a round's bytes.
+pub const OBJECT_COUNTS_EVERY_SECONDS: f64 = 60.0;
+
+/// Objects or bytes by resource, shared by the snapshots of the rounds between two reads.
+type Counted = Arc<BTreeMap<String, f64>>;
+
+/// Each replica's object counts, as last read: the rounds between two reads carry them on.
+#[derive(Debug, Default)]
+pub struct ObjectCounts {
+    /// The time of the last round that set out to read them (unix seconds).
+    attempted_at: Option<f64>,
+    /// The time of the last round that read them.
+    read_at: Option<f64>,
+    /// A round found a replica with none carried.
+    missing: bool,
+    /// Each replica's objects and their sizes, by resource.
+    by_replica: BTreeMap<ReplicaKey, (Counted, Counted)>,
+}
+
+impl ObjectCounts {
+    /// Whether the round at `time` reads them: a minute after the last attempt, or at once for a replica none
+    /// were read for, unless that last attempt did not end (a round that timed out: the rounds go on without).
+    fn due(&self, time: f64) -> bool {
+        match self.attempted_at {
+            None => true,
+            // A clock set back reads them too.
+            Some(at) if time - at >= OBJECT_COUNTS_EVERY_SECONDS || time < at => true,
+            Some(_) => self.missing && self.read_at == self.attempted_at,
+        }
+    }
+
+    /// Keeps the counts of a round that read them, or gives the replicas of one that did not those last read.
+    fn carry(
+        &mut self,
+        replicas: &mut BTreeMap<ReplicaKey, ReplicaSnapshot>,
+        read: bool,
+        time: f64,
+    ) {
+        if read {
+            self.read_at = Some(time);
+            self.attempted_at = Some(time);
+            self.missing = false;
+            self.by_replica = replicas
+                .iter()
+                .map(|(key, s)| {
+                    let counts = (s.resource_objects.clone(), s.resource_size_bytes.clone());
+                    (key.clone(), counts)
+                })
+                .collect();
+            return;
+        }
+        for (key, snapshot) in replicas.iter_mut() {
+            match self.by_replica.get(key) {
+                Some((objects, bytes)) => {
+                    snapshot.resource_objects = objects.clone();
+                    snapshot.resource_size_bytes = bytes.clone();
+                }
+                None => self.missing = true,
+            }
+        }
+    }
+}
+
 /// A round over one source.
 #[derive(Debug, Default)]
 pub struct FleetRound {
@@ -189,12 +261,14 @@ pub struct FleetRound {
 
 /// Every replica the source holds at `time` with samples no older than its `max_sample_age`, with a baseline
 /// `window` seconds earlier for those `wants_baseline` picks (those without a history yet). A baseline that cannot be read is
-/// left out (a later round brings rates); the round itself fails only when the read at `time` does.
+/// left out (a later round brings rates); the round itself fails only when the read at `time` does. The object
+/// counts are read when `counts` says they are due, else carried on from it.
 pub async fn read_round(
     source: &PrometheusSource,
     time: f64,
     window_seconds: f64,
     wants_baseline: impl Fn(&ReplicaKey) -> bool,
+    counts: &mut ObjectCounts,
 ) -> Result<FleetRound, ScrapeError> {
     // A shard reads its own clusters, as they are now (for the baseline too: the same replicas one window back).
     let scoped;
@@ -208,9 +282,15 @@ pub async fn read_round(
         },
         None => source,
     };
-    let now = read_fleet(source, time, source.max_sample_age).await?;
+    let read_counts = counts.due(time);
+    if read_counts {
+        counts.attempted_at = Some(time);
+    }
+    let mut now = read_fleet(source, time, source.max_sample_age, read_counts).await?;
+    counts.carry(&mut now.replicas, read_counts, time);
+    // A baseline gives rates: object counts are no rate.
     let mut baselines = if now.replicas.keys().any(&wants_baseline) {
-        match read_fleet(source, time - window_seconds, None).await {
+        match read_fleet(source, time - window_seconds, None, false).await {
             Ok(earlier) => earlier.replicas,
             Err(e) => {
                 tracing::debug!(source = %source.name, error = %e, "no baseline one window back");
@@ -260,17 +340,21 @@ pub fn with_matcher(selector: &str, matcher: &str) -> Option<String> {
     })
 }
 
-/// The most reserved up front for an answer from its announced length; a longer one grows as it comes.
-const MAX_ANSWER_RESERVE: u64 = 64 << 20;
-
 /// At most this many queries of a round in flight: the store evaluates them in parallel, and this process holds
-/// only their answers while it folds each into the snapshots.
+/// one series of each while it folds their samples into the snapshots.
 const QUERIES_IN_FLIGHT: usize = 8;
+
+/// What the answers of a round's queries bring, by query: the HTTP status, a chunk of the body, its end.
+enum Part {
+    Status(u16),
+    Chunk(bytes::Bytes),
+    End,
+}
 
 /// Every family in `series` at `time`, one query each: `sum by (cluster, apiserver, <the labels the model reads>)`
 /// of the family's series, so the answer carries no label the model would sum away anyway, and its size follows the
-/// replicas and levels, not the flow schemas or the scrape's own labels. Each answer is folded into the replicas'
-/// snapshots as it comes (in query order), then dropped.
+/// replicas and levels, not the flow schemas or the scrape's own labels. The answers' chunks are folded into the
+/// replicas' snapshots as they come, whichever query they answer: no answer is held whole.
 async fn snapshots(
     source: &PrometheusSource,
     series: &[(String, &[&str])],
@@ -278,19 +362,72 @@ async fn snapshots(
 ) -> Result<(BTreeMap<ReplicaKey, ReplicaSnapshot>, usize), ScrapeError> {
     use futures_util::StreamExt;
     let queries = family_queries(source, series)?;
-    // Made before they are streamed: a future built inside the stream would borrow for any lifetime, which a
-    // spawned task's future cannot prove Send for.
-    let requests: Vec<_> = queries
-        .into_iter()
-        .map(|(name, q)| async move { query_body(source, &q, time).await.map(|body| (name, body)) })
+    // Boxed before they are merged: a stream built inside the merge would borrow for any lifetime, which a spawned
+    // task's future cannot prove Send for.
+    let parts: Vec<_> = queries
+        .iter()
+        .enumerate()
+        .map(|(i, (_, q))| {
+            answer_parts(source, "query", instant_form(q, time)).map(move |p| (i, p))
+        })
+        .map(StreamExt::boxed)
         .collect();
-    let mut answers = futures_util::stream::iter(requests).buffered(QUERIES_IN_FLIGHT);
+    let mut parts = futures_util::stream::iter(parts).flatten_unordered(QUERIES_IN_FLIGHT);
+    let mut answers: Vec<Option<Answer>> = queries.iter().map(|_| None).collect();
     let mut fleet = apf::model::FleetBuilder::new(&source.cluster_label, &source.apiserver_label);
-    while let Some(answer) = answers.next().await {
-        let (name, body) = answer?;
-        read_vector(&body, |labels, value| fleet.add(name, labels, value))?;
+    // Each answer's family, named once.
+    let families: Vec<Option<Family>> = queries.iter().map(|(name, _)| Family::of(name)).collect();
+    while let Some((i, part)) = parts.next().await {
+        let family = families[i];
+        let mut each = |labels: &[Label<'_>], _: f64, value: f64| {
+            if let Some(family) = family {
+                fleet.add(family, labels, value)
+            }
+        };
+        match part? {
+            Part::Status(status) => answers[i] = Some(Answer::new(ResultType::Vector, status)),
+            Part::Chunk(chunk) => {
+                if let Some(answer) = &mut answers[i] {
+                    answer.feed(&chunk, &mut each);
+                }
+            }
+            Part::End => {
+                if let Some(answer) = answers[i].take() {
+                    answer.finish(&mut each)?;
+                }
+            }
+        }
     }
     Ok(fleet.finish())
+}
+
+/// An answer of the HTTP API's `endpoint` to the `form`, as its parts come.
+fn answer_parts<'s>(
+    source: &'s PrometheusSource,
+    endpoint: &'static str,
+    form: Vec<(&'static str, String)>,
+) -> impl futures_util::Stream<Item = Result<Part, ScrapeError>> + Send + 's {
+    use futures_util::{stream, StreamExt};
+    let timeout = source.timeout;
+    stream::once(async move { send(source, endpoint, &form).await })
+        .map(move |sent| match sent {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let body = stream::unfold(Some(response), move |response| async move {
+                    let mut response = response?;
+                    Some(match response.chunk().await {
+                        Ok(Some(chunk)) => (Ok(Part::Chunk(chunk)), Some(response)),
+                        Ok(None) => (Ok(Part::End), None),
+                        Err(e) => (Err(classify_reqwest(e, timeout)), None),
+                    })
+                });
+                stream::once(async move { Ok(Part::Status(status)) })
+                    .chain(body)
+                    .left_stream()
+            }
+            Err(e) => stream::once(async move { Err(e) }).right_stream(),
+        })
+        .flatten()
 }
 
 /// One query per family: `sum by (cluster, apiserver, <the labels the model reads>)` of its series in the selector.
@@ -326,28 +463,56 @@ fn not_in_braces(selector: &str) -> ScrapeError {
     ))
 }
 
-/// The body of an instant query's answer at `time` (unix seconds), within the source's timeout. A failed request
-/// whose body is not an API answer (a proxy's page) is an HTTP error with an excerpt; an API answer, even a failed
-/// one, is for [`read_vector`] to read.
-async fn query_body(
+/// The form of an instant query at `time` (unix seconds).
+fn instant_form(query: &str, time: f64) -> Vec<(&'static str, String)> {
+    vec![("query", query.to_string()), ("time", format!("{time:.3}"))]
+}
+
+/// An instant query's answer at `time`, each sample to `each(labels, value)` as it comes.
+async fn instant_query(
     source: &PrometheusSource,
     query: &str,
     time: f64,
-) -> Result<Vec<u8>, ScrapeError> {
-    api_body(
+    mut each: impl FnMut(&[Label<'_>], f64) + Send,
+) -> Result<(), ScrapeError> {
+    let form = instant_form(query, time);
+    read_answer(
         source,
         "query",
-        &[("query", query.to_string()), ("time", format!("{time:.3}"))],
+        &form,
+        ResultType::Vector,
+        &mut |labels, _, value| each(labels, value),
     )
     .await
 }
 
-/// The body of an answer of the HTTP API's `endpoint` (`query`, `query_range`) to the `form`.
-async fn api_body(
+/// The answer of the HTTP API's `endpoint` to the `form`, read as its chunks come, each sample to
+/// `each(labels, time, value)`; an error as [`Answer::finish`] says.
+async fn read_answer(
     source: &PrometheusSource,
     endpoint: &str,
     form: &[(&str, String)],
-) -> Result<Vec<u8>, ScrapeError> {
+    wanted: ResultType,
+    each: &mut (impl FnMut(&[Label<'_>], f64, f64) + Send),
+) -> Result<(), ScrapeError> {
+    let mut response = send(source, endpoint, form).await?;
+    let mut answer = Answer::new(wanted, response.status().as_u16());
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| classify_reqwest(e, source.timeout))?
+    {
+        answer.feed(&chunk, each);
+    }
+    answer.finish(each)
+}
+
+/// A request to the HTTP API's `endpoint` with the `form`, within the source's timeout (its body's reading too).
+async fn send(
+    source: &PrometheusSource,
+    endpoint: &str,
+    form: &[(&str, String)],
+) -> Result<reqwest::Response, ScrapeError> {
     let url = format!("{}/api/v1/{endpoint}", source.url);
     let mut request = source
         .client
@@ -356,41 +521,61 @@ async fn api_body(
         .headers(source.headers.clone())
         .form(form);
     request = super::with_token(request, source.token.as_ref())?;
-    let mut response = request
+    request
         .send()
         .await
-        .map_err(|e| classify_reqwest(e, source.timeout))?;
-    let status = response.status();
-    // Into one buffer of the announced length: collecting the chunks and then joining them held each answer twice.
-    let mut body = Vec::with_capacity(
-        response
-            .content_length()
-            .map_or(0, |n| n.min(MAX_ANSWER_RESERVE) as usize),
-    );
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| classify_reqwest(e, source.timeout))?
-    {
-        body.extend_from_slice(&chunk);
-    }
-    if !status.is_success() && matches!(read_vector(&body, |_, _| {}), Err(ScrapeError::Parse(_))) {
-        return Err(ScrapeError::Http {
-            status: status.as_u16(),
-            detail: String::from_utf8_lossy(&body[..body.len().min(600)])
-                .chars()
-                .take(200)
-                .collect::<String>()
-                .trim()
-                .replace('\n', " "),
-        });
-    }
-    Ok(body)
+        .map_err(|e| classify_reqwest(e, source.timeout))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn object_counts_are_read_once_a_minute_and_carried_between() {
+        let key = |a: &str| ReplicaKey {
+            cluster: Some("prod".into()),
+            apiserver: a.into(),
+        };
+        let counted = |pods: f64| {
+            ReplicaSnapshot {
+                resource_objects: Arc::new([("pods".to_string(), pods)].into()),
+                ..ReplicaSnapshot::default()
+            }
+        };
+        let mut counts = ObjectCounts::default();
+        assert!(counts.due(1000.0), "the first round reads them");
+        let mut round: BTreeMap<_, _> = [(key("a"), counted(10.0))].into();
+        counts.carry(&mut round, true, 1000.0);
+        assert!(!counts.due(1005.0));
+        assert!(!counts.due(1059.9));
+        // A round without them gets those last read.
+        let mut round: BTreeMap<_, _> = [(key("a"), ReplicaSnapshot::default())].into();
+        counts.carry(&mut round, false, 1005.0);
+        assert_eq!(round[&key("a")].resource_objects.get("pods"), Some(&10.0));
+        // A replica none were read for: the next round reads them.
+        let mut round: BTreeMap<_, _> = [
+            (key("a"), ReplicaSnapshot::default()),
+            (key("b"), ReplicaSnapshot::default()),
+        ]
+        .into();
+        counts.carry(&mut round, false, 1010.0);
+        assert!(round[&key("b")].resource_objects.is_empty());
+        assert!(counts.due(1015.0));
+        let mut round: BTreeMap<_, _> = [(key("b"), counted(3.0))].into();
+        counts.carry(&mut round, true, 1015.0);
+        assert!(!counts.due(1020.0));
+        assert!(counts.due(1075.0), "a minute later");
+        assert!(counts.due(900.0), "a clock set back");
+        // A replica gone at the last read is not kept.
+        assert!(!counts.by_replica.contains_key(&key("a")));
+        // An attempt that never ended (the round timed out): the rounds go on without, for a minute.
+        counts.attempted_at = Some(1075.0);
+        let mut round: BTreeMap<_, _> = [(key("c"), ReplicaSnapshot::default())].into();
+        counts.carry(&mut round, false, 1080.0);
+        assert!(!counts.due(1085.0));
+        assert!(counts.due(1135.0));
+    }
 
     #[test]
     fn the_selector_gets_a_name_matcher() {

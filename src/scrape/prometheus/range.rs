@@ -3,10 +3,13 @@
 //! the snapshots a round would have made at each step.
 use std::collections::BTreeMap;
 
-use super::answer::{read_matrix, read_vector};
-use super::{api_body, family_queries, query_body, selector_with, PrometheusSource};
+use super::{
+    family_queries, instant_form, instant_query, read_answer, selector_with, PrometheusSource,
+};
 use crate::scrape::ScrapeError;
-use apf::model::{ReplicaKey, ReplicaSnapshot};
+use apf::model::{Family, ReplicaKey, ReplicaSnapshot};
+use apf::parse::api_answer::ResultType;
+use apf::parse::exposition::Label;
 
 /// Most steps asked of one query: Prometheus refuses more than 11,000 points a series, and this process holds one
 /// query's steps at a time.
@@ -43,13 +46,16 @@ pub async fn read_range(
             ("end", format!("{end:.3}")),
             ("step", format!("{step:.3}")),
         ];
-        let body = api_body(source, "query_range", &form).await?;
-        read_matrix(&body, |labels, time, value| {
+        let Some(family) = Family::of(name) else {
+            continue;
+        };
+        let mut each = |labels: &[Label<'_>], time: f64, value: f64| {
             let i = ((time - start) / step).round();
             if i >= 0.0 && (i as usize) < steps {
-                builders[i as usize].add(name, labels, value);
+                builders[i as usize].add(family, labels, value);
             }
-        })?;
+        };
+        read_answer(source, "query_range", &form, ResultType::Matrix, &mut each).await?;
     }
     Ok(builders
         .into_iter()
@@ -71,20 +77,27 @@ pub async fn resolution(source: &PrometheusSource, time: f64) -> Result<Option<f
     for family in apf::model::limit_families() {
         let selector = selector_with(source, std::slice::from_ref(&family))?;
         let query = format!("topk(1, count_over_time({selector}[10m]))");
-        let body = query_body(source, &query, time).await?;
         let mut fullest: Option<String> = None;
-        read_vector(&body, |labels, count| {
+        instant_query(source, &query, time, |labels, count| {
             if count >= 2.0 && fullest.is_none() {
                 fullest = Some(series_selector(&family, labels));
             }
-        })?;
+        })
+        .await?;
         let Some(series) = fullest else {
             continue;
         };
         // That series' own samples: a range vector, answered as they were stored.
-        let body = query_body(source, &format!("{series}[10m]"), time).await?;
         let mut times = Vec::new();
-        read_matrix(&body, |_, at, _| times.push(at))?;
+        let form = instant_form(&format!("{series}[10m]"), time);
+        read_answer(
+            source,
+            "query",
+            &form,
+            ResultType::Matrix,
+            &mut |_, at, _| times.push(at),
+        )
+        .await?;
         if let Some(gap) = median_gap(&mut times) {
             finest = Some(finest.map_or(gap, |f| f.min(gap)));
         }

@@ -1,8 +1,7 @@
 //! A shard of a fleet: the clusters of a source this process reads, by a stable hash of the cluster's name or by a
 //! regex on it. Either way the choice goes into the PromQL selector (`cluster=~"..."`), so the store evaluates and
 //! sends only this shard's series.
-use super::answer::read_vector;
-use super::{not_in_braces, query_body, selector_with, with_matcher, PrometheusSource};
+use super::{instant_query, not_in_braces, selector_with, with_matcher, PrometheusSource};
 use crate::scrape::ScrapeError;
 use crate::targets::ShardConfig;
 
@@ -78,10 +77,9 @@ pub async fn scoped(
                 .map(|f| f.to_string())
                 .collect();
             let selector = selector_with(source, &families)?;
-            let body =
-                query_body(source, &format!("count by ({label}) ({selector})"), time).await?;
+            let query = format!("count by ({label}) ({selector})");
             let mut mine = std::collections::BTreeSet::new();
-            read_vector(&body, |labels, _| {
+            instant_query(source, &query, time, |labels, _| {
                 let name = labels
                     .iter()
                     .find(|l| l.name == label.as_str())
@@ -89,7 +87,8 @@ pub async fn scoped(
                 if shard.holds(&name) {
                     mine.insert(name);
                 }
-            })?;
+            })
+            .await?;
             if mine.is_empty() {
                 return Ok(None);
             }

@@ -8,35 +8,51 @@ use crate::parse::exposition::{Sample, SampleSink};
 
 const PREFIX: &str = "apiserver_flowcontrol_";
 
-/// The APF families the model reads; the parser skips every other line before touching its labels.
-const WANTED: &[&str] = &[
-    "current_limit_seats",
-    "nominal_limit_seats",
-    "lower_limit_seats",
-    "upper_limit_seats",
-    "request_concurrency_limit",
-    "current_executing_seats",
-    "request_concurrency_in_use",
-    "current_executing_requests",
-    "current_inqueue_requests",
-    "current_inqueue_seats",
-    "rejected_requests_total",
-    "dispatched_requests_total",
-    "request_wait_duration_seconds_bucket",
-    "request_wait_duration_seconds_sum",
-    "request_wait_duration_seconds_count",
+/// The APF families the model reads, by their name after the prefix; the parser skips every other line before
+/// touching its labels.
+const WANTED: &[(&str, Family)] = &[
+    ("current_limit_seats", Family::CurrentLimit),
+    ("nominal_limit_seats", Family::NominalLimit),
+    ("lower_limit_seats", Family::LowerLimit),
+    ("upper_limit_seats", Family::UpperLimit),
+    ("request_concurrency_limit", Family::ConcurrencyLimit),
+    ("current_executing_seats", Family::ExecutingSeats),
+    ("request_concurrency_in_use", Family::ConcurrencyInUse),
+    ("current_executing_requests", Family::ExecutingRequests),
+    ("current_inqueue_requests", Family::InqueueRequests),
+    ("current_inqueue_seats", Family::InqueueSeats),
+    ("rejected_requests_total", Family::Rejected),
+    ("dispatched_requests_total", Family::Dispatched),
+    ("request_wait_duration_seconds_bucket", Family::WaitBucket),
+    ("request_wait_duration_seconds_sum", Family::WaitSum),
+    ("request_wait_duration_seconds_count", Family::WaitCount),
     // Integrated between scrapes by the apiserver itself: what a scrape's instant misses (1.24+/1.25+/1.26+).
-    "priority_level_seat_utilization_bucket",
-    "priority_level_seat_utilization_sum",
-    "priority_level_seat_utilization_count",
-    "demand_seats_high_watermark",
-    "demand_seats_average",
-    "request_dispatch_no_accommodation_total",
+    (
+        "priority_level_seat_utilization_bucket",
+        Family::SeatUtilizationBucket,
+    ),
+    (
+        "priority_level_seat_utilization_sum",
+        Family::SeatUtilizationSum,
+    ),
+    (
+        "priority_level_seat_utilization_count",
+        Family::SeatUtilizationCount,
+    ),
+    ("demand_seats_high_watermark", Family::DemandHighWatermark),
+    ("demand_seats_average", Family::DemandAverage),
+    (
+        "request_dispatch_no_accommodation_total",
+        Family::NoAccommodation,
+    ),
     // What a request of a flow schema costs: its time and its seats (rate advice). Means only: no buckets.
-    "request_execution_seconds_sum",
-    "request_execution_seconds_count",
-    "work_estimated_seats_sum",
-    "work_estimated_seats_count",
+    ("request_execution_seconds_sum", Family::ExecutionSecondsSum),
+    (
+        "request_execution_seconds_count",
+        Family::ExecutionSecondsCount,
+    ),
+    ("work_estimated_seats_sum", Family::EstimatedSeatsSum),
+    ("work_estimated_seats_count", Family::EstimatedSeatsCount),
 ];
 
 /// What a LIST of a resource reads: objects stored, and their size (the work estimator's inputs).
@@ -74,6 +90,7 @@ pub fn wanted_series(flow_schema_costs: bool) -> Vec<(String, &'static [&'static
     ];
     let apf = WANTED
         .iter()
+        .map(|(f, _)| f)
         .filter(move |f| flow_schema_costs || !is_cost_family(f))
         .map(move |f| {
             let labels = match *f {
@@ -135,15 +152,18 @@ pub fn limit_families() -> Vec<String> {
     .collect()
 }
 
+/// Whether the series counts a resource's objects (what a LIST reads): kube-apiserver counts them once per
+/// `--etcd-count-metric-poll-period` (a minute by default), not at each scrape.
+pub fn is_object_count(name: &str) -> bool {
+    matches!(
+        Family::of(name),
+        Some(Family::StorageObjects | Family::ResourceObjects | Family::ResourceSize)
+    )
+}
+
 /// The sample-name filter handed to the exposition parser.
 pub fn is_wanted_sample(name: &str) -> bool {
-    match name.strip_prefix(PREFIX) {
-        Some(family) => WANTED.contains(&family),
-        None => matches!(
-            name,
-            "kubernetes_build_info" | STORAGE_OBJECTS | RESOURCE_OBJECTS | RESOURCE_SIZE
-        ),
-    }
+    Family::of(name).is_some()
 }
 
 /// Per-level values of one family, summed over flow schemas.
@@ -182,6 +202,8 @@ pub struct SnapshotBuilder {
     series: nohash_hasher::IntMap<u64, f64>,
     /// The order of a sample's labels by name, reused from sample to sample.
     label_order: Vec<usize>,
+    /// Set where every series comes once ([`Self::of_unique_series`]): `series` is not kept.
+    unique_series: bool,
     /// Samples of a wanted family that lacked the labels it must have.
     pub unlabelled_samples: u64,
     /// Series that appeared more than once (a paste holding the same line twice): the last value is kept.
@@ -208,6 +230,9 @@ impl SnapshotBuilder {
     /// finite add nothing: NaN would poison every sum downstream, and a replica never serves it for these families.
     fn contribution(&mut self, s: &Sample<'_>) -> f64 {
         let value = if s.value.is_finite() { s.value } else { 0.0 };
+        if self.unique_series {
+            return value;
+        }
         // The same labels in another order are the same series: hashed in the order of their names (and values, for
         // a name given twice), without a vector of them per sample.
         self.label_order.clear();
@@ -331,33 +356,104 @@ impl SnapshotBuilder {
     }
 }
 
+/// A family the model reads: named once per answer (a Prometheus answers one family per query) or per sample of a
+/// scrape, and then not matched again by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    CurrentLimit,
+    NominalLimit,
+    LowerLimit,
+    UpperLimit,
+    ConcurrencyLimit,
+    ExecutingSeats,
+    ConcurrencyInUse,
+    ExecutingRequests,
+    InqueueRequests,
+    InqueueSeats,
+    Rejected,
+    Dispatched,
+    WaitBucket,
+    WaitSum,
+    WaitCount,
+    SeatUtilizationBucket,
+    SeatUtilizationSum,
+    SeatUtilizationCount,
+    DemandHighWatermark,
+    DemandAverage,
+    NoAccommodation,
+    ExecutionSecondsSum,
+    ExecutionSecondsCount,
+    EstimatedSeatsSum,
+    EstimatedSeatsCount,
+    BuildInfo,
+    StorageObjects,
+    ResourceObjects,
+    ResourceSize,
+}
+
+impl Family {
+    /// The family of a sample's name; `None` for one the model does not read.
+    pub fn of(name: &str) -> Option<Family> {
+        let Some(family) = name.strip_prefix(PREFIX) else {
+            return match name {
+                STORAGE_OBJECTS => Some(Family::StorageObjects),
+                RESOURCE_OBJECTS => Some(Family::ResourceObjects),
+                RESOURCE_SIZE => Some(Family::ResourceSize),
+                "kubernetes_build_info" => Some(Family::BuildInfo),
+                _ => None,
+            };
+        };
+        WANTED
+            .iter()
+            .find(|(name, _)| *name == family)
+            .map(|(_, f)| *f)
+    }
+}
+
 impl SampleSink for SnapshotBuilder {
     fn sample(&mut self, s: &Sample<'_>) {
-        let Some(family) = s.name.strip_prefix(PREFIX) else {
-            if let Some(map) = match s.name {
-                STORAGE_OBJECTS => Some(&mut self.storage_objects),
-                RESOURCE_OBJECTS => Some(&mut self.resource_objects),
-                RESOURCE_SIZE => Some(&mut self.resource_size),
-                _ => None,
-            } {
-                // `deployments.apps` (storage_objects) or resource + group: the dumps name the bare resource.
-                // -1 is the apiserver's "could not count": unknown, not a size.
-                if let Some(resource) = s.label("resource") {
-                    let bare = resource.split('.').next().unwrap_or(resource);
-                    if s.value >= 0.0 {
-                        add(map, bare, s.value);
-                    }
+        if let Some(family) = Family::of(s.name) {
+            self.sample_of(family, s);
+        }
+    }
+}
+
+impl SnapshotBuilder {
+    /// A builder for series known to be unique (a Prometheus answer holds one series per label set, and a round
+    /// asks one query per family): no series is kept to find it again.
+    pub fn of_unique_series() -> Self {
+        Self {
+            unique_series: true,
+            ..Self::default()
+        }
+    }
+
+    /// One sample of `family` (the family its name says).
+    pub fn sample_of(&mut self, family: Family, s: &Sample<'_>) {
+        let objects = match family {
+            Family::StorageObjects => Some(&mut self.storage_objects),
+            Family::ResourceObjects => Some(&mut self.resource_objects),
+            Family::ResourceSize => Some(&mut self.resource_size),
+            _ => None,
+        };
+        if let Some(map) = objects {
+            // `deployments.apps` (storage_objects) or resource + group: the dumps name the bare resource.
+            // -1 is the apiserver's "could not count": unknown, not a size.
+            if let Some(resource) = s.label("resource") {
+                let bare = resource.split('.').next().unwrap_or(resource);
+                if s.value >= 0.0 {
+                    add(map, bare, s.value);
                 }
-                return;
-            }
-            if s.name == "kubernetes_build_info" {
-                self.git_version = s
-                    .label("git_version")
-                    .or_else(|| s.label("gitVersion"))
-                    .map(str::to_string);
             }
             return;
-        };
+        }
+        if family == Family::BuildInfo {
+            self.git_version = s
+                .label("git_version")
+                .or_else(|| s.label("gitVersion"))
+                .map(str::to_string);
+            return;
+        }
         let Some(pl) = self.level(s) else {
             self.unlabelled_samples += 1;
             return;
@@ -367,17 +463,17 @@ impl SampleSink for SnapshotBuilder {
         }
         let value = self.contribution(s);
         let family_map = match family {
-            "current_limit_seats" => &mut self.current_limit,
-            "nominal_limit_seats" => &mut self.nominal_limit,
-            "lower_limit_seats" => &mut self.lower_limit,
-            "upper_limit_seats" => &mut self.upper_limit,
-            "request_concurrency_limit" => &mut self.concurrency_limit,
-            "current_executing_seats" => &mut self.executing_seats,
-            "request_concurrency_in_use" => &mut self.concurrency_in_use,
-            "current_executing_requests" => &mut self.executing_requests,
-            "current_inqueue_requests" => &mut self.inqueue_requests,
-            "current_inqueue_seats" => &mut self.inqueue_seats,
-            "dispatched_requests_total" => {
+            Family::CurrentLimit => &mut self.current_limit,
+            Family::NominalLimit => &mut self.nominal_limit,
+            Family::LowerLimit => &mut self.lower_limit,
+            Family::UpperLimit => &mut self.upper_limit,
+            Family::ConcurrencyLimit => &mut self.concurrency_limit,
+            Family::ExecutingSeats => &mut self.executing_seats,
+            Family::ConcurrencyInUse => &mut self.concurrency_in_use,
+            Family::ExecutingRequests => &mut self.executing_requests,
+            Family::InqueueRequests => &mut self.inqueue_requests,
+            Family::InqueueSeats => &mut self.inqueue_seats,
+            Family::Dispatched => {
                 // Per flow schema where the series says (a Prometheus may have summed it away: per level only).
                 if Self::flow_schema(s).is_some() {
                     if let Some(t) = self.schema_totals(pl, s) {
@@ -386,10 +482,10 @@ impl SampleSink for SnapshotBuilder {
                 }
                 &mut self.dispatched
             }
-            "request_execution_seconds_sum"
-            | "request_execution_seconds_count"
-            | "work_estimated_seats_sum"
-            | "work_estimated_seats_count" => {
+            Family::ExecutionSecondsSum
+            | Family::ExecutionSecondsCount
+            | Family::EstimatedSeatsSum
+            | Family::EstimatedSeatsCount => {
                 // A WATCH's execution is its initialization (k8s.io/apiserver `pkg/server/filters/priority-and-fairness.go`):
                 // not what a request of the flow holds its seats for.
                 if s.label("type").is_some_and(|t| t == "watch") {
@@ -398,19 +494,19 @@ impl SampleSink for SnapshotBuilder {
                 let Some(t) = self.schema_totals(pl, s) else {
                     return;
                 };
-                let pair = if family.starts_with("work_") {
-                    t.estimated_seats.get_or_insert((0.0, 0.0))
-                } else {
-                    t.execution_seconds.get_or_insert((0.0, 0.0))
+                let pair = match family {
+                    Family::EstimatedSeatsSum | Family::EstimatedSeatsCount => {
+                        t.estimated_seats.get_or_insert((0.0, 0.0))
+                    }
+                    _ => t.execution_seconds.get_or_insert((0.0, 0.0)),
                 };
-                if family.ends_with("_sum") {
-                    pair.0 += value;
-                } else {
-                    pair.1 += value;
+                match family {
+                    Family::ExecutionSecondsSum | Family::EstimatedSeatsSum => pair.0 += value,
+                    _ => pair.1 += value,
                 }
                 return;
             }
-            "rejected_requests_total" => {
+            Family::Rejected => {
                 let (Some(fs), Some(reason)) = (Self::flow_schema(s), s.label("reason")) else {
                     self.unlabelled_samples += 1;
                     return;
@@ -421,35 +517,40 @@ impl SampleSink for SnapshotBuilder {
                     .or_insert(0.0) += value;
                 return;
             }
-            "demand_seats_high_watermark" => &mut self.demand_high_watermark,
-            "demand_seats_average" => &mut self.demand_average,
-            "request_dispatch_no_accommodation_total" => &mut self.no_accommodation,
-            histogram
-                if histogram.starts_with("request_wait_duration_seconds_")
-                    || histogram.starts_with("priority_level_seat_utilization_") =>
-            {
-                let (hist, suffix) = match histogram.strip_prefix("request_wait_duration_seconds_")
-                {
-                    Some(suffix) => (entry(&mut self.wait, pl), suffix),
-                    None => (
-                        entry(&mut self.seat_utilization, pl),
-                        &histogram["priority_level_seat_utilization_".len()..],
-                    ),
+            Family::DemandHighWatermark => &mut self.demand_high_watermark,
+            Family::DemandAverage => &mut self.demand_average,
+            Family::NoAccommodation => &mut self.no_accommodation,
+            Family::WaitBucket
+            | Family::WaitSum
+            | Family::WaitCount
+            | Family::SeatUtilizationBucket
+            | Family::SeatUtilizationSum
+            | Family::SeatUtilizationCount => {
+                let hist = match family {
+                    Family::WaitBucket | Family::WaitSum | Family::WaitCount => {
+                        entry(&mut self.wait, pl)
+                    }
+                    _ => entry(&mut self.seat_utilization, pl),
                 };
                 let Some(hist) = hist else {
                     return;
                 };
-                match suffix {
-                    "bucket" => match s.label("le").and_then(parse_le) {
-                        Some(le) => hist.add_bucket(le, value),
-                        None => self.unlabelled_samples += 1,
-                    },
-                    "sum" => hist.sum += value,
+                match family {
+                    Family::WaitBucket | Family::SeatUtilizationBucket => {
+                        match s.label("le").and_then(parse_le) {
+                            Some(le) => hist.add_bucket(le, value),
+                            None => self.unlabelled_samples += 1,
+                        }
+                    }
+                    Family::WaitSum | Family::SeatUtilizationSum => hist.sum += value,
                     _ => hist.count += value,
                 }
                 return;
             }
-            _ => return,
+            Family::BuildInfo
+            | Family::StorageObjects
+            | Family::ResourceObjects
+            | Family::ResourceSize => return,
         };
         add(family_map, pl, value);
     }

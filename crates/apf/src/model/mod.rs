@@ -14,7 +14,8 @@ pub use dumps::{
     FlowsBuilder, USERS_PER_FLOW,
 };
 pub use metrics::{
-    is_wanted_sample, limit_families, wanted_families, wanted_series, SnapshotBuilder,
+    is_object_count, is_wanted_sample, limit_families, wanted_families, wanted_series, Family,
+    SnapshotBuilder,
 };
 pub use objects::{
     parse_flow_schema, parse_flow_schemas, parse_flowcontrol_documents,

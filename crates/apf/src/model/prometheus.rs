@@ -3,8 +3,8 @@
 //! numbers, as one scraped directly.
 use std::collections::BTreeMap;
 
-use super::{ReplicaSnapshot, SnapshotBuilder};
-use crate::parse::exposition::{Label, Sample, SampleSink};
+use super::{Family, ReplicaSnapshot, SnapshotBuilder};
+use crate::parse::exposition::{Label, Sample};
 
 /// A replica as a Prometheus labels it (a replica scraped directly has no cluster).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -14,14 +14,19 @@ pub struct ReplicaKey {
     pub apiserver: String,
 }
 
-/// Samples of many replicas, each with its family's name, grouped by replica into the snapshot builders a scrape
-/// feeds. Fed answer by answer, so a round holds the snapshots being built, not every answer at once.
+/// Samples of many replicas, each with its family, grouped by replica into the snapshot builders a scrape feeds.
+/// Fed answer by answer, so a round holds the snapshots being built, not every answer at once.
 pub struct FleetBuilder<'a> {
     cluster_label: &'a str,
     apiserver_label: &'a str,
-    /// By cluster (`""`: none; a Prometheus has no empty label values), then replica: found with the sample's own
-    /// strings, no key built for each of the fleet's samples.
-    builders: BTreeMap<String, BTreeMap<String, SnapshotBuilder>>,
+    /// By cluster (`""`: none; a Prometheus has no empty label values), then replica: the place of its builder,
+    /// found with the sample's own strings, no key built for each of the fleet's samples.
+    places: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Each replica's cluster, name and builder.
+    builders: Vec<(String, String, SnapshotBuilder)>,
+    /// The place of the last sample's replica: an answer lists a replica's series together (Prometheus orders an
+    /// aggregation's groups as its sorted input series come), so most samples need no search.
+    last: Option<usize>,
     unlabelled: usize,
 }
 
@@ -30,41 +35,68 @@ impl<'a> FleetBuilder<'a> {
         Self {
             cluster_label,
             apiserver_label,
-            builders: BTreeMap::new(),
+            places: BTreeMap::new(),
+            builders: Vec::new(),
+            last: None,
             unlabelled: 0,
         }
     }
 
-    /// One sample of family `name`. Without the apiserver label it cannot be told apart: skipped and counted.
-    pub fn add(&mut self, name: &str, labels: &[Label<'_>], value: f64) {
-        let find = |wanted: &str| {
-            labels
-                .iter()
-                .find(|l| l.name == wanted)
-                .map(|l| l.value.as_ref())
-        };
-        let Some(apiserver) = find(self.apiserver_label) else {
+    /// One sample of `family`. Without the apiserver label it cannot be told apart: skipped and counted.
+    pub fn add(&mut self, family: Family, labels: &[Label<'_>], value: f64) {
+        let (mut apiserver, mut cluster) = (None, None);
+        for l in labels {
+            if apiserver.is_none() && l.name == self.apiserver_label {
+                apiserver = Some(l.value.as_ref());
+            }
+            if cluster.is_none() && l.name == self.cluster_label {
+                cluster = Some(l.value.as_ref());
+            }
+        }
+        let Some(apiserver) = apiserver else {
             self.unlabelled += 1;
             return;
         };
-        let cluster = find(self.cluster_label).unwrap_or("");
-        if !self.builders.contains_key(cluster) {
-            self.builders.insert(cluster.to_string(), BTreeMap::new());
-        }
-        let Some(replicas) = self.builders.get_mut(cluster) else {
-            return;
+        let cluster = cluster.unwrap_or("");
+        let place = match self.last.filter(|&i| {
+            let (c, a, _) = &self.builders[i];
+            a == apiserver && c == cluster
+        }) {
+            Some(i) => i,
+            None => self.place(cluster, apiserver),
         };
-        if !replicas.contains_key(apiserver) {
-            replicas.insert(apiserver.to_string(), SnapshotBuilder::new());
-        }
-        if let Some(builder) = replicas.get_mut(apiserver) {
-            builder.sample(&Sample {
-                name,
+        self.last = Some(place);
+        self.builders[place].2.sample_of(
+            family,
+            &Sample {
+                name: "",
                 labels,
                 value,
                 timestamp_ms: None,
-            });
+            },
+        );
+    }
+
+    /// The place of the replica's builder, made the first time.
+    fn place(&mut self, cluster: &str, apiserver: &str) -> usize {
+        if !self.places.contains_key(cluster) {
+            self.places.insert(cluster.to_string(), BTreeMap::new());
         }
+        let Some(replicas) = self.places.get_mut(cluster) else {
+            return 0;
+        };
+        if let Some(&i) = replicas.get(apiserver) {
+            return i;
+        }
+        let i = self.builders.len();
+        replicas.insert(apiserver.to_string(), i);
+        self.builders.push((
+            cluster.to_string(),
+            apiserver.to_string(),
+            // A store's answer holds each label set once, and each family is one query.
+            SnapshotBuilder::of_unique_series(),
+        ));
+        i
     }
 
     /// Each replica's snapshot, and how many samples were skipped for want of the apiserver label.
@@ -72,17 +104,12 @@ impl<'a> FleetBuilder<'a> {
         let snapshots = self
             .builders
             .into_iter()
-            .flat_map(|(cluster, replicas)| {
-                let cluster = Some(cluster).filter(|c| !c.is_empty());
-                replicas.into_iter().map(move |(apiserver, b)| {
-                    (
-                        ReplicaKey {
-                            cluster: cluster.clone(),
-                            apiserver,
-                        },
-                        b.finish(),
-                    )
-                })
+            .map(|(cluster, apiserver, b)| {
+                let key = ReplicaKey {
+                    cluster: Some(cluster).filter(|c| !c.is_empty()),
+                    apiserver,
+                };
+                (key, b.finish())
             })
             .collect();
         (snapshots, self.unlabelled)
@@ -157,7 +184,9 @@ mod tests {
                 .find(|l| l.name == "__name__")
                 .map(|l| l.value.to_string())
                 .unwrap_or_default();
-            fleet.add(&name, &labels, *value);
+            if let Some(family) = Family::of(&name) {
+                fleet.add(family, &labels, *value);
+            }
         }
         let (snaps, unlabelled) = fleet.finish();
         assert_eq!(unlabelled, 0);

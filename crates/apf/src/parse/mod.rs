@@ -1,5 +1,6 @@
-//! Pure parsers: the Prometheus exposition formats (text and protobuf), the APF debug dumps and kube-apiserver's
-//! audit events.
+//! Pure parsers: the Prometheus exposition formats (text and protobuf), the Prometheus HTTP API's answers, the APF
+//! debug dumps and kube-apiserver's audit events.
+pub mod api_answer;
 pub mod audit;
 pub mod dump;
 pub mod exposition;

@@ -310,12 +310,13 @@ pub fn audit(data: &[u8]) {
 /// chooses, it gives the same samples and the same outcome as read whole.
 pub fn prometheus_answer(data: &[u8]) {
     use apf::parse::api_answer::{AnswerReader, ResultType};
+    type Labels = Vec<(String, String)>;
     let split = data
         .first()
         .map_or(0, |b| usize::from(*b) % (data.len() + 1));
     for wanted in [ResultType::Vector, ResultType::Matrix] {
         let read = |chunks: &[&[u8]]| {
-            let mut seen: Vec<(Vec<(String, String)>, u64, u64)> = Vec::new();
+            let mut seen: Vec<(Labels, u64, u64)> = Vec::new();
             let mut each = |labels: &[apf::parse::exposition::Label<'_>], t: f64, v: f64| {
                 let labels = labels
                     .iter()

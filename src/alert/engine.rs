@@ -1,7 +1,7 @@
 //! The life cycle of each alert (Prometheus rule semantics): pending while the condition holds for less than `for`,
 //! firing after, kept firing `keep_firing_for` past the condition, then resolved and remembered for 15 minutes so
 //! the resolution reaches the receivers.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -270,6 +270,15 @@ impl Engine {
     }
 
     /// Pending or firing: the rules then apply the clear threshold (hysteresis).
+    /// The `apiserver` label of every pending or firing alert.
+    pub fn active_apiservers(&self) -> BTreeSet<&str> {
+        self.alerts
+            .values()
+            .filter(|t| !matches!(t.phase, Phase::Resolved { .. }))
+            .filter_map(|t| t.labels.get("apiserver").map(String::as_str))
+            .collect()
+    }
+
     pub fn is_active(&self, labels: &LabelSet) -> bool {
         self.active_since(labels).is_some()
     }

@@ -134,9 +134,12 @@ impl Alerting {
         }
         self.apiservers = present;
         let engine = &self.engine;
-        let candidates = self
-            .rules
-            .evaluate(report, |labels| engine.is_active(labels));
+        let active_on = engine.active_apiservers();
+        let candidates = self.rules.evaluate_with(
+            report,
+            |labels| engine.is_active(labels),
+            |apiserver| active_on.contains(apiserver),
+        );
         self.last_candidates = candidates.clone();
         // Since the start, a replica not read yet says nothing of its alerts (restored from the state file, or
         // taken over from the previous Lease holder): they are held until it is, or until the warm-up is over.

@@ -130,10 +130,13 @@ impl Rule {
             .is_some_and(|recent| recent >= self.window_share)
     }
 
+    /// The rule's conditions that hold on `server`. `maybe_active`: some alert may be pending or firing on it;
+    /// where none is, no alert's labels are made to ask (a fleet's replicas are thousands, and most are quiet).
     pub(super) fn evaluate(
         &self,
         server: &ApiserverReport,
         is_active: &impl Fn(&LabelSet) -> bool,
+        maybe_active: bool,
         out: &mut Vec<Candidate>,
     ) {
         let name = &server.display_name();
@@ -162,6 +165,9 @@ impl Rule {
                 let Some(rates) = &l.rejected_per_second else {
                     // No rate before two scrapes span a window (just after a restart): unknown is not "no
                     // rejections", so an active alert holds instead of resolving and firing again a scrape later.
+                    if !maybe_active {
+                        continue;
+                    }
                     for reason in apf::REJECTION_REASONS {
                         let mut labels = self.labels(server, Some(&l.priority_level));
                         labels.insert("reason".into(), reason.into());
@@ -181,11 +187,16 @@ impl Rule {
                     continue;
                 };
                 for (reason, rate) in rates {
-                    let mut labels = self.labels(server, Some(&l.priority_level));
-                    labels.insert("reason".into(), reason.clone());
-                    if !self.spec.holds(*rate, self.threshold(is_active(&labels))) {
+                    let labels = || {
+                        let mut labels = self.labels(server, Some(&l.priority_level));
+                        labels.insert("reason".into(), reason.clone());
+                        labels
+                    };
+                    let active = maybe_active && is_active(&labels());
+                    if !self.spec.holds(*rate, self.threshold(active)) {
                         continue;
                     }
+                    let labels = labels();
                     let schemas: Vec<String> = server
                         .flow_schema_rejected_per_second
                         .iter()
@@ -212,8 +223,10 @@ impl Rule {
                 }
                 continue;
             }
-            let labels = self.labels(server, Some(&l.priority_level));
-            if let Some(summary) = self.level_condition(name, l, is_active(&labels)) {
+            let labels = || self.labels(server, Some(&l.priority_level));
+            let active = maybe_active && is_active(&labels());
+            if let Some(summary) = self.level_condition(name, l, active) {
+                let labels = labels();
                 let mut a = base();
                 a.insert("summary".into(), summary);
                 out.push(self.candidate(server, labels, a));

@@ -322,10 +322,22 @@ impl Rules {
         report: &StatusReport,
         is_active: impl Fn(&LabelSet) -> bool,
     ) -> Vec<Candidate> {
+        self.evaluate_with(report, is_active, |_| true)
+    }
+
+    /// [`Self::evaluate`], told on which replicas (by `apiserver` label) some alert may be pending or firing: on
+    /// the others, none is asked about.
+    pub fn evaluate_with(
+        &self,
+        report: &StatusReport,
+        is_active: impl Fn(&LabelSet) -> bool,
+        maybe_active_on: impl Fn(&str) -> bool,
+    ) -> Vec<Candidate> {
         let mut out = Vec::new();
         for server in &report.apiservers {
+            let maybe_active = maybe_active_on(&server.apiserver);
             for rule in &self.rules {
-                rule.evaluate(server, &is_active, &mut out);
+                rule.evaluate(server, &is_active, maybe_active, &mut out);
             }
         }
         audit::name_who_suffers(&mut out, report);
@@ -735,6 +747,22 @@ mod tests {
         );
         let rep = report(vec![level("workload-low", 100.0, 75.0, 0.0)]);
         assert!(r.evaluate(&rep, |_| true).is_empty(), "0.25 clears");
+        // Told where alerts may be active: the same, without asking about the other replicas.
+        let rep = report(vec![level("workload-low", 100.0, 78.0, 0.0)]);
+        let asked = std::cell::Cell::new(0);
+        let is_active = |_: &LabelSet| {
+            asked.set(asked.get() + 1);
+            true
+        };
+        assert_eq!(
+            r.evaluate_with(&rep, is_active, |a| a == "10.0.0.5:6443")
+                .len(),
+            1
+        );
+        assert!(asked.get() > 0);
+        asked.set(0);
+        assert!(r.evaluate_with(&rep, is_active, |_| false).is_empty());
+        assert_eq!(asked.get(), 0, "no alert's labels made on a quiet replica");
     }
 
     #[test]

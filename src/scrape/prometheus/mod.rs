@@ -537,11 +537,9 @@ mod tests {
             cluster: Some("prod".into()),
             apiserver: a.into(),
         };
-        let counted = |pods: f64| {
-            ReplicaSnapshot {
-                resource_objects: Arc::new([("pods".to_string(), pods)].into()),
-                ..ReplicaSnapshot::default()
-            }
+        let counted = |pods: f64| ReplicaSnapshot {
+            resource_objects: Arc::new([("pods".to_string(), pods)].into()),
+            ..ReplicaSnapshot::default()
         };
         let mut counts = ObjectCounts::default();
         assert!(counts.due(1000.0), "the first round reads them");

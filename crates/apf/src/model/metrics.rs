@@ -166,8 +166,30 @@ pub fn is_wanted_sample(name: &str) -> bool {
     Family::of(name).is_some()
 }
 
-/// Per-level values of one family, summed over flow schemas.
-type PerLevel = BTreeMap<String, f64>;
+/// Per-level values of one family, summed over flow schemas, by the level's place in the builder's `levels`: a
+/// level's name is copied once per replica, not once per family (a fleet's round builds thousands of replicas).
+#[derive(Default)]
+struct PerLevel(Vec<Option<f64>>);
+
+impl PerLevel {
+    fn add(&mut self, level: usize, value: f64) {
+        if self.0.len() <= level {
+            self.0.resize(level + 1, None);
+        }
+        *self.0[level].get_or_insert(0.0) += value;
+    }
+
+    fn get(&self, level: usize) -> Option<f64> {
+        self.0.get(level).copied().flatten()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+/// Objects or bytes by resource.
+type ByResource = BTreeMap<String, f64>;
 
 /// Collects samples as the parser streams them, then resolves which generation's metric wins ([`Self::finish`]).
 #[derive(Default)]
@@ -185,18 +207,20 @@ pub struct SnapshotBuilder {
     inqueue_requests: PerLevel,
     inqueue_seats: PerLevel,
     dispatched: PerLevel,
-    seen_levels: std::collections::BTreeSet<String>,
+    /// Each level seen, with its place in the per-level values.
+    levels: BTreeMap<String, usize>,
     rejected: BTreeMap<(String, String, String), f64>,
     /// By priority level, then flow schema.
     schemas: BTreeMap<String, BTreeMap<String, FlowSchemaTotals>>,
-    wait: BTreeMap<String, Histogram>,
-    seat_utilization: BTreeMap<String, Histogram>,
+    /// By the level's place.
+    wait: Vec<Option<Histogram>>,
+    seat_utilization: Vec<Option<Histogram>>,
     demand_high_watermark: PerLevel,
     demand_average: PerLevel,
     no_accommodation: PerLevel,
-    storage_objects: PerLevel,
-    resource_objects: PerLevel,
-    resource_size: PerLevel,
+    storage_objects: ByResource,
+    resource_objects: ByResource,
+    resource_size: ByResource,
     /// What each series (name and label set) last added, so that a series served twice counts once; keyed by the
     /// series' own SipHash, which needs no second hashing.
     series: nohash_hasher::IntMap<u64, f64>,
@@ -269,7 +293,7 @@ impl SnapshotBuilder {
             MetricGeneration::ConcurrencyInUse
         } else if self.camel_case {
             MetricGeneration::CamelCase
-        } else if !self.concurrency_limit.is_empty() || !self.seen_levels.is_empty() {
+        } else if !self.concurrency_limit.is_empty() || !self.levels.is_empty() {
             MetricGeneration::ConcurrencyLimit
         } else {
             MetricGeneration::None
@@ -292,38 +316,39 @@ impl SnapshotBuilder {
         };
         // A family served for some levels but not this one means 0 for this one (gauge vectors only get a series
         // once observed); a family not served at all means unknown.
-        let pick = |primary: &PerLevel, fallbacks: &[&PerLevel], level: &str| -> Option<f64> {
+        let pick = |primary: &PerLevel, fallbacks: &[&PerLevel], level: usize| -> Option<f64> {
             std::iter::once(primary)
                 .chain(fallbacks.iter().copied())
                 .find(|family| !family.is_empty())
-                .map(|family| family.get(level).copied().unwrap_or(0.0))
+                .map(|family| family.get(level).unwrap_or(0.0))
         };
-        let get = |family: &PerLevel, level: &str| family.get(level).copied();
-        for name in &self.seen_levels {
+        let get = |family: &PerLevel, level: usize| family.get(level);
+        for (name, &i) in &self.levels {
             let level = snap.level_mut(name);
             level.limit_seats =
-                get(&self.current_limit, name).or_else(|| get(&self.concurrency_limit, name));
+                get(&self.current_limit, i).or_else(|| get(&self.concurrency_limit, i));
             level.nominal_limit_seats =
-                get(&self.nominal_limit, name).or_else(|| get(&self.concurrency_limit, name));
-            level.lower_limit_seats = get(&self.lower_limit, name);
-            level.upper_limit_seats = get(&self.upper_limit, name);
+                get(&self.nominal_limit, i).or_else(|| get(&self.concurrency_limit, i));
+            level.lower_limit_seats = get(&self.lower_limit, i);
+            level.upper_limit_seats = get(&self.upper_limit, i);
             level.executing_seats = pick(
                 &self.executing_seats,
                 &[&self.concurrency_in_use, &self.executing_requests],
-                name,
+                i,
             );
-            level.executing_requests = pick(&self.executing_requests, &[], name);
-            level.inqueue_requests = pick(&self.inqueue_requests, &[], name);
-            level.inqueue_seats = pick(&self.inqueue_seats, &[], name);
-            level.dispatched_total = pick(&self.dispatched, &[], name);
-            level.wait_seconds = self.wait.get(name).cloned();
-            level.seat_utilization = self.seat_utilization.get(name).cloned();
-            level.demand_seats_high_watermark = get(&self.demand_high_watermark, name);
-            level.demand_seats_average = get(&self.demand_average, name);
+            level.executing_requests = pick(&self.executing_requests, &[], i);
+            level.inqueue_requests = pick(&self.inqueue_requests, &[], i);
+            level.inqueue_seats = pick(&self.inqueue_seats, &[], i);
+            level.dispatched_total = pick(&self.dispatched, &[], i);
+            let utilization = self.seat_utilization.get_mut(i).and_then(Option::take);
+            level.wait_seconds = self.wait.get_mut(i).and_then(Option::take);
+            level.demand_seats_high_watermark = get(&self.demand_high_watermark, i);
+            level.demand_seats_average = get(&self.demand_average, i);
             // The counter gets a series at its first increment: 0 where another level has one, or where the
             // version serves the utilization histogram (1.25+, the counter is 1.24+).
-            level.no_accommodation_total = pick(&self.no_accommodation, &[], name)
-                .or_else(|| self.seat_utilization.contains_key(name).then_some(0.0));
+            level.no_accommodation_total = pick(&self.no_accommodation, &[], i)
+                .or_else(|| utilization.is_some().then_some(0.0));
+            level.seat_utilization = utilization;
         }
         for ((pl, fs, reason), value) in self.rejected {
             *snap
@@ -458,9 +483,14 @@ impl SnapshotBuilder {
             self.unlabelled_samples += 1;
             return;
         };
-        if !self.seen_levels.contains(pl) {
-            self.seen_levels.insert(pl.to_string());
-        }
+        let place = match self.levels.get(pl) {
+            Some(&i) => i,
+            None => {
+                let i = self.levels.len();
+                self.levels.insert(pl.to_string(), i);
+                i
+            }
+        };
         let value = self.contribution(s);
         let family_map = match family {
             Family::CurrentLimit => &mut self.current_limit,
@@ -526,15 +556,14 @@ impl SnapshotBuilder {
             | Family::SeatUtilizationBucket
             | Family::SeatUtilizationSum
             | Family::SeatUtilizationCount => {
-                let hist = match family {
-                    Family::WaitBucket | Family::WaitSum | Family::WaitCount => {
-                        entry(&mut self.wait, pl)
-                    }
-                    _ => entry(&mut self.seat_utilization, pl),
+                let histograms = match family {
+                    Family::WaitBucket | Family::WaitSum | Family::WaitCount => &mut self.wait,
+                    _ => &mut self.seat_utilization,
                 };
-                let Some(hist) = hist else {
-                    return;
-                };
+                if histograms.len() <= place {
+                    histograms.resize_with(place + 1, || None);
+                }
+                let hist = histograms[place].get_or_insert_with(Histogram::default);
                 match family {
                     Family::WaitBucket | Family::SeatUtilizationBucket => {
                         match s.label("le").and_then(parse_le) {
@@ -552,13 +581,12 @@ impl SnapshotBuilder {
             | Family::ResourceObjects
             | Family::ResourceSize => return,
         };
-        add(family_map, pl, value);
+        family_map.add(place, value);
     }
 }
 
-/// `value` added to the level's sum; the level's name is copied only the first time (most samples add to a level
-/// already there).
-fn add(map: &mut PerLevel, level: &str, value: f64) {
+/// `value` added to the resource's sum; its name is copied only the first time.
+fn add(map: &mut ByResource, level: &str, value: f64) {
     match map.get_mut(level) {
         Some(sum) => *sum += value,
         None => {

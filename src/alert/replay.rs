@@ -147,7 +147,10 @@ mod tests {
                 cluster: Some("prod".into()),
                 levels: vec![level],
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             ..Default::default()
         }
     }

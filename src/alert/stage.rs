@@ -53,12 +53,22 @@ impl AlertView {
         report.notifier = self.notifier.clone();
         for a in &mut report.apiservers {
             let key = a.key();
-            for l in &mut a.levels {
-                l.status = self
-                    .statuses
-                    .get(&(key.clone(), l.priority_level.clone()))
-                    .copied()
-                    .unwrap_or_default();
+            let statuses: Vec<LevelStatus> = a
+                .levels
+                .iter()
+                .map(|l| {
+                    self.statuses
+                        .get(&(key.clone(), l.priority_level.clone()))
+                        .copied()
+                        .unwrap_or_default()
+                })
+                .collect();
+            // A report is shared with the analysis: copied only where a level's status changes.
+            if a.levels.iter().zip(&statuses).any(|(l, s)| l.status != *s) {
+                let a = std::sync::Arc::make_mut(a);
+                for (l, s) in a.levels.iter_mut().zip(statuses) {
+                    l.status = s;
+                }
             }
         }
     }
@@ -318,7 +328,10 @@ mod tests {
                     level("global-default", 49.0, 40.0, 0.0),
                 ],
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             alerts: vec![],
             config_findings: None,
             audit: Vec::new(),

@@ -283,6 +283,15 @@ pub fn advise(report: &mut StatusReport) {
     let mut clients: Vec<ClientAdvice> = Vec::new();
     let audits = std::mem::take(&mut report.audit);
     for a in &mut report.apiservers {
+        // A report is shared with the analysis' state: copied only where it has advice to complete.
+        let advised = a
+            .levels
+            .iter()
+            .any(|l| l.top_flows.iter().any(|f| f.advice.is_some()));
+        if !advised {
+            continue;
+        }
+        let a = std::sync::Arc::make_mut(a);
         let cluster = a.cluster.clone();
         let audit = audits.iter().find(|r| r.cluster == cluster);
         for level in &mut a.levels {
@@ -518,7 +527,7 @@ mod tests {
             ..Default::default()
         };
         let mut report = StatusReport {
-            apiservers: vec![a],
+            apiservers: vec![a.into()],
             audit: vec![AuditReport {
                 classified_on: Some("a".into()),
                 levels: vec![AuditLevel {

@@ -30,7 +30,8 @@ use apf::model::{LevelSnapshot, ReplicaKey, ReplicaSnapshot, EXEMPT};
 /// The shape shared by `check --output json` and `/api/v1/status` (docs/guides/check.md, docs/reference/http-api.md), named like the metrics.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StatusReport {
-    pub apiservers: Vec<ApiserverReport>,
+    /// Shared with the analysis' own state: a fleet's reports are thousands, published every round.
+    pub apiservers: Vec<Arc<ApiserverReport>>,
     /// Pending and firing alerts (and those muted by inhibition or a silence), from the alerting stage.
     pub alerts: Vec<AlertReport>,
     /// The configuration review of the objects the replicas serve (`check --review`); absent until they were

@@ -182,7 +182,7 @@ async fn watch(args: &AdviseArgs) -> Result<StatusReport> {
             priority_levels,
         });
         for a in report.apiservers.iter_mut().filter(|a| a.objects.is_none()) {
-            a.objects = Some(objects.clone());
+            std::sync::Arc::make_mut(a).objects = Some(objects.clone());
         }
     }
     if !config.audit.files.is_empty() {
@@ -254,7 +254,7 @@ async fn watch_replicas(
         tokio::time::sleep_until(next.into()).await;
     }
     Ok(StatusReport {
-        apiservers: last,
+        apiservers: last.into_iter().map(std::sync::Arc::new).collect(),
         ..Default::default()
     })
 }

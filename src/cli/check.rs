@@ -153,7 +153,7 @@ fn check_file(path: &std::path::Path, analysis: &Analysis) -> Result<StatusRepor
             .push(Problem::DuplicateSeries { series: duplicates });
     }
     Ok(StatusReport {
-        apiservers: vec![report],
+        apiservers: vec![report.into()],
         ..Default::default()
     })
 }
@@ -185,7 +185,7 @@ async fn check_targets(replicas: &[Replica], analysis: &Analysis) -> Result<Stat
         };
         a.errors.extend(errors);
         a.objects = objects;
-        report.apiservers.push(a);
+        report.apiservers.push(a.into());
     }
     Ok(report)
 }
@@ -281,7 +281,7 @@ pub(super) async fn check_prometheus(
                     );
                     a.cluster = r.key.cluster;
                     a.read_through = Some(source.name.clone());
-                    report.apiservers.push(a);
+                    report.apiservers.push(a.into());
                 }
                 continue;
             }
@@ -291,11 +291,14 @@ pub(super) async fn check_prometheus(
             },
         };
         tracing::warn!(source = %source.name, url = %source.url, "{problem}");
-        report.apiservers.push(crate::analyze::ApiserverReport {
-            apiserver: source.name.clone(),
-            errors: vec![problem],
-            ..Default::default()
-        });
+        report.apiservers.push(
+            crate::analyze::ApiserverReport {
+                apiserver: source.name.clone(),
+                errors: vec![problem],
+                ..Default::default()
+            }
+            .into(),
+        );
     }
     Ok(report)
 }

@@ -370,7 +370,10 @@ mod tests {
                     ],
                     ..Default::default()
                 },
-            ],
+            ]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             alerts,
             ..Default::default()
         }
@@ -488,7 +491,10 @@ mod tests {
                     level("workload-low", 135.0, wl, status),
                 ],
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             ..Default::default()
         };
         let mut view = LiveView::default();

@@ -374,7 +374,10 @@ mod tests {
                     },
                 ],
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             alerts: Vec::new(),
             config_findings: None,
             audit: Vec::new(),

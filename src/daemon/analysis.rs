@@ -62,7 +62,8 @@ struct ReplicaState {
     last_metrics_success: Option<f64>,
     /// Problems of the latest round, by endpoint.
     errors: BTreeMap<Endpoint, Problem>,
-    report: ApiserverReport,
+    /// Shared with the published report.
+    report: Arc<ApiserverReport>,
     /// The latest flowcontrol objects this replica served.
     objects: Option<Arc<FlowcontrolObjects>>,
 }
@@ -336,7 +337,7 @@ impl AnalysisStage {
         }
         report.errors.extend(state.errors.values().cloned());
         report.objects = state.objects.clone();
-        state.report = report;
+        state.report = Arc::new(report);
     }
 
     /// The flowcontrol objects that classify `cluster`'s requests: those of its first replica that served them (for
@@ -457,11 +458,11 @@ impl AnalysisStage {
         let audit = self.audit_reports(self.seconds(Instant::now()));
         // A Prometheus source that fails (or holds nothing) is a row of its own: one problem, one alert.
         let sources = self.sources.iter().filter_map(|(name, problem)| {
-            Some(ApiserverReport {
+            Some(Arc::new(ApiserverReport {
                 apiserver: name.clone(),
                 errors: vec![problem.clone()?],
                 ..Default::default()
-            })
+            }))
         });
         let mut report = StatusReport {
             apiservers: self

@@ -495,7 +495,10 @@ mod round_trip {
             let server =
                 crate::analyze::analyze_single("10.0.0.5:6443", builder.finish(), &analysis);
             let report = StatusReport {
-                apiservers: vec![server.clone()],
+                apiservers: vec![server.clone()]
+                    .into_iter()
+                    .map(std::sync::Arc::new)
+                    .collect(),
                 ..Default::default()
             };
             let (_report_tx, report_rx) = watch::channel(Arc::new(report));

@@ -34,7 +34,10 @@ fn report(free: f64) -> StatusReport {
                 ..Default::default()
             }],
             ..Default::default()
-        }],
+        }]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         alerts: vec![],
         config_findings: None,
         audit: Vec::new(),

@@ -506,7 +506,10 @@ mod tests {
                 apiserver: "10.0.0.5:6443".into(),
                 levels,
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             alerts: vec![],
             config_findings: None,
             audit: Vec::new(),
@@ -520,11 +523,11 @@ mod tests {
         let r = rules();
         // The same address in two clusters: one loaded, one idle.
         let mut rep = report(vec![level("workload-low", 100.0, 100.0, 5.0)]);
-        rep.apiservers[0].cluster = Some("prod-eu".into());
-        let mut idle = rep.apiservers[0].clone();
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).cluster = Some("prod-eu".into());
+        let mut idle = ApiserverReport::clone(&rep.apiservers[0]);
         idle.cluster = Some("prod-us".into());
         idle.levels = vec![level("workload-low", 100.0, 10.0, 0.0)];
-        rep.apiservers.push(idle);
+        rep.apiservers.push(idle.into());
         let c = r.evaluate(&rep, |_| false);
         assert!(!c.is_empty());
         assert!(c.iter().all(|c| c.labels["cluster"] == "prod-eu"), "{c:?}");
@@ -830,7 +833,7 @@ mod tests {
             .into(),
         );
         let mut rep = report(vec![l]);
-        rep.apiservers[0].flow_schema_rejected_per_second = vec![
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).flow_schema_rejected_per_second = vec![
             (
                 "catch-all".into(),
                 "catch-all".into(),
@@ -854,7 +857,7 @@ mod tests {
             "catch-all on 10.0.0.5:6443: 0.50 requests/s rejected with 429 (concurrency-limit)"
         );
         // After a restart the rate is unknown for a scrape: a firing alert holds, nothing new fires.
-        rep.apiservers[0].levels[0].rejected_per_second = None;
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).levels[0].rejected_per_second = None;
         assert!(r.evaluate(&rep, |_| false).is_empty());
         let c = r.evaluate(&rep, |l| {
             l.get("reason").is_some_and(|r| r == "concurrency-limit")
@@ -878,7 +881,7 @@ mod tests {
     fn scrape_failing_metrics_and_403() {
         let r = rules();
         let mut rep = report(vec![]);
-        rep.apiservers[0].errors = vec![scrape(
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).errors = vec![scrape(
             Endpoint::Metrics,
             ScrapeError::Connect("connection refused".into()),
         )];
@@ -890,28 +893,33 @@ mod tests {
             "10.0.0.5:6443: /metrics cannot be scraped (cannot connect: connection refused)"
         );
         let mut rep = report(vec![level("workload-low", 100.0, 10.0, 0.0)]);
-        rep.apiservers[0].errors = vec![scrape(Endpoint::DumpQueues, http(403, "forbidden"))];
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).errors =
+            vec![scrape(Endpoint::DumpQueues, http(403, "forbidden"))];
         let c = r.evaluate(&rep, |_| false);
         assert_eq!(names(&c), ["APFScrapeFailing/-"]);
         assert!(c[0].annotations["remediation"].contains("/debug/api_priority_and_fairness/*"));
         assert!(c[0].annotations["summary"].contains("HTTP 403 on dump_queues"));
         // /metrics itself forbidden: the rule for /metrics is the one missing.
-        rep.apiservers[0].errors = vec![scrape(Endpoint::Metrics, http(403, "forbidden"))];
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).errors =
+            vec![scrape(Endpoint::Metrics, http(403, "forbidden"))];
         let c = r.evaluate(&rep, |_| false);
         assert!(c[0].annotations["summary"]
             .contains("/metrics cannot be scraped (HTTP 403: forbidden: RBAC does not allow it"));
         assert!(c[0].annotations["remediation"].contains("nonResourceURLs: [\"/metrics\"]"));
-        rep.apiservers[0].errors = vec![scrape(Endpoint::DumpRequests, http(500, "oops"))];
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).errors =
+            vec![scrape(Endpoint::DumpRequests, http(500, "oops"))];
         assert!(
             r.evaluate(&rep, |_| false).is_empty(),
             "other dump errors are not alerts"
         );
         // A Prometheus source that fails: said as such, with what to check there.
-        rep.apiservers[0].errors = vec![scrape(
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).errors = vec![scrape(
             Endpoint::Prometheus,
             ScrapeError::Query("partial answer, not used: store down".into()),
         )];
-        rep.apiservers[0].levels.clear();
+        std::sync::Arc::make_mut(&mut rep.apiservers[0])
+            .levels
+            .clear();
         let c = r.evaluate(&rep, |_| false);
         assert!(
             c[0].annotations["summary"]
@@ -920,7 +928,8 @@ mod tests {
             c[0].annotations
         );
         assert!(c[0].annotations["remediation"].contains("apiserver_label"));
-        rep.apiservers[0].errors = vec![scrape(Endpoint::Prometheus, http(403, "no"))];
+        std::sync::Arc::make_mut(&mut rep.apiservers[0]).errors =
+            vec![scrape(Endpoint::Prometheus, http(403, "no"))];
         let c = r.evaluate(&rep, |_| false);
         assert!(
             !c[0].annotations["summary"].contains("RBAC")

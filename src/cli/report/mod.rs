@@ -349,7 +349,7 @@ async fn read_source(
                 report.cluster = key.cluster.clone();
                 report.read_through = Some(source.name.clone());
                 timelines.push(moment.time, &key, &snapshot, &report);
-                status.apiservers.push(report);
+                status.apiservers.push(report.into());
             }
             replay.step(moment.time, &status);
         }

@@ -284,7 +284,10 @@ mod tests {
                     ..Default::default()
                 }],
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
@@ -352,7 +355,10 @@ mod tests {
                     errors: vec![crate::analyze::Problem::NoReplicas],
                     ..Default::default()
                 },
-            ],
+            ]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             alerts: Vec::new(),
             config_findings: None,
             audit: Vec::new(),
@@ -388,7 +394,10 @@ mod tests {
                 apiserver: "a".into(),
                 levels: vec![level("global-default", 100.0, 100.0, 5.0), l],
                 ..Default::default()
-            }],
+            }]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             alerts: Vec::new(),
             config_findings: None,
             audit: Vec::new(),

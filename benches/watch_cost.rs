@@ -6,7 +6,9 @@
 //! are new at every read, over the default one-minute window (90 s at least, so that the window fills).
 //!
 //! `fleet`: the daemon reading a Prometheus that holds 100 clusters of 3 replicas (458k APF series; a fake in the
-//! child process, answering as Prometheus would), every 5 s (the default interval).
+//! child process, answering as Prometheus would), every 5 s (the default interval). The rounds read the object
+//! counts once a minute (a count of 45 s or more holds such a round); after the count, one round that reads them is
+//! timed alone.
 //!
 //! `idle` and `large` are followed by their baseline: the same downloads on the same schedule by the daemon's HTTP
 //! client alone, and the daemon's CPU as a ratio to theirs.

@@ -77,7 +77,8 @@ struct Envelope {
 }
 
 /// The most bytes one item (a series, or a key's value besides `data`) may take: a range query's series of 11,000
-/// points (Prometheus' most) is about 300 KB.
+/// points (Prometheus' most) is about 300 KB. A longer one is refused when the reader next looks, once its bytes
+/// doubled: at most about twice this is held.
 pub const MAX_ITEM_BYTES: usize = 16 << 20;
 
 /// Deepest nesting of a value that is skipped unread (serde_json's own limit).
@@ -1077,7 +1078,7 @@ mod tests {
     }
 
     #[test]
-    fn an_item_larger_than_the_bound_is_refused_before_it_is_held() {
+    fn an_item_larger_than_the_bound_is_refused_before_twice_it_is_held() {
         let mut reader = AnswerReader::new(ResultType::Vector);
         let mut each = |_: &[Label<'_>], _: f64, _: f64| {};
         reader.feed(br#"{"status":"success","x":""#, &mut each);

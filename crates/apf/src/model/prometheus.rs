@@ -79,17 +79,15 @@ impl<'a> FleetBuilder<'a> {
 
     /// The place of the replica's builder, made the first time.
     fn place(&mut self, cluster: &str, apiserver: &str) -> usize {
-        if !self.places.contains_key(cluster) {
-            self.places.insert(cluster.to_string(), BTreeMap::new());
-        }
-        let Some(replicas) = self.places.get_mut(cluster) else {
-            return 0;
-        };
-        if let Some(&i) = replicas.get(apiserver) {
+        let known = self.places.get(cluster).and_then(|r| r.get(apiserver));
+        if let Some(&i) = known {
             return i;
         }
         let i = self.builders.len();
-        replicas.insert(apiserver.to_string(), i);
+        self.places
+            .entry(cluster.to_string())
+            .or_default()
+            .insert(apiserver.to_string(), i);
         self.builders.push((
             cluster.to_string(),
             apiserver.to_string(),

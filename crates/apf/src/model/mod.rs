@@ -4,6 +4,7 @@
 //! version to the next (k8s.io/apiserver `pkg/util/flowcontrol/metrics/metrics.go`, release by release): everything downstream sees one shape per replica and
 //! priority level, whichever metric generation the replica serves.
 mod dumps;
+mod families;
 mod metrics;
 mod objects;
 mod prometheus;
@@ -13,10 +14,10 @@ pub use dumps::{
     apply_flows, apply_priority_levels_dump, apply_queues_dump, apply_requests_dump, FlowUser,
     FlowsBuilder, USERS_PER_FLOW,
 };
-pub use metrics::{
+pub use families::{
     is_object_count, is_wanted_sample, limit_families, wanted_families, wanted_series, Family,
-    SnapshotBuilder,
 };
+pub use metrics::SnapshotBuilder;
 pub use objects::{
     parse_flow_schema, parse_flow_schemas, parse_flowcontrol_documents,
     parse_priority_level_configuration, parse_priority_level_configurations,

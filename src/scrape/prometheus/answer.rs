@@ -65,36 +65,6 @@ impl Answer {
     }
 }
 
-/// Each sample of an instant vector answer held whole, to `each` with its labels (`__name__` too, where the query
-/// keeps it); errors as [`Answer::finish`]'s.
-pub(crate) fn read_vector(
-    body: &[u8],
-    mut each: impl FnMut(&[Label<'_>], f64),
-) -> Result<(), ScrapeError> {
-    read_whole(body, ResultType::Vector, &mut |labels, _, value| {
-        each(labels, value)
-    })
-}
-
-/// Each sample of a range query's answer (a matrix) held whole, to `each` with its labels and time (unix seconds),
-/// series by series; errors as [`Answer::finish`]'s.
-pub(crate) fn read_matrix(
-    body: &[u8],
-    mut each: impl FnMut(&[Label<'_>], f64, f64),
-) -> Result<(), ScrapeError> {
-    read_whole(body, ResultType::Matrix, &mut each)
-}
-
-fn read_whole(
-    body: &[u8],
-    wanted: ResultType,
-    each: &mut impl FnMut(&[Label<'_>], f64, f64),
-) -> Result<(), ScrapeError> {
-    let mut answer = Answer::new(wanted, 200);
-    answer.feed(body, each);
-    answer.finish(each)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

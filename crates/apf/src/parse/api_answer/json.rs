@@ -54,9 +54,17 @@ impl Cursor<'_> {
         self.b.get(self.i).copied().ok_or(Stop::More)
     }
 
-    pub(super) fn expect(&mut self, byte: u8, what: &str) -> Step<()> {
-        if self.peek()? == byte {
+    /// Whether the next byte that is not whitespace is `byte`; it is read past if so.
+    pub(super) fn eat(&mut self, byte: u8) -> Step<bool> {
+        let next = self.peek()? == byte;
+        if next {
             self.i += 1;
+        }
+        Ok(next)
+    }
+
+    pub(super) fn expect(&mut self, byte: u8, what: &str) -> Step<()> {
+        if self.eat(byte)? {
             Ok(())
         } else {
             Err(Stop::Bad(format!("expected {what}"), self.i))
@@ -217,8 +225,7 @@ impl Cursor<'_> {
         }
         self.expect(b'[', "a list of strings")?;
         let mut out = Vec::new();
-        if self.peek()? == b']' {
-            self.i += 1;
+        if self.eat(b']')? {
             return Ok(out);
         }
         loop {
@@ -331,8 +338,7 @@ impl Cursor<'_> {
             return Err(self.bad("nested too deep"));
         }
         self.i += 1;
-        if self.peek()? == close {
-            self.i += 1;
+        if self.eat(close)? {
             return Ok(());
         }
         loop {

@@ -310,8 +310,7 @@ fn item(
             *at = At::Answer { first: true };
         }
         At::Answer { first } => {
-            if c.peek()? == b'}' {
-                c.i += 1;
+            if c.eat(b'}')? {
                 *at = At::End;
                 return Ok(true);
             }
@@ -333,8 +332,7 @@ fn item(
             *at = At::Answer { first: false };
         }
         At::Data { first } => {
-            if c.peek()? == b'}' {
-                c.i += 1;
+            if c.eat(b'}')? {
                 *at = At::Answer { first: false };
                 return Ok(true);
             }
@@ -363,8 +361,7 @@ fn item(
             *at = At::Data { first: false };
         }
         At::Result { first } => {
-            if c.peek()? == b']' {
-                c.i += 1;
+            if c.eat(b']')? {
                 *at = At::Data { first: false };
                 return Ok(true);
             }
@@ -423,8 +420,7 @@ impl Cursor<'_> {
         let mut has_metric = false;
         let mut first = true;
         loop {
-            if self.peek()? == b'}' {
-                self.i += 1;
+            if self.eat(b'}')? {
                 break;
             }
             let key = self.key(first, &mut s.unescaped)?;
@@ -434,9 +430,7 @@ impl Cursor<'_> {
                 has_metric = true;
                 s.labels.clear();
                 self.expect(b'{', "the series' labels")?;
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                } else {
+                if !self.eat(b'}')? {
                     loop {
                         let name = self.string(&mut s.unescaped)?;
                         self.expect(b':', "':'")?;
@@ -462,9 +456,7 @@ impl Cursor<'_> {
             } else if key == Key::Values {
                 s.values.clear();
                 self.expect(b'[', "a list of [time, value] pairs")?;
-                if self.peek()? == b']' {
-                    self.i += 1;
-                } else {
+                if !self.eat(b']')? {
                     loop {
                         let pair = self.pair(&mut s.unescaped)?;
                         s.values.push(pair);

@@ -252,7 +252,6 @@ fn main() {
     // Run again as the sender, this program serves and never returns.
     common::serve_if_sender();
     // The daemon's allocator settings (one arena, a fixed mmap threshold): its rounds are what is measured.
-    apf_monitor::daemon::tune_allocator();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

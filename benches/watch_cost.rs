@@ -251,7 +251,6 @@ fn main() {
     // Run again as the sender, this program serves and never returns.
     common::serve_if_sender();
     // As the binary does before its runtime starts.
-    apf_monitor::daemon::tune_allocator();
     // `cargo bench` passes `--bench`; a workload and a length may follow `--`.
     let args: Vec<String> = std::env::args()
         .skip(1)

@@ -209,7 +209,7 @@ pub(super) fn schema_costs(
 pub(super) fn peak_active_flows(points: &[&WindowPoint], level: &str) -> Option<u32> {
     points
         .iter()
-        .filter_map(|p| p.level(level)?.active_flows)
+        .filter_map(|p| p.level(level)?.active_flows())
         .max()
 }
 

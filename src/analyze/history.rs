@@ -1,9 +1,12 @@
 //! One replica's scrapes inside the sliding window (plus one before it, the baseline of rates), each kept as what
-//! the derivations read of it, the latest also whole; and the flows of its dumps summed over the window.
+//! the derivations read of it, the latest also whole but for its histograms (its window point holds them); and the
+//! flows of its dumps summed over the window.
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use apf::model::{FlowSchemaTotals, Histogram, LevelSnapshot, ReplicaSnapshot};
+
+pub use super::math::Buckets;
 
 use super::flows::{self, FlowWindow};
 use super::FlowReport;
@@ -19,13 +22,18 @@ pub struct Point {
 
 /// What the derivations over the window read of one scrape: the counters of rates, the gauges of trends, the
 /// histograms of percentiles. Only the latest scrape is kept whole; a whole snapshot of the 1.34 levels is about 8 KB,
-/// and a window of 250 ms scrapes holds 240 of them.
+/// and a window of 250 ms scrapes holds 240 of them. A fleet's window holds thousands of replicas' points, so each
+/// point's numbers are one allocation, and the names and bucket bounds they go with are held once for the points of
+/// a replica that keep them (every scrape, but a restart or an upgrade).
 #[derive(Debug, Clone)]
 pub struct WindowPoint {
     /// Seconds on the history's clock.
     pub at: f64,
-    /// By priority level, in name order.
-    levels: Box<[(Arc<str>, LevelSample)]>,
+    /// Where each level's numbers are in `values`: shared with the point before when the levels, their rejection
+    /// reasons and their buckets are the same.
+    layout: Arc<[LevelPlace]>,
+    /// Every level's numbers, one level after the other, as `layout` places them.
+    values: Box<[f64]>,
     /// Cumulative rejections by (priority level, flow schema, reason), in key order.
     flow_schema_rejected_total: Box<[(RejectionKey, f64)]>,
     /// Dispatches and what requests cost by (priority level, flow schema), in key order.
@@ -38,55 +46,96 @@ type SchemaKey = (Arc<str>, Arc<str>);
 /// (priority level, flow schema, reason)
 type RejectionKey = (Arc<str>, Arc<str>, Arc<str>);
 
-/// One priority level in a [`WindowPoint`]: the fields of [`LevelSnapshot`] read over the window.
-#[derive(Debug, Clone, Default)]
-pub struct LevelSample {
-    pub limit_seats: Option<f64>,
-    pub executing_seats: Option<f64>,
-    pub demand_seats_high_watermark: Option<f64>,
-    pub no_accommodation_total: Option<f64>,
-    /// Flows with requests in `dump_requests`, when it was read.
-    pub active_flows: Option<u32>,
-    /// Cumulative rejections by reason, in reason order.
-    rejected_total: Box<[(Arc<str>, f64)]>,
-    wait_seconds: Option<Counts>,
-    seat_utilization: Option<Counts>,
+/// A level's gauges and counters at the head of its numbers, in this order ([`LevelSample`] reads them); NaN where
+/// the scrape had none (a snapshot's sums are finite: a NaN it held would mean unknown too).
+const SCALARS: usize = 5;
+const LIMIT: usize = 0;
+const EXECUTING: usize = 1;
+const DEMAND_HIGH_WATERMARK: usize = 2;
+const NO_ACCOMMODATION: usize = 3;
+const ACTIVE_FLOWS: usize = 4;
+
+/// One priority level's place in a point's numbers: [`SCALARS`] numbers, the cumulative rejections by reason, then
+/// each histogram held, its buckets' cumulative counts and its count.
+#[derive(Debug)]
+struct LevelPlace {
+    name: Arc<str>,
+    start: usize,
+    /// In reason order.
+    reasons: Box<[Arc<str>]>,
+    /// Bucket bounds of the queue wait and seat utilization histograms, when the scrape had them.
+    wait_bounds: Option<Arc<[f64]>>,
+    seat_bounds: Option<Arc<[f64]>>,
 }
 
-/// A cumulative histogram's counts; its bucket bounds, the same from one scrape to the next, are held once.
-#[derive(Debug, Clone)]
-struct Counts {
-    bounds: Arc<[f64]>,
-    counts: Box<[f64]>,
-    count: f64,
-}
+impl LevelPlace {
+    /// How many numbers the level takes.
+    fn len(&self) -> usize {
+        let histogram = |b: &Option<Arc<[f64]>>| b.as_ref().map_or(0, |b| b.len() + 1);
+        SCALARS + self.reasons.len() + histogram(&self.wait_bounds) + histogram(&self.seat_bounds)
+    }
 
-impl Counts {
-    fn new(h: &Histogram, before: Option<&Counts>) -> Self {
-        let bounds = match before {
-            Some(b) if b.bounds.iter().eq(h.buckets.iter().map(|(le, _)| le)) => b.bounds.clone(),
-            _ => h.buckets.iter().map(|(le, _)| *le).collect(),
+    /// Whether `level` (named `name`) would take this place: the same name, reasons and bucket bounds.
+    fn fits(&self, name: &str, level: &LevelSnapshot) -> bool {
+        let bounds_fit = |held: &Option<Arc<[f64]>>, h: &Option<Histogram>| match (held, h) {
+            (Some(b), Some(h)) => b.iter().eq(h.buckets.iter().map(|(le, _)| le)),
+            (None, None) => true,
+            _ => false,
         };
-        Counts {
-            bounds,
-            counts: h.buckets.iter().map(|(_, c)| *c).collect(),
-            count: h.count,
-        }
-    }
-
-    fn histogram(&self) -> Histogram {
-        Histogram {
-            buckets: self
-                .bounds
+        *self.name == *name
+            && self
+                .reasons
                 .iter()
-                .copied()
-                .zip(self.counts.iter().copied())
-                .collect(),
-            count: self.count,
-            // Not read over the window.
-            sum: 0.0,
-        }
+                .map(|r| &**r)
+                .eq(level.rejected_total.keys().map(String::as_str))
+            && bounds_fit(&self.wait_bounds, &level.wait_seconds)
+            && bounds_fit(&self.seat_bounds, &level.seat_utilization)
     }
+}
+
+/// The places of `levels` from `start`, with the names, reasons and bounds the point `before` holds where they are
+/// the same.
+fn layout_of(
+    levels: &BTreeMap<String, LevelSnapshot>,
+    before: Option<&WindowPoint>,
+) -> Arc<[LevelPlace]> {
+    let mut start = 0;
+    levels
+        .iter()
+        .map(|(name, level)| {
+            let earlier = before.and_then(|b| b.place(name));
+            let bounds = |h: &Option<Histogram>, held: Option<&Arc<[f64]>>| {
+                let h = h.as_ref()?;
+                Some(match held {
+                    Some(b) if b.iter().eq(h.buckets.iter().map(|(le, _)| le)) => b.clone(),
+                    _ => h.buckets.iter().map(|(le, _)| *le).collect(),
+                })
+            };
+            let place = LevelPlace {
+                name: shared(name, earlier.map(|p| &p.name)),
+                start,
+                reasons: level
+                    .rejected_total
+                    .keys()
+                    .map(|reason| {
+                        let held =
+                            earlier.and_then(|p| p.reasons.iter().find(|r| ***r == **reason));
+                        shared(reason, held)
+                    })
+                    .collect(),
+                wait_bounds: bounds(
+                    &level.wait_seconds,
+                    earlier.and_then(|p| p.wait_bounds.as_ref()),
+                ),
+                seat_bounds: bounds(
+                    &level.seat_utilization,
+                    earlier.and_then(|p| p.seat_bounds.as_ref()),
+                ),
+            };
+            start += place.len();
+            place
+        })
+        .collect()
 }
 
 /// `name` as an earlier point holds it, else a new one.
@@ -97,78 +146,122 @@ fn shared(name: &str, earlier: Option<&Arc<str>>) -> Arc<str> {
     }
 }
 
-impl LevelSample {
-    fn new(level: &LevelSnapshot, before: Option<&LevelSample>) -> Self {
-        let reason_before = |reason: &str| {
-            before.and_then(|b| {
-                b.rejected_total
-                    .iter()
-                    .find(|(r, _)| **r == *reason)
-                    .map(|(r, _)| r)
-            })
-        };
-        LevelSample {
-            limit_seats: level.limit_seats,
-            executing_seats: level.executing_seats,
-            demand_seats_high_watermark: level.demand_seats_high_watermark,
-            no_accommodation_total: level.no_accommodation_total,
-            active_flows: level.active_flows,
-            rejected_total: level
-                .rejected_total
-                .iter()
-                .map(|(reason, v)| (shared(reason, reason_before(reason)), *v))
-                .collect(),
-            wait_seconds: level
-                .wait_seconds
-                .as_ref()
-                .map(|h| Counts::new(h, before.and_then(|b| b.wait_seconds.as_ref()))),
-            seat_utilization: level
-                .seat_utilization
-                .as_ref()
-                .map(|h| Counts::new(h, before.and_then(|b| b.seat_utilization.as_ref()))),
-        }
+/// One priority level in a [`WindowPoint`]: the fields of [`LevelSnapshot`] read over the window.
+#[derive(Debug, Clone, Copy)]
+pub struct LevelSample<'a> {
+    place: &'a LevelPlace,
+    /// The level's numbers alone.
+    values: &'a [f64],
+}
+
+impl<'a> LevelSample<'a> {
+    fn scalar(&self, i: usize) -> Option<f64> {
+        self.values.get(i).copied().filter(|v| !v.is_nan())
+    }
+
+    /// The enforced limit, as [`LevelSnapshot::limit_seats`].
+    pub fn limit_seats(&self) -> Option<f64> {
+        self.scalar(LIMIT)
+    }
+
+    pub fn executing_seats(&self) -> Option<f64> {
+        self.scalar(EXECUTING)
+    }
+
+    pub fn demand_seats_high_watermark(&self) -> Option<f64> {
+        self.scalar(DEMAND_HIGH_WATERMARK)
+    }
+
+    pub fn no_accommodation_total(&self) -> Option<f64> {
+        self.scalar(NO_ACCOMMODATION)
+    }
+
+    /// Flows with requests in `dump_requests`, when it was read.
+    pub fn active_flows(&self) -> Option<u32> {
+        // Held as a number like the others: a u32 is exact in an f64.
+        self.scalar(ACTIVE_FLOWS).map(|v| v as u32)
     }
 
     /// Limit minus seats in use, as [`LevelSnapshot::headroom_seats`].
     pub fn headroom_seats(&self) -> Option<f64> {
-        Some(self.limit_seats? - self.executing_seats?)
+        Some(self.limit_seats()? - self.executing_seats()?)
     }
 
     /// Cumulative rejections by reason.
-    pub fn rejected_total(&self) -> impl Iterator<Item = (&str, f64)> {
-        self.rejected_total.iter().map(|(r, v)| (&**r, *v))
+    pub fn rejected_total(&self) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+        let values = self.values.get(SCALARS..).unwrap_or_default();
+        self.place
+            .reasons
+            .iter()
+            .map(|r| &**r)
+            .zip(values.iter().copied())
     }
 
     pub fn rejected(&self, reason: &str) -> Option<f64> {
-        self.rejected_total
-            .iter()
-            .find(|(r, _)| **r == *reason)
-            .map(|(_, v)| *v)
+        let i = self.place.reasons.iter().position(|r| **r == *reason)?;
+        self.values.get(SCALARS + i).copied()
     }
 
-    pub fn wait_seconds(&self) -> Option<Histogram> {
-        self.wait_seconds.as_ref().map(Counts::histogram)
+    /// The queue wait's histogram.
+    pub fn wait_seconds(&self) -> Option<Buckets<'a>> {
+        let at = SCALARS + self.place.reasons.len();
+        self.histogram(self.place.wait_bounds.as_deref(), at)
     }
 
-    pub fn seat_utilization(&self) -> Option<Histogram> {
-        self.seat_utilization.as_ref().map(Counts::histogram)
+    /// The seat utilization's histogram.
+    pub fn seat_utilization(&self) -> Option<Buckets<'a>> {
+        let wait = self.place.wait_bounds.as_ref().map_or(0, |b| b.len() + 1);
+        let at = SCALARS + self.place.reasons.len() + wait;
+        self.histogram(self.place.seat_bounds.as_deref(), at)
+    }
+
+    fn histogram(&self, bounds: Option<&'a [f64]>, at: usize) -> Option<Buckets<'a>> {
+        let bounds = bounds?;
+        let counts = self.values.get(at..at + bounds.len())?;
+        let count = *self.values.get(at + bounds.len())?;
+        Some(Buckets {
+            bounds,
+            counts,
+            count,
+        })
     }
 }
 
 impl WindowPoint {
     /// What the window keeps of `snapshot`, sharing names and bucket bounds with the point `before` it.
     fn new(at: f64, snapshot: &ReplicaSnapshot, before: Option<&WindowPoint>) -> Self {
-        let levels = snapshot
-            .levels
-            .iter()
-            .map(|(name, level)| {
-                let earlier = before.and_then(|b| b.levels.get(b.level_index(name).ok()?));
-                (
-                    shared(name, earlier.map(|(n, _)| n)),
-                    LevelSample::new(level, earlier.map(|(_, l)| l)),
-                )
-            })
-            .collect();
+        let same_layout = before.filter(|b| {
+            b.layout.len() == snapshot.levels.len()
+                && b.layout
+                    .iter()
+                    .zip(&snapshot.levels)
+                    .all(|(place, (name, level))| place.fits(name, level))
+        });
+        let layout = match same_layout {
+            Some(b) => b.layout.clone(),
+            None => layout_of(&snapshot.levels, before),
+        };
+        let len = layout.last().map_or(0, |p| p.start + p.len());
+        let mut values = Vec::with_capacity(len);
+        for level in snapshot.levels.values() {
+            let or_nan = |v: Option<f64>| v.unwrap_or(f64::NAN);
+            values.extend([
+                or_nan(level.limit_seats),
+                or_nan(level.executing_seats),
+                or_nan(level.demand_seats_high_watermark),
+                or_nan(level.no_accommodation_total),
+                or_nan(level.active_flows.map(f64::from)),
+            ]);
+            values.extend(level.rejected_total.values());
+            for h in [&level.wait_seconds, &level.seat_utilization]
+                .into_iter()
+                .flatten()
+            {
+                values.extend(h.buckets.iter().map(|(_, c)| *c));
+                values.push(h.count);
+            }
+        }
+        debug_assert_eq!(values.len(), len);
         let flow_schema_rejected_total = snapshot
             .flow_schema_rejected_total
             .iter()
@@ -219,7 +312,8 @@ impl WindowPoint {
             .collect();
         WindowPoint {
             at,
-            levels,
+            layout,
+            values: values.into_boxed_slice(),
             flow_schema_rejected_total,
             flow_schemas,
         }
@@ -244,12 +338,15 @@ impl WindowPoint {
             .map(|((_, s), t)| (&**s, t))
     }
 
-    fn level_index(&self, name: &str) -> Result<usize, usize> {
-        self.levels.binary_search_by(|(n, _)| (**n).cmp(name))
+    fn place(&self, name: &str) -> Option<&LevelPlace> {
+        let i = self.layout.binary_search_by(|p| (*p.name).cmp(name)).ok()?;
+        self.layout.get(i)
     }
 
-    pub fn level(&self, name: &str) -> Option<&LevelSample> {
-        self.level_index(name).ok().map(|i| &self.levels[i].1)
+    pub fn level(&self, name: &str) -> Option<LevelSample<'_>> {
+        let place = self.place(name)?;
+        let values = self.values.get(place.start..place.start + place.len())?;
+        Some(LevelSample { place, values })
     }
 
     /// Cumulative rejections by (priority level, flow schema, reason), in key order.
@@ -269,7 +366,7 @@ impl WindowPoint {
 
 #[derive(Debug, Clone)]
 pub struct ReplicaHistory {
-    /// The latest scrape, whole: everything a report says of now.
+    /// The latest scrape, whole but for its histograms: everything a report says of now.
     latest: Option<Point>,
     /// Every scrape of the window (the latest too), as the derivations read it.
     points: VecDeque<WindowPoint>,
@@ -303,6 +400,13 @@ impl ReplicaHistory {
         }
         let compact = WindowPoint::new(point.at, &point.snapshot, self.points.back());
         self.points.push_back(compact);
+        // The histograms are read from the window's points alone: not held twice (a fleet's 3,000 replicas, 15 MiB).
+        if let Some(snapshot) = Arc::get_mut(&mut point.snapshot) {
+            for level in snapshot.levels.values_mut() {
+                level.wait_seconds = None;
+                level.seat_utilization = None;
+            }
+        }
         self.latest = Some(point);
     }
 
@@ -341,7 +445,7 @@ impl ReplicaHistory {
             .collect()
     }
 
-    /// The latest scrape, whole.
+    /// The latest scrape, whole but for its histograms.
     pub fn latest(&self) -> Option<&Point> {
         self.latest.as_ref()
     }
@@ -375,6 +479,7 @@ mod tests {
             wait_seconds: Some(histogram(waited)),
             seat_utilization: Some(histogram(waited * 2.0)),
             inqueue_requests: Some(5.0),
+            active_flows: Some(4),
             ..Default::default()
         };
         ReplicaSnapshot {
@@ -410,11 +515,28 @@ mod tests {
             panic!("the level is kept")
         };
         assert_eq!(kept.headroom_seats(), level.headroom_seats());
-        assert_eq!(kept.demand_seats_high_watermark, Some(12.0));
-        assert_eq!(kept.no_accommodation_total, Some(3.0));
+        assert_eq!(kept.limit_seats(), Some(40.0));
+        assert_eq!(kept.executing_seats(), Some(10.0));
+        assert_eq!(kept.demand_seats_high_watermark(), Some(12.0));
+        assert_eq!(kept.no_accommodation_total(), Some(3.0));
+        assert_eq!(kept.active_flows(), Some(4));
         assert_eq!(kept.rejected("queue-full"), Some(7.0));
         assert_eq!(kept.rejected("timeout"), None);
-        let histogram = |h: Option<Histogram>| h.map(|h| (h.buckets, h.count));
+        assert_eq!(
+            kept.rejected_total().collect::<Vec<_>>(),
+            vec![("queue-full", 7.0)]
+        );
+        let histogram = |h: Option<Buckets<'_>>| {
+            h.map(|h| {
+                let buckets: Vec<(f64, f64)> = h
+                    .bounds
+                    .iter()
+                    .copied()
+                    .zip(h.counts.iter().copied())
+                    .collect();
+                (buckets, h.count)
+            })
+        };
         let whole_histogram = |h: &Option<Histogram>| h.clone().map(|h| (h.buckets, h.count));
         assert_eq!(
             histogram(kept.wait_seconds()),
@@ -432,27 +554,42 @@ mod tests {
     }
 
     #[test]
+    fn what_a_level_lacks_is_unknown_and_the_levels_keep_their_own_numbers() {
+        let mut whole = snapshot(7.0, 20.0);
+        // A level of another version's scrape: no histograms, no rejections, no dump.
+        whole.levels.insert(
+            "catch-all".to_string(),
+            LevelSnapshot {
+                limit_seats: Some(5.0),
+                ..Default::default()
+            },
+        );
+        let p = WindowPoint::new(1.0, &whole, None);
+        let Some(bare) = p.level("catch-all") else {
+            panic!("the level is kept")
+        };
+        assert_eq!(bare.limit_seats(), Some(5.0));
+        assert_eq!(bare.executing_seats(), None);
+        assert_eq!(bare.headroom_seats(), None);
+        assert_eq!(bare.active_flows(), None);
+        assert_eq!(bare.rejected_total().count(), 0);
+        assert!(bare.wait_seconds().is_none() && bare.seat_utilization().is_none());
+        // The level after it in name order is read from its own place.
+        let low = p.level("workload-low").and_then(|l| l.seat_utilization());
+        assert_eq!(low.map(|h| h.count), Some(40.0));
+    }
+
+    #[test]
     fn points_share_names_and_bounds_and_only_the_latest_is_whole() {
         let mut h = ReplicaHistory::default();
         h.push(point(0.0, snapshot(1.0, 10.0)));
         h.push(point(5.0, snapshot(2.0, 30.0)));
         let (a, b) = (&h.points[0], &h.points[1]);
-        assert!(Arc::ptr_eq(&a.levels[0].0, &b.levels[0].0));
+        assert!(Arc::ptr_eq(&a.layout, &b.layout));
         assert!(Arc::ptr_eq(
             &a.flow_schema_rejected_total[0].0 .1,
             &b.flow_schema_rejected_total[0].0 .1
         ));
-        let bounds = |p: &WindowPoint| {
-            p.levels[0]
-                .1
-                .wait_seconds
-                .as_ref()
-                .map(|c| c.bounds.clone())
-        };
-        match (bounds(a), bounds(b)) {
-            (Some(x), Some(y)) => assert!(Arc::ptr_eq(&x, &y)),
-            other => panic!("{other:?}"),
-        }
         // Each point keeps its own counts.
         assert_eq!(
             a.level("workload-low").map(|l| l.rejected("queue-full")),
@@ -462,12 +599,62 @@ mod tests {
             b.level("workload-low").map(|l| l.rejected("queue-full")),
             Some(Some(2.0))
         );
+        assert_eq!(
+            b.level("workload-low")
+                .and_then(|l| l.wait_seconds())
+                .map(|w| w.count),
+            Some(30.0)
+        );
         assert_eq!(h.latest().map(|p| p.at), Some(5.0));
         assert_eq!(
             h.latest().map(|p| p.snapshot.resource_objects.len()),
             Some(1)
         );
+        // Its histograms are the window's alone.
+        let latest_level = h.latest().map(|p| &p.snapshot.levels["workload-low"]);
+        assert!(
+            latest_level.is_some_and(|l| l.wait_seconds.is_none() && l.seat_utilization.is_none())
+        );
         assert_eq!(h.window(5.0, 60.0).len(), 2);
         assert_eq!(h.window(4.0, 60.0).len(), 1);
+    }
+
+    #[test]
+    fn a_point_with_other_reasons_or_buckets_gets_its_own_places_and_shares_what_is_the_same() {
+        let mut h = ReplicaHistory::default();
+        h.push(point(0.0, snapshot(1.0, 10.0)));
+        let mut other = snapshot(2.0, 30.0);
+        if let Some(level) = other.levels.get_mut("workload-low") {
+            level.rejected_total.insert("time-out".to_string(), 4.0);
+            if let Some(w) = &mut level.wait_seconds {
+                w.buckets.insert(1, (0.5, 20.0));
+            }
+        }
+        h.push(point(5.0, other));
+        let (a, b) = (&h.points[0], &h.points[1]);
+        assert!(!Arc::ptr_eq(&a.layout, &b.layout));
+        assert!(Arc::ptr_eq(&a.layout[0].name, &b.layout[0].name));
+        assert!(Arc::ptr_eq(
+            &a.layout[0].reasons[0],
+            &b.layout[0].reasons[0]
+        ));
+        match (&a.layout[0].seat_bounds, &b.layout[0].seat_bounds) {
+            (Some(x), Some(y)) => assert!(Arc::ptr_eq(x, y)),
+            other => panic!("{other:?}"),
+        }
+        let Some(level) = b.level("workload-low") else {
+            panic!("the level is kept")
+        };
+        assert_eq!(level.rejected("time-out"), Some(4.0));
+        assert_eq!(level.rejected("queue-full"), Some(2.0));
+        assert_eq!(level.wait_seconds().map(|w| w.bounds.len()), Some(4));
+        assert_eq!(level.seat_utilization().map(|s| s.count), Some(60.0));
+        // The first point reads as it was.
+        assert_eq!(
+            a.level("workload-low")
+                .and_then(|l| l.wait_seconds())
+                .map(|w| w.bounds.len()),
+            Some(3)
+        );
     }
 }

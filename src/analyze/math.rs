@@ -1,5 +1,4 @@
 //! Counter increases with resets, histogram quantiles, and a trend robust to outliers.
-use apf::model::Histogram;
 
 /// Increase of a counter over successive samples, Prometheus style: a drop means the process restarted and the
 /// counter began again from 0. `None` is a sample where the series was absent (no increase counted across it).
@@ -43,26 +42,35 @@ pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     Some(lower)
 }
 
+/// A cumulative histogram as the window holds it: its buckets' upper bounds (`+Inf` last) and their cumulative counts,
+/// borrowed, and its count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Buckets<'a> {
+    pub bounds: &'a [f64],
+    pub counts: &'a [f64],
+    pub count: f64,
+}
+
 /// The quantile of what was observed between two scrapes (after a reset: of the later one alone).
 pub fn histogram_delta_quantile(
-    first: Option<&Histogram>,
-    last: Option<&Histogram>,
+    first: Option<Buckets<'_>>,
+    last: Option<Buckets<'_>>,
     q: f64,
 ) -> Option<f64> {
     histogram_quantile(q, &histogram_delta(first, last?))
 }
 
 /// What was observed between two scrapes, as cumulative buckets (after a reset: the later scrape's alone).
-pub fn histogram_delta(first: Option<&Histogram>, last: &Histogram) -> Vec<(f64, f64)> {
+pub fn histogram_delta(first: Option<Buckets<'_>>, last: Buckets<'_>) -> Vec<(f64, f64)> {
+    let bounds = last.bounds.iter().copied();
     match first {
-        Some(first) if first.buckets.len() == last.buckets.len() && first.count <= last.count => {
-            last.buckets
-                .iter()
-                .zip(&first.buckets)
-                .map(|(&(le, c), &(_, p))| (le, (c - p).max(0.0)))
+        Some(first) if first.counts.len() == last.counts.len() && first.count <= last.count => {
+            bounds
+                .zip(last.counts.iter().zip(first.counts))
+                .map(|(le, (c, p))| (le, (c - p).max(0.0)))
                 .collect()
         }
-        _ => last.buckets.clone(),
+        _ => bounds.zip(last.counts.iter().copied()).collect(),
     }
 }
 
@@ -176,25 +184,37 @@ mod tests {
 
     #[test]
     fn delta_quantile_uses_what_happened_in_the_window() {
-        let h = |c: [f64; 3]| Histogram {
-            buckets: vec![(0.1, c[0]), (1.0, c[1]), (f64::INFINITY, c[2])],
+        const BOUNDS: [f64; 3] = [0.1, 1.0, f64::INFINITY];
+        let h = |c: &'static [f64; 3]| Buckets {
+            bounds: &BOUNDS,
+            counts: c,
             count: c[2],
-            sum: 0.0,
         };
         // Before: 1000 fast requests. In the window: 10 requests, all between 0.1 and 1 s.
         let q = histogram_delta_quantile(
-            Some(&h([1000.0, 1000.0, 1000.0])),
-            Some(&h([1000.0, 1010.0, 1010.0])),
+            Some(h(&[1000.0, 1000.0, 1000.0])),
+            Some(h(&[1000.0, 1010.0, 1010.0])),
             0.99,
         );
         assert!(q.unwrap() > 0.1, "{q:?}");
+        assert_eq!(
+            histogram_delta(
+                Some(h(&[1000.0, 1000.0, 1000.0])),
+                h(&[1000.0, 1010.0, 1010.0])
+            ),
+            vec![(0.1, 0.0), (1.0, 10.0), (f64::INFINITY, 10.0)]
+        );
         // After a reset the later histogram stands alone.
         let q = histogram_delta_quantile(
-            Some(&h([1000.0, 1000.0, 1000.0])),
-            Some(&h([0.0, 10.0, 10.0])),
+            Some(h(&[1000.0, 1000.0, 1000.0])),
+            Some(h(&[0.0, 10.0, 10.0])),
             0.5,
         );
         assert!(q.unwrap() > 0.1);
+        assert_eq!(
+            histogram_delta(Some(h(&[1000.0, 1000.0, 1000.0])), h(&[0.0, 10.0, 10.0])),
+            vec![(0.1, 0.0), (1.0, 10.0), (f64::INFINITY, 10.0)]
+        );
     }
 
     #[test]

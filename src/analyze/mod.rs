@@ -335,6 +335,8 @@ impl Analysis {
         let span = points.last().map(|l| l.at).unwrap_or(0.0)
             - points.first().map(|f| f.at).unwrap_or(0.0);
         let flows = history.top_flows(now, self.window_seconds, self.top_flows);
+        // Sized once: a fleet's status holds thousands of replicas' levels.
+        report.levels.reserve_exact(snap.levels.len());
         for (name, level) in &snap.levels {
             let mut lr = if name == EXEMPT {
                 // Never limited, never rejects: its limit is a borrowing artefact, not a capacity (docs/reference/metrics.md).
@@ -413,18 +415,16 @@ impl Analysis {
                 .collect()
         });
         let wait_p99_seconds = match (levels().next().flatten(), levels().next_back().flatten()) {
-            (Some(first), Some(last)) if points.len() >= 2 => math::histogram_delta_quantile(
-                first.wait_seconds().as_ref(),
-                last.wait_seconds().as_ref(),
-                0.99,
-            ),
+            (Some(first), Some(last)) if points.len() >= 2 => {
+                math::histogram_delta_quantile(first.wait_seconds(), last.wait_seconds(), 0.99)
+            }
             _ => None,
         };
         let seat_utilization_window =
             match (levels().next().flatten(), levels().next_back().flatten()) {
                 (Some(first), Some(last)) if points.len() >= 2 => last
                     .seat_utilization()
-                    .map(|l| math::histogram_delta(first.seat_utilization().as_ref(), &l))
+                    .map(|l| math::histogram_delta(first.seat_utilization(), l))
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
@@ -442,30 +442,32 @@ impl Analysis {
         ) {
             (Some(base), Some(last)) if points.len() >= 2 => last
                 .seat_utilization()
-                .map(|l| math::histogram_delta(base.seat_utilization().as_ref(), &l))
+                .map(|l| math::histogram_delta(base.seat_utilization(), l))
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
         let seat_utilization_p99 = histogram_quantile(0.99, &seat_utilization_window);
         let demand_seats_max = inside
             .iter()
-            .filter_map(|p| p.level(name)?.demand_seats_high_watermark)
+            .filter_map(|p| p.level(name)?.demand_seats_high_watermark())
             .reduce(f64::max);
         let no_accommodation_per_second = (points.len() >= 2 && span > 0.0)
-            .then(|| levels().map(|l| l.and_then(|l| l.no_accommodation_total)))
+            .then(|| levels().map(|l| l.and_then(|l| l.no_accommodation_total())))
             .filter(|_| level.no_accommodation_total.is_some())
             .map(|series| counter_increase(series) / span);
         // The fall of headroom that leads to 429s is demand rising: seats in use. A limit that shrinks because an idle
         // level lends its seats (1.26+ borrowing, every 10 s) is not exhaustion: the limit grows back with demand.
         let trend: Vec<(f64, f64)> = inside
             .iter()
-            .filter_map(|p| Some((p.at, p.level(name)?.executing_seats?)))
+            .filter_map(|p| Some((p.at, p.level(name)?.executing_seats()?)))
             .collect();
         let now = inside.last().map(|p| p.at).unwrap_or(0.0);
-        let headroom_trend = inside
-            .iter()
-            .filter_map(|p| Some((p.at - now, p.level(name)?.headroom_seats()?)))
-            .collect();
+        let mut headroom_trend = Vec::with_capacity(inside.len());
+        headroom_trend.extend(
+            inside
+                .iter()
+                .filter_map(|p| Some((p.at - now, p.level(name)?.headroom_seats()?))),
+        );
         let trend_span = match (trend.first(), trend.last()) {
             (Some(first), Some(last)) => last.0 - first.0,
             _ => 0.0,

@@ -330,7 +330,6 @@ pub fn main() -> ExitCode {
 
 /// The commands that run on the async runtime.
 fn run(command: Command) -> ExitCode {
-    crate::daemon::tune_allocator();
     let runtime = match crate::daemon::runtime() {
         Ok(rt) => rt,
         Err(e) => {

@@ -191,8 +191,6 @@ impl AnalysisStage {
                 wall,
             } => {
                 self.record_fleet(source, outcome, baseline_age_seconds, at, wall);
-                // A fleet's round freed what its answers and builders took (tens of MiB for 300 replicas).
-                super::memory::give_back_free_memory();
             }
             Update::SourceRemoved { source } => {
                 self.sources.remove(&source);

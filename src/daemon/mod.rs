@@ -25,7 +25,6 @@ mod alerting;
 mod analysis;
 mod leader;
 mod memory;
-pub use memory::tune_allocator;
 mod objects;
 mod prometheus;
 mod reload;
@@ -133,7 +132,6 @@ impl Daemon {
         leadership: Option<Leadership>,
     ) -> anyhow::Result<Daemon> {
         setup.prepare()?;
-        memory::tune_allocator();
         let leadership = match leadership {
             Some(l) => l,
             None => {

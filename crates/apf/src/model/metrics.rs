@@ -48,8 +48,10 @@ pub struct SnapshotBuilder {
     inqueue_requests: PerLevel,
     inqueue_seats: PerLevel,
     dispatched: PerLevel,
-    /// Each level seen, with its place in the per-level values.
-    levels: BTreeMap<String, usize>,
+    /// Each level seen, by its place in the per-level values.
+    levels: Vec<String>,
+    /// The place of the last sample's level: a replica's series come level by level, a histogram's buckets together.
+    last_level: usize,
     rejected: BTreeMap<(String, String, String), f64>,
     /// By priority level, then flow schema.
     schemas: BTreeMap<String, BTreeMap<String, FlowSchemaTotals>>,
@@ -88,6 +90,23 @@ impl SnapshotBuilder {
         let pl = s.label("priorityLevel")?;
         self.camel_case = true;
         Some(pl)
+    }
+
+    /// The place of level `pl`, made the first time. A replica has a dozen levels at most: a scan that compares
+    /// lengths first finds one faster than a tree of names would.
+    fn level_place(&mut self, pl: &str) -> usize {
+        if self.levels.get(self.last_level).is_some_and(|l| l == pl) {
+            return self.last_level;
+        }
+        let i = match self.levels.iter().position(|l| l == pl) {
+            Some(i) => i,
+            None => {
+                self.levels.push(pl.to_string());
+                self.levels.len() - 1
+            }
+        };
+        self.last_level = i;
+        i
     }
 
     /// What this sample adds to its sums: its value, or for a series seen before the change from what that one
@@ -164,8 +183,9 @@ impl SnapshotBuilder {
                 .map(|family| family.get(level).unwrap_or(0.0))
         };
         let get = |family: &PerLevel, level: usize| family.get(level);
-        for (name, &i) in &self.levels {
-            let level = snap.level_mut(name);
+        // The names move into the snapshot, not copied: a fleet's round finishes thousands of replicas.
+        for (i, name) in std::mem::take(&mut self.levels).into_iter().enumerate() {
+            let level = snap.levels.entry(name).or_default();
             level.limit_seats =
                 get(&self.current_limit, i).or_else(|| get(&self.concurrency_limit, i));
             level.nominal_limit_seats =
@@ -270,14 +290,7 @@ impl SnapshotBuilder {
             self.unlabelled_samples += 1;
             return;
         };
-        let place = match self.levels.get(pl) {
-            Some(&i) => i,
-            None => {
-                let i = self.levels.len();
-                self.levels.insert(pl.to_string(), i);
-                i
-            }
-        };
+        let place = self.level_place(pl);
         let value = self.contribution(s);
         let family_map = match family {
             Family::CurrentLimit => &mut self.current_limit,

@@ -54,11 +54,15 @@ pub struct Histogram {
 
 impl Histogram {
     pub(crate) fn add_bucket(&mut self, le: f64, count: f64) {
-        match self.buckets.iter_mut().find(|(b, _)| *b == le) {
-            Some((_, c)) => *c += count,
-            None => {
-                self.buckets.push((le, count));
-                self.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // In bound order as they come (a store sorts `le` as text: `+Inf` and `10` before `2.5`), with room for
+        // kube-apiserver's bucket lists at once (its APF histograms have 14 buckets in 1.28+).
+        match self.buckets.binary_search_by(|(b, _)| b.total_cmp(&le)) {
+            Ok(i) => self.buckets[i].1 += count,
+            Err(i) => {
+                if self.buckets.capacity() == 0 {
+                    self.buckets.reserve_exact(16);
+                }
+                self.buckets.insert(i, (le, count));
             }
         }
     }

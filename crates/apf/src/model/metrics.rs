@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 
 use super::families::Family;
 use super::{FlowSchemaTotals, Histogram, MetricGeneration, ReplicaSnapshot};
-use crate::parse::exposition::{Sample, SampleSink};
+use crate::parse::exposition::{same, Sample, SampleSink};
 
 /// Per-level values of one family, summed over flow schemas, by the level's place in the builder's `levels`: a
 /// level's name is copied once per replica, not once per family (a fleet's round builds thousands of replicas).
@@ -95,10 +95,14 @@ impl SnapshotBuilder {
     /// The place of level `pl`, made the first time. A replica has a dozen levels at most: a scan that compares
     /// lengths first finds one faster than a tree of names would.
     fn level_place(&mut self, pl: &str) -> usize {
-        if self.levels.get(self.last_level).is_some_and(|l| l == pl) {
+        if self
+            .levels
+            .get(self.last_level)
+            .is_some_and(|l| same(l, pl))
+        {
             return self.last_level;
         }
-        let i = match self.levels.iter().position(|l| l == pl) {
+        let i = match self.levels.iter().position(|l| same(l, pl)) {
             Some(i) => i,
             None => {
                 self.levels.push(pl.to_string());

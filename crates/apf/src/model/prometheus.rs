@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Family, ReplicaSnapshot, SnapshotBuilder};
-use crate::parse::exposition::{Label, Sample};
+use crate::parse::exposition::{same, Label, Sample};
 
 /// A replica as a Prometheus labels it (a replica scraped directly has no cluster).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,10 +46,10 @@ impl<'a> FleetBuilder<'a> {
     pub fn add(&mut self, family: Family, labels: &[Label<'_>], value: f64) {
         let (mut apiserver, mut cluster) = (None, None);
         for l in labels {
-            if apiserver.is_none() && l.name == self.apiserver_label {
+            if apiserver.is_none() && same(l.name, self.apiserver_label) {
                 apiserver = Some(l.value.as_ref());
             }
-            if cluster.is_none() && l.name == self.cluster_label {
+            if cluster.is_none() && same(l.name, self.cluster_label) {
                 cluster = Some(l.value.as_ref());
             }
         }
@@ -60,7 +60,7 @@ impl<'a> FleetBuilder<'a> {
         let cluster = cluster.unwrap_or("");
         let place = match self.last.filter(|&i| {
             let (c, a, _) = &self.builders[i];
-            a == apiserver && c == cluster
+            same(a, apiserver) && same(c, cluster)
         }) {
             Some(i) => i,
             None => self.place(cluster, apiserver),

@@ -258,8 +258,8 @@ impl Cursor<'_> {
     pub(super) fn number(&mut self) -> Step<f64> {
         let (start, end) = self.number_text()?;
         let text = std::str::from_utf8(&self.b[start..end]).unwrap_or_default();
-        match text.parse::<f64>() {
-            Ok(value) if value.is_finite() => Ok(value),
+        match crate::parse::exposition::parse_float(text) {
+            Some(value) if value.is_finite() => Ok(value),
             _ => Err(Stop::Bad("a number out of range".into(), start)),
         }
     }

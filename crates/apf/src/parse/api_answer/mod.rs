@@ -8,7 +8,7 @@
 //! of `data.result`. An item cut by the end of a chunk is read again, whole, once more bytes came.
 use std::borrow::Cow;
 
-use super::exposition::{recycle, Label};
+use super::exposition::{parse_float, recycle, Label};
 use json::{Cursor, Step, Stop, Text};
 
 mod json;
@@ -394,7 +394,7 @@ fn emit(
         ResultType::Matrix => series.values.as_slice(),
     };
     for &(time, text) in samples {
-        if let Ok(value) = series.text(buf, text).parse::<f64>() {
+        if let Some(value) = parse_float(series.text(buf, text)) {
             each(&labels, time, value);
         }
     }

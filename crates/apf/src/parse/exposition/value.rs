@@ -12,6 +12,12 @@ pub(super) fn parse_value(token: &[u8]) -> Result<f64, String> {
         .ok_or_else(|| format!("invalid sample value {:?}", lossy_snippet(token)))
 }
 
+/// A number as Go's `strconv.FormatFloat` writes it, and JSON's: [`plain_decimal`] where it reads it, else the
+/// general parser (`NaN`, `+Inf`, exponents). A Prometheus answer's values and times are such text.
+pub(crate) fn parse_float(text: &str) -> Option<f64> {
+    plain_decimal(text.as_bytes()).or_else(|| text.parse().ok())
+}
+
 /// The common values (`0`, `42`, `0.25`, `-3.5`) without the general parser: at most 15 significant digits make an
 /// integer that f64 holds exactly, and dividing it by a power of ten f64 also holds exactly (10^22 at most) rounds
 /// once, correctly (Clinger's fast path, as `str::parse` takes for them too). Anything else (exponents, more digits,

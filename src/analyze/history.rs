@@ -93,8 +93,8 @@ impl LevelPlace {
     }
 }
 
-/// The places of `levels` from `start`, with the names, reasons and bounds the point `before` holds where they are
-/// the same.
+/// The places of `levels`, one after the other, with the names, reasons and bounds the point `before` holds where
+/// they are the same.
 fn layout_of(
     levels: &BTreeMap<String, LevelSnapshot>,
     before: Option<&WindowPoint>,

@@ -1270,7 +1270,7 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
     assert_eq!(
         deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
             .as_str(),
-        Some("512Mi")
+        Some("384Mi")
     );
     // The ConfigMap the pods mount is the fleet's config.
     let config_map = of("ConfigMap")[0];

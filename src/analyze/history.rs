@@ -400,7 +400,7 @@ impl ReplicaHistory {
         }
         let compact = WindowPoint::new(point.at, &point.snapshot, self.points.back());
         self.points.push_back(compact);
-        // The histograms are read from the window's points alone: not held twice (a fleet's 3,000 replicas, 15 MiB).
+        // The histograms are read from the window's points alone: not held twice (two per level of every replica).
         if let Some(snapshot) = Arc::get_mut(&mut point.snapshot) {
             for level in snapshot.levels.values_mut() {
                 level.wait_seconds = None;

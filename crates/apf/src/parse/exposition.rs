@@ -588,7 +588,6 @@ mod tests {
                 let mut b = a.as_bytes().to_vec();
                 b[at] = b'#';
                 let b = String::from_utf8(b).unwrap_or_default();
-                assert_eq!(same(a, &b), a == b, "{n} {at}");
                 assert!(!same(a, &b), "{n} {at}");
             }
         }

@@ -42,6 +42,22 @@ impl Cursor<'_> {
         Stop::Bad(message.to_string(), self.i)
     }
 
+    /// After an item of a list or object: `true` past its closing `close`, `false` past the comma before the next
+    /// item; anything else is `message`.
+    pub(super) fn at_end(&mut self, close: u8, message: &str) -> Step<bool> {
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Ok(false)
+            }
+            b if b == close => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ => Err(self.bad(message)),
+        }
+    }
+
     pub(super) fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.b.get(self.i) {
             self.i += 1;
@@ -230,13 +246,8 @@ impl Cursor<'_> {
         }
         loop {
             out.push(self.owned_string(unescaped)?);
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Ok(out);
-                }
-                _ => return Err(self.bad("expected ',' or ']'")),
+            if self.at_end(b']', "expected ',' or ']'")? {
+                return Ok(out);
             }
         }
     }
@@ -348,13 +359,8 @@ impl Cursor<'_> {
                 self.expect(b':', "':'")?;
             }
             self.skip_value(depth - 1)?;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b if b == close => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.bad("expected ',' or the end of a list or object")),
+            if self.at_end(close, "expected ',' or the end of a list or object")? {
+                return Ok(());
             }
         }
     }

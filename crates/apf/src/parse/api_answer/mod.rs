@@ -436,13 +436,8 @@ impl Cursor<'_> {
                         self.expect(b':', "':'")?;
                         let value = self.string(&mut s.unescaped)?;
                         s.labels.push((name, value));
-                        match self.peek()? {
-                            b',' => self.i += 1,
-                            b'}' => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return Err(self.bad("expected ',' or the labels' end")),
+                        if self.at_end(b'}', "expected ',' or the labels' end")? {
+                            break;
                         }
                     }
                 }
@@ -460,13 +455,8 @@ impl Cursor<'_> {
                     loop {
                         let pair = self.pair(&mut s.unescaped)?;
                         s.values.push(pair);
-                        match self.peek()? {
-                            b',' => self.i += 1,
-                            b']' => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return Err(self.bad("expected ',' or the pairs' end")),
+                        if self.at_end(b']', "expected ',' or the pairs' end")? {
+                            break;
                         }
                     }
                 }

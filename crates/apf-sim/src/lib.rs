@@ -82,7 +82,7 @@ pub use cluster::{
 };
 pub use render::protobuf;
 pub use reviews::{Grant, SimUser};
-pub use scenario::{FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
+pub use scenario::{Arrivals, FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
 pub use server::serve;
 pub use simulator::{LevelTruth, SimOptions, Simulator};
 pub use tabwriter::tabwrite;

@@ -18,8 +18,11 @@
 //!     duration: 2s        # execution time of one request
 //!     duration_spread: 0.5  # optional: each request's time uniform in duration x [0.5, 1.5] (default 0)
 //!     rate: [ {at: 0s, rps: 5}, {at: 60s, rps: 40}, {at: 200s, rps: 5} ]  # requests/s, linear in between
+//!     arrivals: poisson   # default; `even`: evenly spaced, as a client held to a steady pace sends them
 //! ```
-//! Arrivals are Poisson with the seeded RNG. Before the first point the first rate holds, after the last the last.
+//! Arrivals are Poisson with the seeded RNG, or evenly spaced (`arrivals: even`: a controller's workers, a client-go
+//! token bucket held at its QPS; its seats in use then follow the rate without a Poisson flow's scatter of about the
+//! square root of their number). Before the first point the first rate holds, after the last the last.
 //! Unknown keys are errors.
 //!
 //! A flow's requests land where kube-apiserver would put them: the simulated replica matches each flow (user,
@@ -87,6 +90,17 @@ fn default_seats() -> u32 {
     1
 }
 
+/// How a flow's requests arrive at the rate its curve gives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Independently of each other (a Poisson process): many clients, each sending now and then.
+    #[default]
+    Poisson,
+    /// Evenly spaced: one client held to a steady pace.
+    Even,
+}
+
 /// One point of a flow's rate curve.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -125,6 +139,8 @@ pub struct FlowSpec {
     #[serde(default)]
     pub duration_spread: f64,
     pub rate: Vec<RatePoint>,
+    #[serde(default)]
+    pub arrivals: Arrivals,
 }
 
 /// A loaded, validated scenario.

@@ -70,6 +70,7 @@ impl Simulator {
                 } else {
                     spec.seats.max(1) as f64
                 },
+                owed: 0.0,
             })
             .collect();
         let mut wait_buckets = vec![0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0];

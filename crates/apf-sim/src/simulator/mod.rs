@@ -410,6 +410,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn even_arrivals_hold_seats_in_use_at_the_rate_times_the_duration() {
+        // 50 requests/s of 720 ms each in global-default (49 seats on 1.25): 36 seats in use, a seat either way at
+        // most (a request ends and the next begins within a 10 ms tick). Poisson arrivals at the same rate scatter
+        // by about the square root of 36.
+        let flow = |arrivals: &str| {
+            let sc = Scenario::from_yaml(&format!(
+                "duration: 60s\nflows:\n- {{name: a, flow_schema: global-default, user: alice, duration: 720ms, \
+                 arrivals: {arrivals}, rate: [{{at: 0s, rps: 50}}]}}\n"
+            ))
+            .unwrap();
+            let s = Simulator::try_new(SimOptions::new(KubeVersion::new(25, 0), sc)).unwrap();
+            s.step(Duration::from_secs(5));
+            (0..200)
+                .map(|_| {
+                    s.step(Duration::from_millis(130));
+                    let t = s.truth();
+                    let l = t.iter().find(|l| l.priority_level == "global-default");
+                    f64::from(l.map_or(0, |l| l.executing_seats))
+                })
+                .collect::<Vec<f64>>()
+        };
+        let even = flow("even");
+        assert!(even.iter().all(|s| (35.0..=37.0).contains(s)), "{even:?}");
+        let poisson = flow("poisson");
+        let spread = poisson.iter().copied().fold(f64::MIN, f64::max)
+            - poisson.iter().copied().fold(f64::MAX, f64::min);
+        assert!(spread > 10.0, "{poisson:?}");
+        // Unknown ways of arriving are refused by name.
+        let e = Scenario::from_yaml(
+            "duration: 60s\nflows:\n- {name: a, user: alice, duration: 1s, arrivals: bursty, rate: [{at: 0s, rps: 1}]}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("bursty") && e.contains("even"), "{e}");
+    }
+
+    #[test]
     fn borrowing_moves_limits() {
         let s = sim(29, ScenarioSource::Idle, 5);
         s.step(Duration::from_secs(60));

@@ -186,6 +186,8 @@ pub(crate) struct Flow {
     /// Before 1.23 every request takes one seat; a flow of width N is then sent N times as often so that a
     /// scenario keeps the same seat demand (and pressure) on every version.
     pub(super) rate_scale: f64,
+    /// Evenly spaced arrivals: the part of the next request the rate has accumulated so far.
+    pub(super) owed: f64,
 }
 
 pub(crate) struct State {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use apf::reason::{CONCURRENCY_LIMIT, QUEUE_FULL, TIME_OUT};
 
 use crate::audit::AuditRecord;
+use crate::scenario::Arrivals;
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -48,11 +49,30 @@ impl State {
         let mut arrivals = Vec::new();
         let in_scenario = Duration::from_nanos(t0 % self.scenario_ns);
         for fi in 0..self.flows.len() {
-            let f = &self.flows[fi];
+            let f = &mut self.flows[fi];
             let lambda =
                 f.rate.rps_at(in_scenario) * f.rate_scale * self.load_share * TICK_NS as f64 / 1e9;
-            for _ in 0..poisson(&mut self.rng, lambda) {
-                arrivals.push((t0 + self.rng.gen_range(1..=TICK_NS), fi));
+            match f.rate.arrivals {
+                Arrivals::Poisson => {
+                    for _ in 0..poisson(&mut self.rng, lambda) {
+                        arrivals.push((t0 + self.rng.gen_range(1..=TICK_NS), fi));
+                    }
+                }
+                Arrivals::Even => {
+                    // Also catches NaN from a hand-built scenario.
+                    if lambda.is_nan() || lambda <= 0.0 {
+                        continue;
+                    }
+                    // Each request at the instant the rate has accumulated a whole one.
+                    let mut at = 1.0 - f.owed;
+                    f.owed += lambda.min(500.0);
+                    while f.owed >= 1.0 {
+                        f.owed -= 1.0;
+                        let offset = (at / lambda * TICK_NS as f64).ceil() as u64;
+                        arrivals.push((t0 + offset.clamp(1, TICK_NS), fi));
+                        at += 1.0;
+                    }
+                }
             }
         }
         arrivals.sort();

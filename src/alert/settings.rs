@@ -27,16 +27,18 @@ pub enum RuleName {
     APFHeadroomExhausted,
     APFQueueNearFull,
     APFExhaustionPredicted,
+    APFSaturationRecurring,
     APFRequestsRejected,
     APFScrapeFailing,
 }
 
 impl RuleName {
-    pub const ALL: [RuleName; 6] = [
+    pub const ALL: [RuleName; 7] = [
         RuleName::APFHeadroomLow,
         RuleName::APFHeadroomExhausted,
         RuleName::APFQueueNearFull,
         RuleName::APFExhaustionPredicted,
+        RuleName::APFSaturationRecurring,
         RuleName::APFRequestsRejected,
         RuleName::APFScrapeFailing,
     ];
@@ -47,6 +49,7 @@ impl RuleName {
             RuleName::APFHeadroomExhausted => "APFHeadroomExhausted",
             RuleName::APFQueueNearFull => "APFQueueNearFull",
             RuleName::APFExhaustionPredicted => "APFExhaustionPredicted",
+            RuleName::APFSaturationRecurring => "APFSaturationRecurring",
             RuleName::APFRequestsRejected => "APFRequestsRejected",
             RuleName::APFScrapeFailing => "APFScrapeFailing",
         }
@@ -89,7 +92,8 @@ pub struct RuleConfig {
     pub disabled: bool,
     /// The fire threshold, in the rule's unit (`alert::RuleSpec` says which side fires): a headroom ratio
     /// (HeadroomLow), requests waiting (HeadroomExhausted), a share of queueLengthLimit (QueueNearFull), seconds
-    /// (ExhaustionPredicted), rejections/s (RequestsRejected); APFScrapeFailing has none.
+    /// (ExhaustionPredicted), the share of `analysis.lookback` the level was full (SaturationRecurring),
+    /// rejections/s (RequestsRejected); APFScrapeFailing has none.
     pub threshold: Option<f64>,
     /// The condition ends only past this value (hysteresis): a value hovering at the threshold does not flap.
     pub clear_threshold: Option<f64>,

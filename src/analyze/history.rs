@@ -9,6 +9,7 @@ use apf::model::{FlowSchemaTotals, Histogram, LevelSnapshot, ReplicaSnapshot};
 pub use super::math::Buckets;
 
 use super::flows::{self, FlowWindow};
+use super::saturation::{self as sat, Saturation, SaturationLedger};
 use super::FlowReport;
 
 #[derive(Debug, Clone)]
@@ -374,6 +375,8 @@ pub struct ReplicaHistory {
     flows: FlowWindow,
     /// A tenth of the window last pruned to: the flows' slices.
     slice_seconds: f64,
+    /// The episodes in which each level was full, over the lookback (longer than the window).
+    saturation: SaturationLedger,
 }
 
 impl Default for ReplicaHistory {
@@ -384,6 +387,7 @@ impl Default for ReplicaHistory {
             flows: FlowWindow::default(),
             // A tenth of the default window until the first prune says which.
             slice_seconds: 60.0 / flows::SLICES,
+            saturation: SaturationLedger::default(),
         }
     }
 }
@@ -395,10 +399,25 @@ impl ReplicaHistory {
             Some(snapshot) => snapshot.flows.take(),
             None => point.snapshot.flows.clone(),
         };
+        let compact = WindowPoint::new(point.at, &point.snapshot, self.points.back());
+        if let Some(before) = self.points.back() {
+            let seconds = compact.at - before.at;
+            if seconds > 0.0 {
+                for place in compact.layout.iter() {
+                    let Some(after) = compact.level(&place.name) else {
+                        continue;
+                    };
+                    let interval = sat::interval(before.level(&place.name), after, seconds);
+                    let dumped = flows.as_deref().unwrap_or_default();
+                    self.saturation
+                        .note(&place.name, compact.at, seconds, interval, dumped);
+                }
+            }
+        }
+        self.saturation.watched(compact.at);
         if let Some(flows) = flows {
             self.flows.add(point.at, self.slice_seconds, &flows);
         }
-        let compact = WindowPoint::new(point.at, &point.snapshot, self.points.back());
         self.points.push_back(compact);
         // The histograms are read from the window's points alone: not held twice (two per level of every replica).
         if let Some(snapshot) = Arc::get_mut(&mut point.snapshot) {
@@ -411,13 +430,22 @@ impl ReplicaHistory {
     }
 
     /// Drops points no longer needed for a window of `window` seconds ending at `now`, keeping one baseline point
-    /// before the window.
-    pub fn prune(&mut self, now: f64, window: f64) {
+    /// before the window, and the episodes of saturation that ended before the `lookback`.
+    pub fn prune(&mut self, now: f64, window: f64, lookback: f64) {
         while self.points.len() >= 2 && self.points[1].at <= now - window {
             self.points.pop_front();
         }
         self.flows.prune(now, window);
         self.slice_seconds = window / flows::SLICES;
+        let latest = self.points.back().map(|p| &p.layout);
+        self.saturation.prune(now, lookback.max(window), |level| {
+            latest.is_some_and(|l| l.iter().any(|p| *p.name == *level))
+        });
+    }
+
+    /// How often, how long and how much of the lookback `level` was full, when it was.
+    pub fn saturation(&self, level: &str) -> Option<Saturation> {
+        self.saturation.report(level)
     }
 
     /// Each flow's mean waiting requests and seats over the window's dumps, the `n` with the most pressure per level.

@@ -1,4 +1,4 @@
-//! Counter increases with resets, histogram quantiles, and a trend robust to outliers.
+//! Counter increases with resets, histogram quantiles, and the trend of a series' latest stretch.
 
 /// Increase of a counter over successive samples, Prometheus style: a drop means the process restarted and the
 /// counter began again from 0. `None` is a sample where the series was absent (no increase counted across it).
@@ -99,30 +99,200 @@ pub fn share_above(x: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     Some((1.0 - below / total).clamp(0.0, 1.0))
 }
 
-/// The Theil-Sen slope: the median of the slopes between every pair of points. One outlier cannot move it much,
-/// unlike a least-squares fit. `None` for fewer than two distinct times.
-pub fn theil_sen_slope(points: &[(f64, f64)]) -> Option<f64> {
-    let mut slopes = Vec::with_capacity(points.len() * points.len() / 2);
-    for (i, a) in points.iter().enumerate() {
-        for b in &points[i + 1..] {
-            let dt = b.0 - a.0;
-            if dt.abs() > 1e-9 {
-                slopes.push((b.1 - a.1) / dt);
+/// The straight line through the latest stretch of a series: the samples since its last change of regime (a level
+/// that idled for a minute and then began to fill is fitted on the filling alone). Seats in use are a gauge of whole
+/// seats; the fit is least squares, the stretch found by splitting the series where two lines explain it better than
+/// one ([`latest_trend`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    /// Change per second.
+    pub slope: f64,
+    /// The slope's standard error: the scatter about the lines of every stretch of the window (one gauge, one
+    /// noise), the stretch's own when it is larger, and never less than the rounding of a whole seat.
+    pub slope_error: f64,
+    /// The line's value at the last sample (not the sample itself: one reading is one seat off, or more).
+    pub last: f64,
+    /// Time of the stretch's first sample, and how many samples it holds.
+    pub since: f64,
+    pub samples: usize,
+    /// Mean time between its samples.
+    pub spacing: f64,
+    /// How many standard errors above zero the slope must be to count as rising: [`MIN_SIGNIFICANCE`], more when
+    /// the scatter was read off few samples.
+    pub significance: f64,
+}
+
+/// The fewest samples a stretch is fitted on: three leave one degree of freedom, and a line through three noisy
+/// samples is steep as often as not.
+const MIN_STRETCH: usize = 4;
+
+/// A gauge of whole seats read off a quantity that rises smoothly is off by up to half a seat: a standard deviation of
+/// 1/sqrt(12). No fit is trusted to be closer than that.
+const ROUNDING_VARIANCE: f64 = 1.0 / 12.0;
+
+/// Seats in use move by a seat either way as single requests start and end around the instant they are read, however
+/// steady the load: a second line must explain more than that scatter (a seat squared per sample) to split a series.
+const SPLIT_VARIANCE: f64 = 1.0;
+
+/// A slope counts as rising only this many standard errors above zero ...
+const MIN_SIGNIFICANCE: f64 = 5.0;
+
+/// ... or more where the scatter it is measured against was read off few samples (a cold start): Student's t that
+/// noise exceeds once in a thousand, by the degrees of freedom of that scatter (1 to 6; beyond, 5 is stricter).
+const SIGNIFICANCE_FEW: [f64; 6] = [318.31, 22.327, 10.215, 7.173, 5.893, 5.208];
+
+impl Trend {
+    /// Seconds from the stretch's first sample to its last.
+    pub fn span(&self) -> f64 {
+        self.spacing * (self.samples - 1) as f64
+    }
+
+    /// Seconds until the line reaches `ceiling`, once it is known well enough to say: rising by more than
+    /// [`Trend::significance`] standard errors, and with the estimate's own standard error under the time between
+    /// samples (a second at least). Then each scrape moves the estimate by less than the time that passed, so on a
+    /// steady ramp it only falls; an exhaustion seconds away is said within a few samples, one minutes away once
+    /// the ramp has lasted long enough to tell it from noise. `None` while the line is not rising or not yet known.
+    pub fn seconds_to(&self, ceiling: f64) -> Option<f64> {
+        if self.slope.is_nan()
+            || self.slope <= 0.0
+            || self.slope < self.significance * self.slope_error
+        {
+            return None;
+        }
+        let seconds = ((ceiling - self.last) / self.slope).max(0.0);
+        // The standard error of `seconds` is `seconds` times the slope's relative error.
+        let error = seconds * self.slope_error / self.slope;
+        (error <= self.spacing.max(1.0)).then_some(seconds)
+    }
+}
+
+/// Prefix sums of a series, times taken from its first sample and values from its first value (no cancellation):
+/// any stretch's least-squares line in constant time.
+struct Sums {
+    /// Per prefix: n, sum t, sum y, sum t^2, sum ty, sum y^2.
+    prefix: Vec<[f64; 6]>,
+    t0: f64,
+    y0: f64,
+}
+
+/// A stretch's least-squares line: its slope, the sum of squared residuals, the spread of its times (sum of squared
+/// deviations from their mean), and the means.
+struct Fit {
+    slope: f64,
+    residual: f64,
+    spread: f64,
+    mean_t: f64,
+    mean_y: f64,
+}
+
+impl Sums {
+    fn new(points: &[(f64, f64)]) -> Self {
+        let (t0, y0) = points.first().copied().unwrap_or_default();
+        let mut prefix = Vec::with_capacity(points.len() + 1);
+        let mut acc = [0.0; 6];
+        prefix.push(acc);
+        for &(t, y) in points {
+            let (t, y) = (t - t0, y - y0);
+            for (a, v) in acc.iter_mut().zip([1.0, t, y, t * t, t * y, y * y]) {
+                *a += v;
             }
+            prefix.push(acc);
+        }
+        Sums { prefix, t0, y0 }
+    }
+
+    /// The line of samples `from..to`; its times all alike, a flat line at their mean.
+    fn fit(&self, from: usize, to: usize) -> Fit {
+        let (a, b) = (&self.prefix[from], &self.prefix[to]);
+        let [n, t, y, tt, ty, yy] = std::array::from_fn(|i| b[i] - a[i]);
+        let n = n.max(1.0);
+        let spread = (tt - t * t / n).max(0.0);
+        let covariance = ty - t * y / n;
+        let variance = (yy - y * y / n).max(0.0);
+        let slope = if spread > 1e-12 {
+            covariance / spread
+        } else {
+            0.0
+        };
+        Fit {
+            slope,
+            residual: (variance - slope * covariance).max(0.0),
+            spread,
+            mean_t: t / n + self.t0,
+            mean_y: y / n + self.y0,
         }
     }
-    if slopes.is_empty() {
+
+    fn residual(&self, from: usize, to: usize) -> f64 {
+        if to - from < 3 {
+            // Two samples or fewer lie on their line.
+            return 0.0;
+        }
+        self.fit(from, to).residual
+    }
+}
+
+/// The line of a series' latest stretch ([`Trend`]), its samples in time order. The series is split where a second
+/// line explains it better than one by Schwarz's criterion (the second line and where it starts, three numbers, must
+/// pay for themselves), again and again in its latest part, so a level that idled, rose, paused and rose again is
+/// fitted on its last rise. `None` with fewer than [`MIN_STRETCH`] samples or their times all alike.
+pub fn latest_trend(points: &[(f64, f64)]) -> Option<Trend> {
+    let n = points.len();
+    if n < MIN_STRETCH {
         return None;
     }
-    // The median by selection, not a sort: a window of 250 ms scrapes has 240 points, 28,680 slopes per level.
-    let (len, mid) = (slopes.len(), slopes.len() / 2);
-    let (below, upper, _) = slopes.select_nth_unstable_by(mid, f64::total_cmp);
-    Some(if len % 2 == 0 {
-        // The `mid` slopes below the upper middle one: the largest of them is the lower middle.
-        let lower = below.iter().copied().max_by(f64::total_cmp)?;
-        (lower + *upper) / 2.0
+    let sums = Sums::new(points);
+    // Where the latest stretch starts, and the residuals of the stretches before it.
+    let (mut from, mut before, mut stretches) = (0, 0.0, 1);
+    while n - from >= MIN_STRETCH + 2 {
+        let m = (n - from) as f64;
+        // The scatter of a steady gauge keeps a perfect fit from being infinitely better than a near one.
+        let floor = m * SPLIT_VARIANCE;
+        let one = sums.residual(from, n) + floor;
+        let Some((two, at)) = (from + 2..=n - MIN_STRETCH)
+            .map(|k| (sums.residual(from, k) + sums.residual(k, n) + floor, k))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+        else {
+            break;
+        };
+        if m * (one / m).ln() - m * (two / m).ln() <= 3.0 * m.ln() {
+            break;
+        }
+        before += sums.residual(from, at);
+        stretches += 1;
+        from = at;
+    }
+    let fit = sums.fit(from, n);
+    if fit.spread <= 1e-12 {
+        return None;
+    }
+    let samples = n - from;
+    // The scatter about the lines, with the degrees of freedom it was read with: the stretch's own, that of every
+    // stretch of the window (one gauge, one noise) when larger, or the rounding of whole seats, known exactly.
+    let own = (fit.residual / (samples - 2) as f64, samples - 2);
+    let dof = n.saturating_sub(2 * stretches);
+    let pooled = if dof > 0 {
+        ((before + fit.residual) / dof as f64, dof)
     } else {
-        *upper
+        (0.0, 0)
+    };
+    let (variance, dof) = [own, pooled, (ROUNDING_VARIANCE, usize::MAX)]
+        .into_iter()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .unwrap_or((ROUNDING_VARIANCE, usize::MAX));
+    let significance = dof
+        .checked_sub(1)
+        .and_then(|i| SIGNIFICANCE_FEW.get(i))
+        .map_or(MIN_SIGNIFICANCE, |t| t.max(MIN_SIGNIFICANCE));
+    let (first, last) = (points[from].0, points[n - 1].0);
+    Some(Trend {
+        slope: fit.slope,
+        slope_error: (variance / fit.spread).sqrt(),
+        last: fit.mean_y + fit.slope * (last - fit.mean_t),
+        since: first,
+        samples,
+        spacing: (last - first) / (samples - 1) as f64,
+        significance,
     })
 }
 
@@ -218,45 +388,51 @@ mod tests {
     }
 
     #[test]
-    fn theil_sen_ignores_one_outlier() {
-        let mut pts: Vec<(f64, f64)> = (0..12)
-            .map(|i| (i as f64 * 5.0, 100.0 - i as f64 * 5.0))
+    fn the_latest_stretch_is_fitted_alone() {
+        // 40 s flat at 100, then 5 a second: the line of the rise, from the knee.
+        let pts: Vec<(f64, f64)> = (0..=50)
+            .map(|t| {
+                let t = f64::from(t);
+                (t, 100.0 + 5.0 * (t - 40.0).max(0.0))
+            })
             .collect();
-        pts[6].1 = 500.0;
-        let slope = theil_sen_slope(&pts).unwrap();
-        assert!((slope + 1.0).abs() < 0.05, "{slope}");
-        assert_eq!(theil_sen_slope(&[(1.0, 1.0)]), None);
+        let trend = latest_trend(&pts).unwrap();
+        assert!((trend.slope - 5.0).abs() < 1e-6, "{trend:?}");
+        assert!((39.0..=41.0).contains(&trend.since), "{trend:?}");
+        assert!((trend.last - 150.0).abs() < 1e-6, "{trend:?}");
+        assert_eq!(trend.spacing, 1.0);
+        // 150 to 200 at 5 a second: 10 s.
+        assert!((trend.seconds_to(200.0).unwrap() - 10.0).abs() < 1e-6);
+        // One straight line is not split.
+        let line: Vec<(f64, f64)> = (0..30)
+            .map(|t| (f64::from(t), 2.0 * f64::from(t)))
+            .collect();
+        assert_eq!(latest_trend(&line).unwrap().samples, 30);
     }
 
     #[test]
-    fn theil_sen_is_the_median_of_the_sorted_slopes() {
-        // Seats that wander (a linear congruential sequence), odd and even counts of slopes, repeated times.
-        let mut seed: u64 = 7;
-        for n in 2..40 {
-            let pts: Vec<(f64, f64)> = (0..n)
-                .map(|i| {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((i / 3) as f64, (seed >> 54) as f64)
-                })
-                .collect();
-            let mut slopes: Vec<f64> = Vec::new();
-            for (i, a) in pts.iter().enumerate() {
-                for b in &pts[i + 1..] {
-                    if (b.0 - a.0).abs() > 1e-9 {
-                        slopes.push((b.1 - a.1) / (b.0 - a.0));
-                    }
-                }
-            }
-            slopes.sort_by(f64::total_cmp);
-            let m = slopes.len() / 2;
-            let median = match slopes.len() {
-                0 => None,
-                l if l % 2 == 0 => Some((slopes[m - 1] + slopes[m]) / 2.0),
-                _ => Some(slopes[m]),
-            };
-            assert_eq!(theil_sen_slope(&pts), median, "{n} points");
-        }
+    fn too_few_samples_or_one_instant_give_no_trend() {
+        assert_eq!(latest_trend(&[(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]), None);
+        assert_eq!(latest_trend(&[(5.0, 1.0); 8]), None);
+        // Falling or flat: known, but no time to a ceiling.
+        let falling: Vec<(f64, f64)> = (0..10).map(|t| (f64::from(t), -f64::from(t))).collect();
+        assert_eq!(latest_trend(&falling).unwrap().seconds_to(100.0), None);
+    }
+
+    #[test]
+    fn a_rise_within_the_noise_or_known_too_roughly_is_not_told() {
+        // Four samples rising a seat a second: certainly rising, but 142 s away is known only to within 18 s.
+        let slow: Vec<(f64, f64)> = (0..4)
+            .map(|t| (f64::from(t), 100.0 + f64::from(t)))
+            .collect();
+        assert_eq!(latest_trend(&slow).unwrap().seconds_to(245.0), None);
+        // The same rise over a minute says 86 s to within a second.
+        let long: Vec<(f64, f64)> = (0..60)
+            .map(|t| (f64::from(t), 100.0 + f64::from(t)))
+            .collect();
+        let s = latest_trend(&long).unwrap().seconds_to(245.0).unwrap();
+        assert!((s - 86.0).abs() < 1e-6, "{s}");
+        // A level past its ceiling has no time left, never a negative one.
+        assert_eq!(latest_trend(&long).unwrap().seconds_to(120.0), Some(0.0));
     }
 }

@@ -8,6 +8,7 @@ pub mod incidents;
 mod math;
 mod problem;
 pub mod round;
+mod saturation;
 mod settings;
 mod status;
 
@@ -15,8 +16,9 @@ pub use advice::{advise, ClientAdvice, SchemaCost};
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
-pub use math::{counter_increase, histogram_quantile, share_above, theil_sen_slope};
+pub use math::{counter_increase, histogram_quantile, latest_trend, share_above, Trend};
 pub use problem::Problem;
+pub use saturation::{HeldBy, Saturation, SaturationLedger, FULL, MIN_EPISODES, OVERDUE_AFTER};
 pub use settings::AnalysisConfig;
 pub use status::{waiting_width, LevelStatus};
 
@@ -219,6 +221,14 @@ pub struct LevelReport {
     pub no_accommodation_per_second: Option<f64>,
     #[serde(serialize_with = "round::whole")]
     pub seconds_to_exhaustion: Option<f64>,
+    /// The rise of seats in use behind `seconds_to_exhaustion` (present with it): how fast, and since when. Not in
+    /// the JSON.
+    #[serde(skip)]
+    pub seats_rising: Option<Trend>,
+    /// The episodes in which the level was full over the lookback (`analysis.lookback`); absent when it was never
+    /// full in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<Saturation>,
     /// The worst alert rule holding on the level (filled in by the rules; `ok` until then).
     pub status: LevelStatus,
     pub top_flows: Vec<FlowReport>,
@@ -274,12 +284,6 @@ pub struct FlowReport {
     pub advice: Option<ClientAdvice>,
 }
 
-/// The share of the window the samples of a trend must span before its time to exhaustion is published. Samples
-/// seconds apart swing with every jitter of a scrape's timing: on a steady ramp scraped each second, a fit of the
-/// first three read 56 s where 78 s was true. Over half the window the fit is stable, so on a steady ramp the
-/// estimate only falls.
-pub const TREND_SPAN_SHARE: f64 = 0.5;
-
 /// The share of the window, at its end, that tells whether pressure the window holds is still there: a quarter (15 s
 /// of a minute). A rule reading the window's histogram holds only while this part of it shows the pressure too.
 pub const RECENT_SHARE: f64 = 0.25;
@@ -290,6 +294,8 @@ pub struct Analysis {
     /// Seconds covered by rates, percentiles, trends and flow means.
     pub window_seconds: f64,
     pub top_flows: usize,
+    /// Seconds over which the episodes of saturation are counted (at least the window).
+    pub lookback_seconds: f64,
 }
 
 impl Default for Analysis {
@@ -297,6 +303,7 @@ impl Default for Analysis {
         Self {
             window_seconds: 60.0,
             top_flows: 10,
+            lookback_seconds: 300.0,
         }
     }
 }
@@ -351,6 +358,7 @@ impl Analysis {
             if name != EXEMPT {
                 lr.top_flows = flows.get(name.as_str()).cloned().unwrap_or_default();
                 lr.peak_active_flows = advice::peak_active_flows(&inside, name);
+                lr.saturation = history.saturation(name);
             }
             report.levels.push(lr);
         }
@@ -468,15 +476,15 @@ impl Analysis {
                 .iter()
                 .filter_map(|p| Some((p.at - now, p.level(name)?.headroom_seats()?))),
         );
-        let trend_span = match (trend.first(), trend.last()) {
-            (Some(first), Some(last)) => last.0 - first.0,
-            _ => 0.0,
-        };
-        let seconds_to_exhaustion = match headroom {
-            Some(h) if h <= 0.0 => Some(0.0),
-            Some(h) if trend.len() >= 3 && trend_span >= self.window_seconds * TREND_SPAN_SHARE => {
-                theil_sen_slope(&trend).filter(|s| *s > 1e-9).map(|s| h / s)
-            }
+        // The fall that matters is the latest one: a level that idled for a minute and then began to fill is fitted
+        // on the filling alone, so the estimate follows a new ramp within a few scrapes.
+        let rising = latest_trend(&trend);
+        // Requests waiting mean no seat fits them (APF queues a request only then): the level is exhausted for
+        // them, though a few seats may be free for narrower ones.
+        let waiting = level.inqueue_requests.is_some_and(|w| w > 0.0);
+        let seconds_to_exhaustion = match (headroom, limit, rising) {
+            (Some(h), _, _) if h <= 0.0 || waiting => Some(0.0),
+            (Some(_), Some(limit), Some(t)) => t.seconds_to(limit),
             _ => None,
         };
         LevelReport {
@@ -512,6 +520,8 @@ impl Analysis {
             demand_seats_max,
             no_accommodation_per_second,
             seconds_to_exhaustion,
+            seats_rising: seconds_to_exhaustion.and(rising),
+            saturation: None,
             status: LevelStatus::Ok,
             top_flows: Vec::new(),
             flow_schema_costs: BTreeMap::new(),
@@ -708,42 +718,63 @@ mod tests {
         assert_eq!(r.levels[0].seconds_to_exhaustion, None);
     }
 
-    #[test]
-    fn on_a_steady_ramp_the_time_to_exhaustion_only_falls() {
-        // Seats in use rise 2 a second toward a 400-seat limit, scraped every second; each scrape's recorded time is
-        // off by up to 0.3 s from the instant its gauges were read (scrapes take time, and not the same each time).
-        let mut seed: u64 = 42;
-        let mut jitter = || {
-            seed = seed
+    /// A deterministic stream of numbers in [-0.5, 0.5): a linear congruential generator, seeded.
+    fn uniform(seed: u64) -> impl FnMut() -> f64 {
+        let mut state = seed;
+        move || {
+            state = state
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.6
-        };
+            (state >> 33) as f64 / (1u64 << 31) as f64 - 0.5
+        }
+    }
+
+    /// Scrapes of workload-low every `step` seconds until `until`, seats in use `seats(t)` of `limit` (read as whole
+    /// seats), each scrape's recorded time off by up to `jitter` seconds from the instant its gauges were read; every
+    /// published time to exhaustion as (the scrape's time, the estimate).
+    fn published(
+        limit: f64,
+        seats: impl Fn(f64) -> f64,
+        step: f64,
+        until: f64,
+        jitter: f64,
+        seed: u64,
+    ) -> Vec<(f64, f64)> {
+        let mut jitter_of = uniform(seed);
         let analysis = Analysis::default();
         let mut h = ReplicaHistory::default();
-        let mut published: Vec<(u32, f64)> = Vec::new();
-        for k in 0..=120u32 {
-            let at = f64::from(k) + jitter();
+        let mut out = Vec::new();
+        for k in 0..=(until / step) as u32 {
+            let read = f64::from(k) * step;
+            let at = read + 2.0 * jitter * jitter_of();
             h.push(Point {
                 at,
                 wall_time: String::new(),
                 snapshot: Arc::new(snap(vec![(
                     "workload-low",
-                    level(400.0, 2.0 * f64::from(k), 0.0, &[]),
+                    level(limit, seats(read).round(), 0.0, &[]),
                 )])),
             });
-            if let Some(s) = analysis.analyze_replica("a", &h, at).levels[0].seconds_to_exhaustion {
-                published.push((k, s));
+            h.prune(at, analysis.window_seconds, analysis.lookback_seconds);
+            let l = &analysis.analyze_replica("a", &h, at).levels[0];
+            if let Some(s) = l.seconds_to_exhaustion {
+                out.push((read, s));
             }
         }
-        // Not before the samples span half the window.
-        assert!(published[0].0 >= 30, "{:?}", &published[..3]);
-        assert_eq!(published.len(), 120 - 30 + 1, "then at every scrape");
-        for (k, s) in &published {
-            let truth = 200.0 - f64::from(*k);
+        out
+    }
+
+    /// Every estimate within `tolerance` of `truth`, and each one below the one before.
+    fn only_falls_near_the_truth(
+        published: &[(f64, f64)],
+        truth: impl Fn(f64) -> f64,
+        tolerance: f64,
+    ) {
+        for (t, s) in published {
+            let truth = truth(*t);
             assert!(
-                (s - truth).abs() <= 0.05 * truth + 0.5,
-                "{k}: {s} for {truth}"
+                (s - truth).abs() <= tolerance * truth,
+                "at {t} s: {s} for {truth}"
             );
         }
         for pair in published.windows(2) {
@@ -754,6 +785,126 @@ mod tests {
                 pair[1]
             );
         }
+    }
+
+    #[test]
+    fn a_new_ramp_is_followed_within_a_few_scrapes() {
+        // The shape that starts outages: workload-low steady at 185 of 245 seats for minutes, scraped every second,
+        // then 3 more seats a second: no seat free 20 s later. Each scrape's time is off by up to 50 ms (the time
+        // apf-monitor stamps is when it asked for /metrics; the apiserver reads its gauges a moment later).
+        const RAMP: f64 = 120.0;
+        let seats = |t: f64| 185.0 + 3.0 * (t - RAMP).max(0.0);
+        for seed in 1..=20 {
+            let published = published(245.0, seats, 1.0, RAMP + 19.0, 0.05, seed);
+            let first = published.first().copied();
+            // Nothing while the level was steady: a window of flat samples predicts no exhaustion.
+            let Some((first, _)) = first.filter(|(t, _)| *t >= RAMP) else {
+                panic!("seed {seed}: {published:?}");
+            };
+            assert!(
+                first <= RAMP + 5.0,
+                "seed {seed}: first published {} s into the ramp",
+                first - RAMP
+            );
+            // From its first publication: within 20 % of the truth, and only falling.
+            only_falls_near_the_truth(&published, |t| (245.0 - seats(t)) / 3.0, 0.2);
+        }
+    }
+
+    #[test]
+    fn on_a_steady_ramp_the_time_to_exhaustion_only_falls() {
+        // Seats in use rise 2 a second toward a 400-seat limit, scraped every second; each scrape's recorded time is
+        // off by up to 0.3 s from the instant its gauges were read (scrapes take time, and not the same each time).
+        // An exhaustion minutes away is said once the fit can tell it to within a scrape interval, and from then on
+        // the estimate only falls.
+        for seed in 1..=10 {
+            let published = published(400.0, |t| 2.0 * t, 1.0, 190.0, 0.3, seed);
+            let first = published.first().map_or(f64::INFINITY, |p| p.0);
+            assert!(first <= 30.0, "seed {seed}: first at {first} s");
+            assert!(
+                published.len() as f64 >= 190.0 - first,
+                "seed {seed}: then at every scrape: {published:?}"
+            );
+            only_falls_near_the_truth(&published, |t| 200.0 - t, 0.05);
+        }
+    }
+
+    #[test]
+    fn once_told_the_estimate_stays_through_a_seat_of_scatter() {
+        // Half a seat more a second, scraped every 5 s, each reading a seat off either way (requests start and end
+        // around the instant): once published, the estimate is there at every scrape until the level is full (a
+        // gap would restart an alert's `for`), and it stays near the truth.
+        for seed in 1..=20 {
+            let mut scatter = uniform(seed);
+            let noise: Vec<f64> = (0..=60).map(|_| (2.0 * scatter()).round()).collect();
+            let seats = |t: f64| 185.0 + 0.5 * t + noise[(t / 5.0) as usize];
+            let published = published(245.0, seats, 5.0, 110.0, 0.05, seed);
+            // Within a minute of a rise two minutes from the limit (sooner where the scatter is kinder).
+            let first = published.first().map_or(f64::INFINITY, |p| p.0);
+            assert!(first <= 60.0, "seed {seed}: first at {first} s");
+            let told: Vec<f64> = published.iter().map(|p| p.0).collect();
+            let every: Vec<f64> = (0..=22)
+                .map(|k| f64::from(k) * 5.0)
+                .filter(|t| *t >= first)
+                .collect();
+            assert_eq!(told, every, "seed {seed}: {published:?}");
+            for (t, s) in &published {
+                let truth = (245.0 - 185.0 - 0.5 * t) / 0.5;
+                assert!(
+                    (s - truth).abs() <= 0.2 * truth + 5.0,
+                    "seed {seed} at {t} s: {s} for {truth}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn jittery_flat_seats_predict_nothing() {
+        // Steady load read with noise: seats in use scatter by up to +-n around 185 or 235 of 245, scraped every
+        // second for five minutes. No stretch of it is a ramp to fit.
+        for (mean, spread) in [(185.0, 2.0), (185.0, 10.0), (185.0, 40.0), (235.0, 8.0)] {
+            for seed in 1..=10 {
+                let mut noise = uniform(seed);
+                let noisy: Vec<f64> = (0..=300).map(|_| mean + spread * noise()).collect();
+                let published = published(
+                    245.0,
+                    |t| noisy[t as usize].min(244.0),
+                    1.0,
+                    300.0,
+                    0.05,
+                    seed,
+                );
+                assert!(
+                    published.is_empty(),
+                    "{mean} +- {spread}, seed {seed}: {published:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_paused_ramp_that_rises_again_is_fitted_on_its_last_rise() {
+        // 1 seat/s for 20 s, a 15 s pause, then 4 seats/s: the estimate is of the last rise, not of the window's
+        // average.
+        let seats = |t: f64| {
+            if t < 20.0 {
+                100.0 + t
+            } else if t < 35.0 {
+                120.0
+            } else {
+                120.0 + 4.0 * (t - 35.0)
+            }
+        };
+        let published = published(245.0, seats, 1.0, 60.0, 0.0, 1);
+        let (t, s) = *published.last().unwrap();
+        assert_eq!(t, 60.0);
+        let truth = (245.0 - seats(t)) / 4.0;
+        assert!((s - truth).abs() <= 0.05 * truth, "{s} for {truth}");
+        // During the pause nothing is predicted.
+        assert!(
+            !published.iter().any(|(t, _)| (25.0..35.0).contains(t)),
+            "{published:?}"
+        );
     }
 
     #[test]

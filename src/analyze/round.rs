@@ -4,7 +4,8 @@
 //! - seats and requests: the apiserver counts them in whole units; means over a window keep 2 decimals;
 //! - ratios: 3 decimals (0.1 % of a limit);
 //! - per-second rates: 3 decimals (one event over a 1-minute window is 0.017/s);
-//! - seconds: milliseconds for waits, whole seconds for the time to exhaustion (a fit over a window).
+//! - seconds: milliseconds for waits, whole seconds for the time to exhaustion (a fit over a window), tenths for the
+//!   episodes of a saturation.
 use std::collections::BTreeMap;
 
 use serde::Serializer;
@@ -55,6 +56,20 @@ pub fn millis<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
 
 pub fn whole<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     opt(v, 0, s)
+}
+
+/// Seconds of a pattern (how long a level was full, and when): tenths, as a sub-second blip is one.
+pub fn seconds<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round(*v, 1))
+}
+
+pub fn seconds_opt<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    opt(v, 1, s)
+}
+
+/// A share: 3 decimals, as a ratio.
+pub fn share<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round(*v, 3))
 }
 
 /// A per-second rate: 3 decimals.

@@ -1,4 +1,5 @@
-//! The `analysis:` section of the config file: the sliding window and how many flows are exported.
+//! The `analysis:` section of the config file: the sliding window, the longer lookback of recurring saturation, and
+//! how many flows are exported.
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -12,6 +13,10 @@ pub struct AnalysisConfig {
     pub window: Interval,
     /// Flows exported per priority level and replica (`apf_flow_*`).
     pub top_flows: usize,
+    /// The episodes in which a level was full (95 % of its limit in use or more) are counted over this longer
+    /// lookback: the `APFSaturationRecurring` rule and `apf_priority_level_saturated_ratio` read them. At least
+    /// `window`.
+    pub lookback: Interval,
 }
 
 impl Default for AnalysisConfig {
@@ -19,6 +24,7 @@ impl Default for AnalysisConfig {
         Self {
             window: Interval(Duration::from_secs(60)),
             top_flows: 10,
+            lookback: Interval(Duration::from_secs(300)),
         }
     }
 }
@@ -36,6 +42,15 @@ impl AnalysisConfig {
                 humantime::format_duration(self.window.0),
                 humantime::format_duration(scrape_interval),
                 at("analysis.window")
+            ));
+        }
+        if self.lookback.0 < self.window.0 {
+            return Err(format!(
+                "analysis.lookback ({}) must be at least analysis.window ({}): recurring saturation is counted over \
+                 several windows{}",
+                humantime::format_duration(self.lookback.0),
+                humantime::format_duration(self.window.0),
+                at("analysis.lookback")
             ));
         }
         Ok(())

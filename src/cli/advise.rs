@@ -238,7 +238,7 @@ async fn watch_replicas(
                     snapshot: std::sync::Arc::new(snap),
                 });
             }
-            histories[i].prune(at, analysis.window_seconds);
+            histories[i].prune(at, analysis.window_seconds, analysis.lookback_seconds);
             let mut a = analysis.analyze_replica(&replica.target.name, &histories[i], at);
             if a.levels.is_empty() {
                 a.apiserver = replica.target.name.clone();

@@ -13,11 +13,12 @@ use crate::analyze::{AlertReport, ApiserverReport, LevelReport, LevelStatus, Sta
 const HEADROOM_STEP: f64 = 0.1;
 
 /// Which rule explains a status first, among those of its severity: the one closest to the 429s.
-const RULE_ORDER: [&str; 5] = [
+const RULE_ORDER: [&str; 6] = [
     "APFRequestsRejected",
     "APFQueueNearFull",
     "APFHeadroomExhausted",
     "APFExhaustionPredicted",
+    "APFSaturationRecurring",
     "APFHeadroomLow",
 ];
 

@@ -313,7 +313,9 @@ impl AnalysisStage {
         let Some(state) = self.replicas.get_mut(key) else {
             return;
         };
-        state.history.prune(now, analysis.window_seconds);
+        state
+            .history
+            .prune(now, analysis.window_seconds, analysis.lookback_seconds);
         let stale = state
             .last_metrics_success
             .is_none_or(|t| now - t > analysis.window_seconds);
@@ -538,8 +540,8 @@ mod tests {
 
     fn stage() -> (AnalysisStage, watch::Receiver<Arc<StatusReport>>) {
         let (_settings_tx, settings) = watch::channel(Analysis {
-            window_seconds: 60.0,
             top_flows: 5,
+            ..Analysis::default()
         });
         let (report, report_rx) = watch::channel(Arc::new(StatusReport::default()));
         let (ready, _) = watch::channel(false);

@@ -115,6 +115,10 @@ async fn scrape_forever(
             flows_per_schema: Some(crate::analyze::FLOWS_PER_SCHEMA),
             protobuf: settings.protobuf,
         };
+        // The round's time is when /metrics was asked for (it is asked first): the apiserver reads its gauges a
+        // moment later, where the end of the round would come after the dumps too, later by a varying time that
+        // the trends would read as a change of the gauges.
+        let asked = Instant::now();
         let mut round = scrape::scrape_replica(&target, &plan).await;
         list_for_new_levels(&target, &plan, &mut round, &objects, &mut follow, &states).await;
         let finished = std::time::Instant::now();
@@ -149,7 +153,7 @@ async fn scrape_forever(
             apiserver: target.name.clone(),
             round: Box::new(round),
             objects: objects.clone(),
-            at: Instant::now(),
+            at: asked,
             wall,
         };
         if updates.send(update).await.is_err() {

@@ -94,7 +94,7 @@ type LevelGauge = (
     fn(&LevelReport) -> Option<f64>,
 );
 
-const LEVEL_GAUGES: [LevelGauge; 15] = [
+const LEVEL_GAUGES: [LevelGauge; 19] = [
     (
         "apf_priority_level_limit_seats",
         "The enforced concurrency limit in seats (current_limit_seats on 1.26+, else request_concurrency_limit).",
@@ -184,10 +184,37 @@ const LEVEL_GAUGES: [LevelGauge; 15] = [
     ),
     (
         "apf_priority_level_seconds_to_exhaustion",
-        "Headroom divided by the rise of seats in use per second over the window; absent when seats in use are not \
-         rising.",
+        "Seconds until seats in use reach the limit at their present rise (the line of the window's latest \
+         stretch); absent while they are not rising, or not yet known to within a scrape interval.",
         false,
         |l| l.seconds_to_exhaustion,
+    ),
+    (
+        "apf_priority_level_saturated_ratio",
+        "The share of the lookback (analysis.lookback, or less since the replica was first read) the level was full: \
+         95 % of its limit in use or more, by the seat-utilization histogram (1.25+) or at scrapes; absent when it \
+         was never full in it.",
+        false,
+        |l| l.saturation.as_ref().map(|s| s.full_ratio),
+    ),
+    (
+        "apf_priority_level_saturation_episodes",
+        "Episodes in the lookback in which the level was full (full intervals between scrapes in a row).",
+        false,
+        |l| l.saturation.as_ref().map(|s| s.episodes as f64),
+    ),
+    (
+        "apf_priority_level_seconds_since_saturation",
+        "Seconds since the level's last episode of saturation ended.",
+        false,
+        |l| l.saturation.as_ref().map(|s| s.seconds_since),
+    ),
+    (
+        "apf_priority_level_saturation_gap_seconds",
+        "The longest quiet between two episodes of saturation in the lookback: saturation recurs while the time since \
+         the last one is at most half again this.",
+        false,
+        |l| l.saturation.as_ref().and_then(|s| s.longest_gap_seconds),
     ),
 ];
 

@@ -9,7 +9,7 @@ use super::describe::{describe, fmt_opt, top_flows};
 use super::{Candidate, Rule, FULL};
 use crate::alert::remediation::remediate;
 use crate::alert::{LabelSet, RuleName};
-use crate::analyze::{waiting_width, ApiserverReport, LevelReport, Problem};
+use crate::analyze::{waiting_width, ApiserverReport, LevelReport, Problem, Saturation};
 
 impl Rule {
     /// The level condition: `Some(summary)` when it holds.
@@ -82,8 +82,15 @@ impl Rule {
             }
             RuleName::APFExhaustionPredicted => {
                 if let Some(s) = l.seconds_to_exhaustion.filter(|s| self.spec.holds(*s, t)) {
+                    let rise = l.seats_rising.map_or(String::new(), |r| {
+                        format!(
+                            ": seats in use rising {:.1}/s for the last {:.0}s",
+                            r.slope,
+                            r.span()
+                        )
+                    });
                     return Some(format!(
-                        "{pl} on {server}: no headroom left in {s:.0}s at this trend ({})",
+                        "{pl} on {server}: no headroom left in {s:.0}s at this trend{rise} ({})",
                         seats()
                     ));
                 }
@@ -116,6 +123,14 @@ impl Rule {
                     why.join(", "),
                     free()
                 ))
+            }
+            // A level full for 15 s of every minute is one burst away from 429s, yet no window of a minute shows
+            // more than one episode: the pattern is read over the lookback.
+            RuleName::APFSaturationRecurring => {
+                let s = l.saturation.as_ref().filter(|s| s.recurs())?;
+                self.spec
+                    .holds(s.full_ratio, t)
+                    .then(|| recurring_summary(pl, server, s))
             }
             RuleName::APFRequestsRejected | RuleName::APFScrapeFailing => None,
         }
@@ -294,4 +309,47 @@ impl Rule {
         a.insert("remediation".into(), remediation);
         out.push(self.candidate(server, self.labels(server, None), a));
     }
+}
+
+/// What a recurring saturation was: how often, how long, how much of the lookback, by what measure, and who held
+/// the seats then.
+fn recurring_summary(pl: &str, server: &str, s: &Saturation) -> String {
+    let seconds = |v: f64| crate::analyze::round::shown((v * 10.0).round() / 10.0);
+    let each = if (s.longest_seconds - s.shortest_seconds).abs() < 0.5 {
+        format!("{}s each", seconds(s.longest_seconds))
+    } else {
+        format!(
+            "{}-{}s each",
+            seconds(s.shortest_seconds),
+            seconds(s.longest_seconds)
+        )
+    };
+    let measure = if s.by_histogram {
+        "the apiserver's seat-utilization histogram"
+    } else {
+        "scrapes that found it full"
+    };
+    let held = if s.flows.is_empty() {
+        "no dump was read inside an episode to say who held its seats".to_string()
+    } else {
+        let flows: Vec<String> = s
+            .flows
+            .iter()
+            .map(|f| {
+                let flow = if f.flow.is_empty() { "-" } else { &f.flow };
+                format!("{} / {flow} ({:.0}%)", f.flow_schema, f.share * 100.0)
+            })
+            .collect();
+        format!("its seats held by {}", flows.join(", "))
+    };
+    format!(
+        "{pl} on {server}: full ({:.0}% of its limit in use or more) {} times in the last {} ({each}), {:.0}% of \
+         the time, by {measure}; the last ended {}s ago, the longest quiet between two {}s; {held}",
+        crate::analyze::FULL * 100.0,
+        s.episodes,
+        humantime::format_duration(std::time::Duration::from_secs(s.lookback_seconds.round() as u64)),
+        s.full_ratio * 100.0,
+        seconds(s.seconds_since),
+        s.longest_gap_seconds.map_or("?".to_string(), seconds),
+    )
 }

@@ -13,6 +13,10 @@ pub fn what_cleared(alertname: &str) -> Option<&'static str> {
         RuleName::APFHeadroomExhausted => "no request waits for a seat any more",
         RuleName::APFQueueNearFull => "the fullest queue is back below the clear threshold",
         RuleName::APFExhaustionPredicted => "no exhaustion is in sight any more",
+        RuleName::APFSaturationRecurring => {
+            "the level's saturation no longer recurs: no episode since longer than half again its longest quiet \
+             between two, or too few of them left in the lookback"
+        }
         RuleName::APFRequestsRejected => "no more requests are rejected",
         RuleName::APFScrapeFailing => "the replica is read again",
     })

@@ -78,10 +78,8 @@ pub struct RuleSpec {
 /// The default `window_share`: six seconds of a minute's window. One sub-second saturation is about 1 %.
 pub const DEFAULT_WINDOW_SHARE: f64 = 0.1;
 
-/// Seats in use above this share of the limit: the level is full. Not 1: a wide request (a LIST takes up to 10 seats)
-/// does not fit the last few seats, so a level saturated by them stays a little under its limit (240 of 245); 0.95 is
-/// a bound of kube-apiserver's histogram, so no interpolation is read.
-pub const FULL: f64 = 0.95;
+/// Seats in use above this share of the limit: the level is full (the analysis counts its episodes by it too).
+pub use crate::analyze::FULL;
 
 /// The utilizations the built-in rules read the window's histogram at, by default: past APFHeadroomLow's fire and
 /// clear thresholds, and full (APFExhaustionPredicted). `/metrics` exports the share of the window above each, so
@@ -145,6 +143,15 @@ impl RuleSpec {
                 s(60),
                 Severity::Warning,
                 false,
+            ),
+            RuleName::APFSaturationRecurring => spec(
+                Above,
+                "share of the lookback the level was full",
+                Some(0.1),
+                Some(0.05),
+                s(0),
+                Severity::Warning,
+                true,
             ),
             RuleName::APFRequestsRejected => spec(
                 Above,
@@ -658,6 +665,88 @@ mod tests {
         // No recent part to read: nothing says the pressure is still there (the PrometheusRule reads it so too).
         l.seat_utilization_recent = Vec::new();
         assert!(r.evaluate(&report(vec![l]), |_| false).is_empty());
+    }
+
+    #[test]
+    fn recurring_saturation_warns_names_its_pattern_and_ends_when_overdue() {
+        use crate::analyze::{HeldBy, Saturation};
+        let r = rules();
+        // Full for 15 s of every minute, three times in the last five minutes; calm at the last scrape.
+        let mut l = level("workload-low", 285.0, 40.0, 0.0);
+        let pattern = Saturation {
+            lookback_seconds: 300.0,
+            full_seconds: 45.0,
+            full_ratio: 0.15,
+            episodes: 3,
+            shortest_seconds: 14.2,
+            longest_seconds: 15.5,
+            seconds_since: 20.0,
+            longest_gap_seconds: Some(45.0),
+            by_histogram: true,
+            flows: vec![HeldBy {
+                flow_schema: "service-accounts".into(),
+                flow: "system:serviceaccount:batch:burst".into(),
+                share: 0.8,
+            }],
+        };
+        l.saturation = Some(pattern.clone());
+        let c = r.evaluate(&report(vec![l.clone()]), |_| false);
+        assert_eq!(names(&c), ["APFSaturationRecurring/workload-low"]);
+        assert_eq!(c[0].labels["severity"], "warning");
+        assert_eq!(c[0].for_, Duration::ZERO);
+        assert_eq!(
+            c[0].annotations["summary"],
+            "workload-low on 10.0.0.5:6443: full (95% of its limit in use or more) 3 times in the last 5m \
+             (14.2-15.5s each), 15% of the time, by the apiserver's seat-utilization histogram; the last ended 20s \
+             ago, the longest quiet between two 45s; its seats held by service-accounts / \
+             system:serviceaccount:batch:burst (80%)"
+        );
+        // Hysteresis: 8 % of the lookback starts nothing, keeps an active alert; 5 % ends it.
+        l.saturation = Some(Saturation {
+            full_ratio: 0.08,
+            ..pattern.clone()
+        });
+        assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
+        assert_eq!(r.evaluate(&report(vec![l.clone()]), |_| true).len(), 1);
+        l.saturation = Some(Saturation {
+            full_ratio: 0.05,
+            ..pattern.clone()
+        });
+        assert!(r.evaluate(&report(vec![l.clone()]), |_| true).is_empty());
+        // One episode is a burst, not a pattern; an overdue one (fixed, or over by itself) neither starts nor keeps
+        // an alert.
+        for s in [
+            Saturation {
+                episodes: 1,
+                longest_gap_seconds: None,
+                ..pattern.clone()
+            },
+            Saturation {
+                seconds_since: 70.0,
+                ..pattern.clone()
+            },
+        ] {
+            l.saturation = Some(s);
+            for active in [false, true] {
+                assert!(r.evaluate(&report(vec![l.clone()]), |_| active).is_empty());
+            }
+        }
+        // Measured by scrapes (before 1.25), and with no dump inside an episode: said so.
+        l.saturation = Some(Saturation {
+            by_histogram: false,
+            flows: Vec::new(),
+            longest_seconds: 15.0,
+            shortest_seconds: 15.0,
+            ..pattern
+        });
+        let summary = &r.evaluate(&report(vec![l]), |_| false)[0].annotations["summary"];
+        assert!(
+            summary.contains("(15s each)")
+                && summary.contains("by scrapes that found it full")
+                && summary
+                    .ends_with("no dump was read inside an episode to say who held its seats"),
+            "{summary}"
+        );
     }
 
     #[test]

@@ -344,7 +344,11 @@ async fn read_source(
                     wall_time: rfc3339(moment.time),
                     snapshot: snapshot.clone(),
                 });
-                history.prune(moment.time, analysis.window_seconds);
+                history.prune(
+                    moment.time,
+                    analysis.window_seconds,
+                    analysis.lookback_seconds,
+                );
                 let mut report = analysis.analyze_replica(&key.apiserver, history, moment.time);
                 report.cluster = key.cluster.clone();
                 report.read_through = Some(source.name.clone());

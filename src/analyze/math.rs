@@ -62,29 +62,45 @@ pub fn histogram_delta_quantile(
 
 /// What was observed between two scrapes, as cumulative buckets (after a reset: the later scrape's alone).
 pub fn histogram_delta(first: Option<Buckets<'_>>, last: Buckets<'_>) -> Vec<(f64, f64)> {
-    let bounds = last.bounds.iter().copied();
-    match first {
-        Some(first) if first.counts.len() == last.counts.len() && first.count <= last.count => {
-            bounds
-                .zip(last.counts.iter().zip(first.counts))
-                .map(|(le, (c, p))| (le, (c - p).max(0.0)))
-                .collect()
-        }
-        _ => bounds.zip(last.counts.iter().copied()).collect(),
-    }
+    delta_buckets(first, last).collect()
+}
+
+/// [`histogram_delta`] without gathering it: read once where it is read once (a fleet's every level, every scrape).
+fn delta_buckets<'a>(
+    first: Option<Buckets<'a>>,
+    last: Buckets<'a>,
+) -> impl Iterator<Item = (f64, f64)> + Clone + 'a {
+    let before = first.filter(|f| f.counts.len() == last.counts.len() && f.count <= last.count);
+    last.bounds
+        .iter()
+        .zip(last.counts)
+        .enumerate()
+        .map(move |(i, (le, c))| {
+            let p = before.map_or(0.0, |f| f.counts[i]);
+            (*le, (c - p).max(0.0))
+        })
+}
+
+/// [`share_above`] of what was observed between two scrapes.
+pub fn share_above_between(x: f64, first: Option<Buckets<'_>>, last: Buckets<'_>) -> Option<f64> {
+    share_above_of(x, delta_buckets(first, last))
 }
 
 /// The share of a cumulative histogram's observations above `x`, interpolated linearly inside the bucket holding
 /// `x` (as `histogram_quantile` does). For a timing histogram, whose counts are time, it is the share of the time.
 /// `None` when it holds no observation.
 pub fn share_above(x: f64, buckets: &[(f64, f64)]) -> Option<f64> {
-    let total = buckets.last()?.1;
+    share_above_of(x, buckets.iter().copied())
+}
+
+fn share_above_of(x: f64, buckets: impl Iterator<Item = (f64, f64)> + Clone) -> Option<f64> {
+    let total = buckets.clone().last()?.1;
     if total <= 0.0 || !total.is_finite() {
         return None;
     }
     let mut lower = 0.0;
     let mut below = 0.0;
-    for &(le, count) in buckets {
+    for (le, count) in buckets {
         if x < le {
             let at_or_below = if le.is_infinite() || x <= lower {
                 below
@@ -373,6 +389,23 @@ mod tests {
                 h(&[1000.0, 1010.0, 1010.0])
             ),
             vec![(0.1, 0.0), (1.0, 10.0), (f64::INFINITY, 10.0)]
+        );
+        // The share above a bound of what happened between them, read without gathering the delta.
+        assert_eq!(
+            share_above_between(
+                0.1,
+                Some(h(&[1000.0, 1000.0, 1000.0])),
+                h(&[1000.0, 1010.0, 1010.0])
+            ),
+            share_above(0.1, &[(0.1, 0.0), (1.0, 10.0), (f64::INFINITY, 10.0)])
+        );
+        assert_eq!(
+            share_above_between(
+                0.1,
+                Some(h(&[1000.0, 1000.0, 1000.0])),
+                h(&[1000.0, 1000.0, 1000.0])
+            ),
+            None
         );
         // After a reset the later histogram stands alone.
         let q = histogram_delta_quantile(

@@ -13,7 +13,7 @@ use serde::Serialize;
 use apf::model::{flow_pressure, FlowSample};
 
 use super::history::LevelSample;
-use super::math::{histogram_delta, share_above};
+use super::math::share_above_between;
 
 /// Seats in use above this share of the limit: the level is full. Not 1: a wide request (a LIST takes up to 10 seats)
 /// does not fit the last few seats, so a level saturated by them stays a little under its limit (240 of 245); 0.95 is
@@ -98,25 +98,22 @@ pub struct Interval {
 
 /// The interval `(before.at, after.at]` of a level, from its two samples.
 pub fn interval(before: Option<LevelSample<'_>>, after: LevelSample<'_>, seconds: f64) -> Interval {
-    let histogram = after.seat_utilization().and_then(|last| {
-        let delta = histogram_delta(before.and_then(|b| b.seat_utilization()), last);
-        share_above(FULL, &delta)
-    });
-    match histogram {
-        Some(share) => Interval {
+    if let Some(last) = after.seat_utilization() {
+        let first = before.and_then(|b| b.seat_utilization());
+        // No time integrated between the two (the same gather twice): not full in it.
+        let share = share_above_between(FULL, first, last).unwrap_or(0.0);
+        return Interval {
             full_seconds: share * seconds,
             by_histogram: true,
-        },
-        None => {
-            let full = matches!(
-                (after.executing_seats(), after.limit_seats()),
-                (Some(e), Some(l)) if l > 0.0 && e >= FULL * l
-            );
-            Interval {
-                full_seconds: if full { seconds } else { 0.0 },
-                by_histogram: false,
-            }
-        }
+        };
+    }
+    let full = matches!(
+        (after.executing_seats(), after.limit_seats()),
+        (Some(e), Some(l)) if l > 0.0 && e >= FULL * l
+    );
+    Interval {
+        full_seconds: if full { seconds } else { 0.0 },
+        by_histogram: false,
     }
 }
 

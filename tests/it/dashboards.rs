@@ -259,7 +259,29 @@ async fn label_names(prom: &external::Process, name: &str) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_panel_of_every_dashboard_shows_data_from_a_real_prometheus() {
-    let scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
+    // The storm, and a controller's resyncs filling workload-high for 3 s of every 10: a saturation that recurs
+    // (the storm's levels are full without a break, one episode each).
+    let mut scenario = Scenario::load(&ScenarioSource::Storm).unwrap();
+    let mut resyncs = vec!["{at: 0s, rps: 0}".to_string()];
+    for k in 0..30 {
+        let start = k * 10 + 5;
+        resyncs.push(format!(
+            "{{at: {start}s, rps: 0}}, {{at: {start}s 1ms, rps: 400}}"
+        ));
+        resyncs.push(format!(
+            "{{at: {}s, rps: 400}}, {{at: {}s 1ms, rps: 0}}",
+            start + 3,
+            start + 3
+        ));
+    }
+    let extra = Scenario::from_yaml(&format!(
+        "duration: 300s\nflows:\n  - {{name: resyncs, flow_schema: kube-controller-manager, \
+         user: \"system:kube-controller-manager\", verb: list, resource: pods, seats: 10, duration: 200ms, \
+         rate: [{}]}}\n",
+        resyncs.join(", ")
+    ))
+    .unwrap();
+    scenario.flows.extend(extra.flows);
     let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(34, 0), scenario)).unwrap();
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_url = common::serve_sim(&sim).await;

@@ -893,6 +893,27 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
                 labels: level.into(),
             }
         },
+        // Full for a share of the lookback in episodes that recur: two or more, the last one not overdue (ended at
+        // most half again the longest quiet between two ago).
+        {
+            let s = RuleSpec::of(RuleName::APFSaturationRecurring);
+            let (t, c) = (s.threshold.unwrap(), s.clear_threshold.unwrap());
+            Life {
+                rule: RuleName::APFSaturationRecurring,
+                series: [
+                    level_series(
+                        "apf_priority_level_saturated_ratio",
+                        "",
+                        [c / 2.0, t + 0.1, between(&s, 1.0), c / 2.0],
+                    ),
+                    level_series("apf_priority_level_saturation_episodes", "", [3.0; 4]),
+                    level_series("apf_priority_level_seconds_since_saturation", "", [20.0; 4]),
+                    level_series("apf_priority_level_saturation_gap_seconds", "", [45.0; 4]),
+                ]
+                .concat(),
+                labels: level.into(),
+            }
+        },
         Life {
             rule: RuleName::APFRequestsRejected,
             series: level_series(
@@ -997,6 +1018,46 @@ fn the_rules_fire_and_clear_at_the_built_in_thresholds() {
         "name": "a recovered level: the window holds the pressure, its last quarter none",
         "interval": "15s",
         "input_series": recovered,
+        "promql_expr_test": quiet,
+    }));
+
+    // Saturation that does not recur: one episode (no quiet between two to measure), or an overdue one (a level
+    // that recovered): far past the threshold, no alert.
+    let level_series_of = |metric: &str, v: f64| {
+        json!({
+            "series": format!(r#"{metric}{{apiserver="10.0.0.5:6443",priority_level="workload-low",pod="a"}}"#),
+            "values": format!("{v}x24"),
+        })
+    };
+    let quiet: Vec<serde_json::Value> = [60, 120, 300]
+        .iter()
+        .map(|t| {
+            json!({
+                "expr": r#"ALERTS{alertname="APFSaturationRecurring"}"#,
+                "eval_time": format!("{t}s"),
+                "exp_samples": [],
+            })
+        })
+        .collect();
+    tests.push(json!({
+        "name": "one episode of saturation is not a pattern",
+        "interval": "15s",
+        "input_series": [
+            level_series_of("apf_priority_level_saturated_ratio", 0.6),
+            level_series_of("apf_priority_level_saturation_episodes", 1.0),
+            level_series_of("apf_priority_level_seconds_since_saturation", 5.0),
+        ],
+        "promql_expr_test": quiet,
+    }));
+    tests.push(json!({
+        "name": "a saturation whose next episode is overdue has stopped recurring",
+        "interval": "15s",
+        "input_series": [
+            level_series_of("apf_priority_level_saturated_ratio", 0.3),
+            level_series_of("apf_priority_level_saturation_episodes", 3.0),
+            level_series_of("apf_priority_level_seconds_since_saturation", 70.0),
+            level_series_of("apf_priority_level_saturation_gap_seconds", 45.0),
+        ],
         "promql_expr_test": quiet,
     }));
 

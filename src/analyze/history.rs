@@ -9,7 +9,7 @@ use apf::model::{FlowSchemaTotals, Histogram, LevelSnapshot, ReplicaSnapshot};
 pub use super::math::Buckets;
 
 use super::flows::{self, FlowWindow};
-use super::saturation::{self as sat, Saturation, SaturationLedger};
+use super::saturation::{Interval, Saturation, SaturationLedger};
 use super::FlowReport;
 
 #[derive(Debug, Clone)]
@@ -400,18 +400,25 @@ impl ReplicaHistory {
             None => point.snapshot.flows.clone(),
         };
         let compact = WindowPoint::new(point.at, &point.snapshot, self.points.back());
-        if let Some(before) = self.points.back() {
+        // How long each level was full since the scrape before, and who held its seats at this one.
+        if let Some(before) = self.points.back().filter(|b| compact.at > b.at) {
             let seconds = compact.at - before.at;
-            if seconds > 0.0 {
-                for place in compact.layout.iter() {
-                    let Some(after) = compact.level(&place.name) else {
-                        continue;
-                    };
-                    let interval = sat::interval(before.level(&place.name), after, seconds);
-                    let dumped = flows.as_deref().unwrap_or_default();
-                    self.saturation
-                        .note(&place.name, compact.at, seconds, interval, dumped);
-                }
+            let dumped = flows.as_deref().unwrap_or_default();
+            for place in compact.layout.iter() {
+                let Some(after) = compact.level(&place.name) else {
+                    continue;
+                };
+                let interval = match after.seat_utilization() {
+                    Some(last) => {
+                        let first = before.level(&place.name).and_then(|b| b.seat_utilization());
+                        Interval::by_histogram(first, last, seconds)
+                    }
+                    None => {
+                        Interval::by_scrape(after.executing_seats(), after.limit_seats(), seconds)
+                    }
+                };
+                self.saturation
+                    .note(&place.name, compact.at, seconds, interval, dumped);
             }
         }
         self.saturation.watched(compact.at);

@@ -18,7 +18,7 @@ pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
 pub use math::{counter_increase, histogram_quantile, latest_trend, share_above, Trend};
 pub use problem::Problem;
-pub use saturation::{HeldBy, Saturation, SaturationLedger, FULL, MIN_EPISODES, OVERDUE_AFTER};
+pub use saturation::{HeldBy, Saturation, FULL, MIN_EPISODES, OVERDUE_AFTER};
 pub use settings::AnalysisConfig;
 pub use status::{waiting_width, LevelStatus};
 
@@ -221,8 +221,8 @@ pub struct LevelReport {
     pub no_accommodation_per_second: Option<f64>,
     #[serde(serialize_with = "round::whole")]
     pub seconds_to_exhaustion: Option<f64>,
-    /// The rise of seats in use behind `seconds_to_exhaustion` (present with it): how fast, and since when. Not in
-    /// the JSON.
+    /// The rise of seats in use that `seconds_to_exhaustion` extrapolates (absent when it is 0 or absent): how
+    /// fast, and since when. Not in the JSON.
     #[serde(skip)]
     pub seats_rising: Option<Trend>,
     /// The episodes in which the level was full over the lookback (`analysis.lookback`); absent when it was never
@@ -482,10 +482,13 @@ impl Analysis {
         // Requests waiting mean no seat fits them (APF queues a request only then): the level is exhausted for
         // them, though a few seats may be free for narrower ones.
         let waiting = level.inqueue_requests.is_some_and(|w| w > 0.0);
-        let seconds_to_exhaustion = match (headroom, limit, rising) {
-            (Some(h), _, _) if h <= 0.0 || waiting => Some(0.0),
-            (Some(_), Some(limit), Some(t)) => t.seconds_to(limit),
-            _ => None,
+        let (seconds_to_exhaustion, seats_rising) = match (headroom, limit, rising) {
+            (Some(h), _, _) if h <= 0.0 || waiting => (Some(0.0), None),
+            (Some(_), Some(limit), Some(t)) => {
+                let seconds = t.seconds_to(limit);
+                (seconds, seconds.and(Some(t)))
+            }
+            _ => (None, None),
         };
         LevelReport {
             priority_level: name.to_string(),
@@ -520,7 +523,7 @@ impl Analysis {
             demand_seats_max,
             no_accommodation_per_second,
             seconds_to_exhaustion,
-            seats_rising: seconds_to_exhaustion.and(rising),
+            seats_rising,
             saturation: None,
             status: LevelStatus::Ok,
             top_flows: Vec::new(),

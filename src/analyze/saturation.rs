@@ -12,8 +12,7 @@ use serde::Serialize;
 
 use apf::model::{flow_pressure, FlowSample};
 
-use super::history::LevelSample;
-use super::math::share_above_between;
+use super::math::{share_above_between, Buckets};
 
 /// Seats in use above this share of the limit: the level is full. Not 1: a wide request (a LIST takes up to 10 seats)
 /// does not fit the last few seats, so a level saturated by them stays a little under its limit (240 of 245); 0.95 is
@@ -96,24 +95,24 @@ pub struct Interval {
     pub by_histogram: bool,
 }
 
-/// The interval `(before.at, after.at]` of a level, from its two samples.
-pub fn interval(before: Option<LevelSample<'_>>, after: LevelSample<'_>, seconds: f64) -> Interval {
-    if let Some(last) = after.seat_utilization() {
-        let first = before.and_then(|b| b.seat_utilization());
+impl Interval {
+    /// By the seat-utilization histograms of the scrapes at its two ends, `seconds` apart.
+    pub fn by_histogram(first: Option<Buckets<'_>>, last: Buckets<'_>, seconds: f64) -> Self {
         // No time integrated between the two (the same gather twice): not full in it.
         let share = share_above_between(FULL, first, last).unwrap_or(0.0);
-        return Interval {
+        Interval {
             full_seconds: share * seconds,
             by_histogram: true,
-        };
+        }
     }
-    let full = matches!(
-        (after.executing_seats(), after.limit_seats()),
-        (Some(e), Some(l)) if l > 0.0 && e >= FULL * l
-    );
-    Interval {
-        full_seconds: if full { seconds } else { 0.0 },
-        by_histogram: false,
+
+    /// By the scrape that ends it (before the histogram, 1.25): full all along if it found the level full.
+    pub fn by_scrape(executing: Option<f64>, limit: Option<f64>, seconds: f64) -> Self {
+        let full = matches!((executing, limit), (Some(e), Some(l)) if l > 0.0 && e >= FULL * l);
+        Interval {
+            full_seconds: if full { seconds } else { 0.0 },
+            by_histogram: false,
+        }
     }
 }
 

@@ -695,6 +695,17 @@ fn the_prometheus_rule_carries_the_built_in_alerts() {
         );
         assert!(runbooks.contains(&format!("\n## {a}\n")), "{a}: no runbook");
         let expr = r["expr"].as_str().unwrap();
+        // What makes a saturation recur, as the analysis decides it.
+        if n == RuleName::APFSaturationRecurring {
+            assert!(
+                expr.contains(&format!(") >= {}\n", apf_monitor::analyze::MIN_EPISODES))
+                    && expr.contains(&format!(
+                        "<= {} * max by",
+                        apf_monitor::analyze::OVERDUE_AFTER
+                    )),
+                "{expr}"
+            );
+        }
         if n != RuleName::APFScrapeFailing {
             assert!(expr.contains(r#"priority_level!="exempt""#), "{a}: {expr}");
         }

@@ -223,12 +223,13 @@ pub struct LevelReport {
     pub seconds_to_exhaustion: Option<f64>,
     /// The rise of seats in use that `seconds_to_exhaustion` extrapolates (absent when it is 0 or absent): how
     /// fast, and since when. Not in the JSON.
+    /// Boxed, as the saturation below: a fleet's reports hold tens of thousands of levels, most without either.
     #[serde(skip)]
-    pub seats_rising: Option<Trend>,
+    pub seats_rising: Option<Box<Trend>>,
     /// The episodes in which the level was full over the lookback (`analysis.lookback`); absent when it was never
     /// full in it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub saturation: Option<Saturation>,
+    pub saturation: Option<Box<Saturation>>,
     /// The worst alert rule holding on the level (filled in by the rules; `ok` until then).
     pub status: LevelStatus,
     pub top_flows: Vec<FlowReport>,
@@ -358,7 +359,7 @@ impl Analysis {
             if name != EXEMPT {
                 lr.top_flows = flows.get(name.as_str()).cloned().unwrap_or_default();
                 lr.peak_active_flows = advice::peak_active_flows(&inside, name);
-                lr.saturation = history.saturation(name);
+                lr.saturation = history.saturation(name).map(Box::new);
             }
             report.levels.push(lr);
         }
@@ -486,7 +487,7 @@ impl Analysis {
             (Some(h), _, _) if h <= 0.0 || waiting => (Some(0.0), None),
             (Some(_), Some(limit), Some(t)) => {
                 let seconds = t.seconds_to(limit);
-                (seconds, seconds.and(Some(t)))
+                (seconds, seconds.map(|_| Box::new(t)))
             }
             _ => (None, None),
         };

@@ -199,7 +199,8 @@ const LEVEL_GAUGES: [LevelGauge; 19] = [
     ),
     (
         "apf_priority_level_saturation_episodes",
-        "Episodes in the lookback in which the level was full (full intervals between scrapes in a row).",
+        "Episodes in the lookback in which the level was full (full intervals between scrapes in a row, a second full \
+         or more).",
         false,
         |l| l.saturation.as_ref().map(|s| s.episodes as f64),
     ),
@@ -207,7 +208,7 @@ const LEVEL_GAUGES: [LevelGauge; 19] = [
         "apf_priority_level_seconds_since_saturation",
         "Seconds since the level's last episode of saturation ended.",
         false,
-        |l| l.saturation.as_ref().map(|s| s.seconds_since),
+        |l| l.saturation.as_ref().and_then(|s| s.seconds_since),
     ),
     (
         "apf_priority_level_saturation_gap_seconds",

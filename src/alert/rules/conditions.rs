@@ -82,15 +82,22 @@ impl Rule {
             }
             RuleName::APFExhaustionPredicted => {
                 if let Some(s) = l.seconds_to_exhaustion.filter(|s| self.spec.holds(*s, t)) {
-                    let rise = l.seats_rising.map_or(String::new(), |r| {
-                        format!(
-                            ": seats in use rising {:.1}/s for the last {:.0}s",
-                            r.slope,
-                            r.span()
-                        )
-                    });
+                    // 0: no seat free now, or none that fits the requests that wait.
+                    let Some(r) = l.seats_rising.as_ref() else {
+                        let waiting = match l.inqueue_requests {
+                            Some(w) if w > 0.0 => format!(": {w:.0} requests wait for a seat"),
+                            _ => String::new(),
+                        };
+                        return Some(format!(
+                            "{pl} on {server}: no headroom left now{waiting} ({})",
+                            seats()
+                        ));
+                    };
                     return Some(format!(
-                        "{pl} on {server}: no headroom left in {s:.0}s at this trend{rise} ({})",
+                        "{pl} on {server}: no headroom left in {s:.0}s at this trend: seats in use rising {:.1}/s \
+                         for the last {:.0}s ({})",
+                        r.slope,
+                        r.span(),
                         seats()
                     ));
                 }
@@ -314,7 +321,14 @@ impl Rule {
 /// What a recurring saturation was: how often, how long, how much of the lookback, by what measure, and who held
 /// the seats then.
 fn recurring_summary(pl: &str, server: &str, s: &Saturation) -> String {
-    let seconds = |v: f64| crate::analyze::round::shown((v * 10.0).round() / 10.0);
+    // Tenths below ten seconds (a 1.5 s episode), whole seconds above.
+    let seconds = |v: f64| {
+        if v < 9.95 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.0}")
+        }
+    };
     let each = if (s.longest_seconds - s.shortest_seconds).abs() < 0.5 {
         format!("{}s each", seconds(s.longest_seconds))
     } else {
@@ -349,7 +363,7 @@ fn recurring_summary(pl: &str, server: &str, s: &Saturation) -> String {
         s.episodes,
         humantime::format_duration(std::time::Duration::from_secs(s.lookback_seconds.round() as u64)),
         s.full_ratio * 100.0,
-        seconds(s.seconds_since),
+        s.seconds_since.map_or("?".to_string(), seconds),
         s.longest_gap_seconds.map_or("?".to_string(), seconds),
     )
 }

@@ -680,7 +680,7 @@ mod tests {
             episodes: 3,
             shortest_seconds: 14.2,
             longest_seconds: 15.5,
-            seconds_since: 20.0,
+            seconds_since: Some(20.0),
             longest_gap_seconds: Some(45.0),
             by_histogram: true,
             flows: vec![HeldBy {
@@ -689,7 +689,7 @@ mod tests {
                 share: 0.8,
             }],
         };
-        l.saturation = Some(pattern.clone());
+        l.saturation = Some(Box::new(pattern.clone()));
         let c = r.evaluate(&report(vec![l.clone()]), |_| false);
         assert_eq!(names(&c), ["APFSaturationRecurring/workload-low"]);
         assert_eq!(c[0].labels["severity"], "warning");
@@ -697,21 +697,21 @@ mod tests {
         assert_eq!(
             c[0].annotations["summary"],
             "workload-low on 10.0.0.5:6443: full (95% of its limit in use or more) 3 times in the last 5m \
-             (14.2-15.5s each), 15% of the time, by the apiserver's seat-utilization histogram; the last ended 20s \
+             (14-16s each), 15% of the time, by the apiserver's seat-utilization histogram; the last ended 20s \
              ago, the longest quiet between two 45s; its seats held by service-accounts / \
              system:serviceaccount:batch:burst (80%)"
         );
         // Hysteresis: 8 % of the lookback starts nothing, keeps an active alert; 5 % ends it.
-        l.saturation = Some(Saturation {
+        l.saturation = Some(Box::new(Saturation {
             full_ratio: 0.08,
             ..pattern.clone()
-        });
+        }));
         assert!(r.evaluate(&report(vec![l.clone()]), |_| false).is_empty());
         assert_eq!(r.evaluate(&report(vec![l.clone()]), |_| true).len(), 1);
-        l.saturation = Some(Saturation {
+        l.saturation = Some(Box::new(Saturation {
             full_ratio: 0.05,
             ..pattern.clone()
-        });
+        }));
         assert!(r.evaluate(&report(vec![l.clone()]), |_| true).is_empty());
         // One episode is a burst, not a pattern; an overdue one (fixed, or over by itself) neither starts nor keeps
         // an alert.
@@ -722,23 +722,23 @@ mod tests {
                 ..pattern.clone()
             },
             Saturation {
-                seconds_since: 70.0,
+                seconds_since: Some(70.0),
                 ..pattern.clone()
             },
         ] {
-            l.saturation = Some(s);
+            l.saturation = Some(Box::new(s));
             for active in [false, true] {
                 assert!(r.evaluate(&report(vec![l.clone()]), |_| active).is_empty());
             }
         }
         // Measured by scrapes (before 1.25), and with no dump inside an episode: said so.
-        l.saturation = Some(Saturation {
+        l.saturation = Some(Box::new(Saturation {
             by_histogram: false,
             flows: Vec::new(),
             longest_seconds: 15.0,
             shortest_seconds: 15.0,
             ..pattern
-        });
+        }));
         let summary = &r.evaluate(&report(vec![l]), |_| false)[0].annotations["summary"];
         assert!(
             summary.contains("(15s each)")

@@ -415,3 +415,54 @@ pub fn stdout_of(args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// The enforced limit of `level` on a fresh simulated replica of Kubernetes 1.`minor` (ServerCL 600, no load).
+pub fn sim_limit(minor: u32, level: &str) -> f64 {
+    use apf_sim::{KubeVersion, Scenario, SimOptions, Simulator};
+    let probe = Simulator::try_new(SimOptions::new(
+        KubeVersion::new(minor, 0),
+        Scenario::from_yaml("duration: 60s\nflows: []\n").unwrap(),
+    ))
+    .unwrap();
+    let truth = probe.truth();
+    let l = truth.iter().find(|l| l.priority_level == level);
+    f64::from(l.map_or(0, |l| l.current_limit_seats))
+}
+
+/// Every alert of every notification a webhook receiver got, with when, in `sim`'s seconds.
+pub type Notified = std::sync::Arc<std::sync::Mutex<Vec<(f64, serde_json::Value)>>>;
+
+/// A webhook receiver on loopback that notes every alert it is sent against `sim`'s clock; its URL.
+pub async fn sim_clocked_hook(sim: &apf_sim::Simulator, notified: Notified) -> String {
+    use axum::routing::post;
+    let sim = sim.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |body: String| {
+            let (sim, notified) = (sim.clone(), notified.clone());
+            async move {
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                let at = sim.elapsed().as_secs_f64();
+                for a in v["alerts"].as_array().into_iter().flatten() {
+                    notified.lock().unwrap().push((at, a.clone()));
+                }
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/hook")
+}
+
+/// The level named `level` of the first replica of a `/api/v1/status` answer (null when it has none).
+pub fn first_level(status: &serde_json::Value, level: &str) -> serde_json::Value {
+    status["apiservers"][0]["levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["priority_level"] == level)
+        .cloned()
+        .unwrap_or_default()
+}

@@ -7,33 +7,19 @@
 //! clock.
 use crate::common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apf_monitor::config::Config;
 use apf_sim::{KubeVersion, Scenario, SimOptions, Simulator};
-use axum::routing::post;
 use serde_json::Value;
 
 const BURST_USER: &str = "system:serviceaccount:batch:burst";
-
-/// workload-low's limit on 1.25.
-fn limit() -> f64 {
-    let probe = Simulator::try_new(SimOptions::new(
-        KubeVersion::new(25, 0),
-        Scenario::from_yaml("duration: 60s\nflows: []\n").unwrap(),
-    ))
-    .unwrap();
-    let truth = probe.truth();
-    let l = truth.iter().find(|l| l.priority_level == "workload-low");
-    f64::from(l.map_or(0, |l| l.current_limit_seats))
-}
 
 /// A batch job's 10-seat, 200 ms LISTs in workload-low at `load` times what the level serves, from `from` to `to`
 /// seconds of each minute, for `minutes` minutes (then never again); a light steady client beside it.
 fn scenario(from: f64, to: f64, load: f64, minutes: u32) -> Scenario {
     // One request holds 10 seats for 0.2 s: the level serves limit / 2 requests a second.
-    let rps = load * limit() / 2.0;
+    let rps = load * common::sim_limit(25, "workload-low") / 2.0;
     let mut points = vec!["{at: 0s, rps: 0}".to_string()];
     for m in 0..minutes {
         let base = f64::from(m) * 60.0;
@@ -55,41 +41,17 @@ fn scenario(from: f64, to: f64, load: f64, minutes: u32) -> Scenario {
     .unwrap()
 }
 
-/// What the receiver got about workload-low: (simulated seconds, status, the alert).
-type Got = Arc<Mutex<Vec<(f64, String, Value)>>>;
-
 /// Runs the daemon at its defaults against `scenario` for `seconds` of simulated time; every notification about
-/// workload-low, and the last status.
+/// workload-low (simulated seconds, status, the alert), and the last status.
 async fn run(scenario: Scenario, seconds: f64) -> (Vec<(f64, String, Value)>, Value) {
     let sim = Simulator::try_new(SimOptions::new(KubeVersion::new(25, 0), scenario)).unwrap();
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_url = common::serve_sim(&sim).await;
-    let got: Got = Arc::default();
-    let (seen, at) = (got.clone(), sim.clone());
-    let app = axum::Router::new().route(
-        "/hook",
-        post(move |body: String| {
-            let (seen, at) = (seen.clone(), at.clone());
-            async move {
-                let v: Value = serde_json::from_str(&body).unwrap_or_default();
-                for a in v["alerts"].as_array().into_iter().flatten() {
-                    if a["labels"]["priority_level"] == "workload-low" {
-                        let status = a["status"].as_str().unwrap_or("").to_string();
-                        seen.lock()
-                            .unwrap()
-                            .push((at.elapsed().as_secs_f64(), status, a.clone()));
-                    }
-                }
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let notified = common::Notified::default();
+    let hook = common::sim_clocked_hook(&sim, notified.clone()).await;
     let config = Config::from_yaml(&format!(
         "targets:\n  static:\n    - {{url: \"{sim_url}\", name: sim}}\n\
-         receivers:\n  - {{name: hook, webhook: {{url: \"http://{hook}/hook\"}}}}\n"
+         receivers:\n  - {{name: hook, webhook: {{url: \"{hook}\"}}}}\n"
     ))
     .unwrap();
     let monitor = common::start_monitor(&config).await;
@@ -108,7 +70,19 @@ async fn run(scenario: Scenario, seconds: f64) -> (Vec<(f64, String, Value)>, Va
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let got = got.lock().unwrap().clone();
+    let got = notified
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, a)| a["labels"]["priority_level"] == "workload-low")
+        .map(|(t, a)| {
+            (
+                *t,
+                a["status"].as_str().unwrap_or("").to_string(),
+                a.clone(),
+            )
+        })
+        .collect();
     (got, status)
 }
 
@@ -143,13 +117,7 @@ async fn fifteen_seconds_of_every_minute_warn_within_three_minutes_at_the_defaul
         "{got:#?}"
     );
     // The status shows the pattern too.
-    let level = status["apiservers"][0]["levels"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|l| l["priority_level"] == "workload-low")
-        .cloned()
-        .unwrap_or_default();
+    let level = common::first_level(&status, "workload-low");
     let s = &level["saturation"];
     assert!(s["episodes"].as_u64().unwrap_or(0) >= 3, "{level:#}");
     let longest = s["longest_seconds"].as_f64().unwrap_or(0.0);
@@ -163,13 +131,7 @@ async fn a_sub_second_blip_a_minute_never_warns() {
     let (got, status) = run(scenario(31.0, 31.7, 2.0, 10), 420.0).await;
     assert!(got.is_empty(), "a blip warned: {got:#?}");
     // It was seen, as what it is: a sliver of the time, in episodes of the blip and the drain of its backlog.
-    let level = status["apiservers"][0]["levels"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|l| l["priority_level"] == "workload-low")
-        .cloned()
-        .unwrap_or_default();
+    let level = common::first_level(&status, "workload-low");
     let ratio = level["saturation"]["full_ratio"].as_f64().unwrap_or(1.0);
     let longest = level["saturation"]["longest_seconds"]
         .as_f64()

@@ -84,21 +84,11 @@ async fn run(burst: &str, load: f64) -> (Vec<serde_json::Value>, serde_json::Val
     (seen, last)
 }
 
-fn workload_low(status: &serde_json::Value) -> serde_json::Value {
-    status["apiservers"][0]["levels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["priority_level"] == "workload-low")
-        .cloned()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sub_second_saturation_a_minute_warns_of_nothing() {
     // Twice what the level serves: full at once, for 0.7 s and the as long drain.
     let (seen, last) = run("31s 700ms", 2.0).await;
-    let level = workload_low(&last);
+    let level = common::first_level(&last, "workload-low");
     // The burst is there, as what it is: the window's 99th percentile is past 80 % of the limit, where a rule on
     // it would have warned for a whole window.
     assert!(
@@ -129,7 +119,7 @@ async fn fifteen_seconds_of_every_minute_warn_through_the_histogram() {
         "{summary}"
     );
     // Every scrape saw a calm level: the gauge alone would fire nothing.
-    let level = workload_low(&last);
+    let level = common::first_level(&last, "workload-low");
     assert!(level["headroom_ratio"].as_f64().unwrap() > 0.2, "{level}");
     // The other spike-safe signals saw the bursts too, and /metrics exports them.
     assert!(

@@ -12,12 +12,10 @@
 //!     cargo test --test it warning_lead -- --ignored --nocapture
 use crate::common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apf_monitor::config::Config;
 use apf_sim::{KubeVersion, Scenario, SimOptions, Simulator};
-use axum::routing::post;
 
 /// When the ramp starts, in the simulator's seconds, on a warm run.
 const WARM_RAMP: u64 = 65;
@@ -25,21 +23,10 @@ const WARM_RAMP: u64 = 65;
 /// One request holds one seat for 720 ms: a rise of 3 seats a second is 3 / 0.72 more requests a second each second.
 const DURATION: f64 = 0.72;
 
-/// workload-low's limit on 1.25 (100 of 245 shares of 600 seats), as the simulator serves it.
-fn workload_low_limit() -> f64 {
-    let probe = Simulator::try_new(SimOptions::new(
-        KubeVersion::new(25, 0),
-        Scenario::from_yaml("duration: 60s\nflows: []\n").unwrap(),
-    ))
-    .unwrap();
-    let truth = probe.truth();
-    let l = truth.iter().find(|l| l.priority_level == "workload-low");
-    f64::from(l.map_or(0, |l| l.current_limit_seats))
-}
-
 /// The ramp, starting at `ramp` seconds: 60 seats free before it, `rise` more in use each second from it, on and on.
 fn scenario(ramp: u64, rise: f64) -> Scenario {
-    let limit = workload_low_limit();
+    // workload-low's limit on 1.25: 100 of 245 shares of 600 seats.
+    let limit = common::sim_limit(25, "workload-low");
     let steady = (limit - 60.0) / DURATION;
     // Twice the time the rise takes to fill the level: it goes on past the limit, into the queues.
     let end = 2.0 * 60.0 / rise;
@@ -93,34 +80,11 @@ async fn run(settings: &str, rise: f64, warm: bool) -> Lead {
     let _clock = sim.spawn_clock(Duration::from_millis(100));
     let sim_url = common::serve_sim(&sim).await;
 
-    let warnings: Arc<Mutex<Vec<(f64, String)>>> = Arc::default();
-    let (seen, at) = (warnings.clone(), sim.clone());
-    let app = axum::Router::new().route(
-        "/hook",
-        post(move |body: String| {
-            let (seen, at) = (seen.clone(), at.clone());
-            async move {
-                let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-                for a in v["alerts"].as_array().into_iter().flatten() {
-                    if a["status"] == "firing" && a["labels"]["priority_level"] == "workload-low" {
-                        let name = a["labels"]["alertname"].as_str().unwrap_or("").to_string();
-                        let mut seen = seen.lock().unwrap();
-                        if !seen.iter().any(|(_, n)| *n == name) {
-                            seen.push((at.elapsed().as_secs_f64(), name));
-                        }
-                    }
-                }
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
+    let notified = common::Notified::default();
+    let hook = common::sim_clocked_hook(&sim, notified.clone()).await;
     let config = Config::from_yaml(&format!(
         "{settings}\ntargets:\n  static:\n    - {{url: \"{sim_url}\", name: sim}}\n\
-         receivers:\n  - {{name: hook, webhook: {{url: \"http://{hook}/hook\"}}}}\n"
+         receivers:\n  - {{name: hook, webhook: {{url: \"{hook}\"}}}}\n"
     ))
     .unwrap();
     let _monitor = common::start_monitor(&config).await;
@@ -137,11 +101,19 @@ async fn run(settings: &str, rise: f64, warm: bool) -> Lead {
             first_429 = Some(sim.elapsed().as_secs_f64());
         }
     }
-    let notified = warnings.lock().unwrap().clone();
+    // The first notification of each alert about workload-low that fired.
+    let mut firsts: Vec<(f64, String)> = Vec::new();
+    for (at, a) in notified.lock().unwrap().iter() {
+        let name = a["labels"]["alertname"].as_str().unwrap_or("").to_string();
+        let firing = a["status"] == "firing" && a["labels"]["priority_level"] == "workload-low";
+        if firing && !firsts.iter().any(|(_, n)| *n == name) {
+            firsts.push((*at, name));
+        }
+    }
     Lead {
         ramp: ramp as f64,
         first_429,
-        notified,
+        notified: firsts,
     }
 }
 

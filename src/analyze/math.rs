@@ -128,11 +128,10 @@ pub struct Trend {
     pub slope_error: f64,
     /// The line's value at the last sample (not the sample itself: one reading is one seat off, or more).
     pub last: f64,
-    /// Time of the stretch's first sample, and how many samples it holds.
+    /// Times of the stretch's first and last samples, and how many samples it holds.
     pub since: f64,
+    pub until: f64,
     pub samples: usize,
-    /// Mean time between its samples.
-    pub spacing: f64,
     /// How many standard errors above zero the slope must be to count as rising: [`MIN_SIGNIFICANCE`], more when
     /// the scatter was read off few samples.
     pub significance: f64,
@@ -160,12 +159,17 @@ const SIGNIFICANCE_FEW: [f64; 6] = [318.31, 22.327, 10.215, 7.173, 5.893, 5.208]
 impl Trend {
     /// Seconds from the stretch's first sample to its last.
     pub fn span(&self) -> f64 {
-        self.spacing * (self.samples - 1) as f64
+        self.until - self.since
+    }
+
+    /// Mean time between its samples.
+    pub fn spacing(&self) -> f64 {
+        self.span() / self.samples.saturating_sub(1).max(1) as f64
     }
 
     /// Seconds until the line reaches `ceiling`, once it is known well enough to say: rising by more than
     /// [`Trend::significance`] standard errors, and with the estimate's own standard error under the time between
-    /// samples (a second at least). Then each scrape moves the estimate by less than the time that passed, so on a
+    /// samples (a second at least). Then a scrape moves the estimate by less than the time that passed, and on a
     /// steady ramp it only falls; an exhaustion seconds away is said within a few samples, one minutes away once
     /// the ramp has lasted long enough to tell it from noise. `None` while the line is not rising or not yet known.
     pub fn seconds_to(&self, ceiling: f64) -> Option<f64> {
@@ -178,7 +182,7 @@ impl Trend {
         let seconds = ((ceiling - self.last) / self.slope).max(0.0);
         // The standard error of `seconds` is `seconds` times the slope's relative error.
         let error = seconds * self.slope_error / self.slope;
-        (error <= self.spacing.max(1.0)).then_some(seconds)
+        (error <= self.spacing().max(1.0)).then_some(seconds)
     }
 }
 
@@ -306,8 +310,8 @@ pub fn latest_trend(points: &[(f64, f64)]) -> Option<Trend> {
         slope_error: (variance / fit.spread).sqrt(),
         last: fit.mean_y + fit.slope * (last - fit.mean_t),
         since: first,
+        until: last,
         samples,
-        spacing: (last - first) / (samples - 1) as f64,
         significance,
     })
 }
@@ -433,7 +437,7 @@ mod tests {
         assert!((trend.slope - 5.0).abs() < 1e-6, "{trend:?}");
         assert!((39.0..=41.0).contains(&trend.since), "{trend:?}");
         assert!((trend.last - 150.0).abs() < 1e-6, "{trend:?}");
-        assert_eq!(trend.spacing, 1.0);
+        assert_eq!((trend.spacing(), trend.span()), (1.0, 50.0 - trend.since));
         // 150 to 200 at 5 a second: 10 s.
         assert!((trend.seconds_to(200.0).unwrap() - 10.0).abs() < 1e-6);
         // One straight line is not split.

@@ -635,6 +635,15 @@ mod tests {
         );
         let err = Config::from_yaml("analysis:\n  window: 5s\n").unwrap_err();
         assert!(err.contains("analysis.window"), "{err}");
+        // Recurring saturation is counted over several windows.
+        let err = Config::from_yaml("analysis:\n  window: 2m\n  lookback: 1m\n").unwrap_err();
+        assert!(
+            err.contains("analysis.lookback (1m) must be at least analysis.window (2m)")
+                && err.contains("line 3"),
+            "{err}"
+        );
+        let c = Config::from_yaml("analysis:\n  lookback: 10m\n").unwrap();
+        assert_eq!(c.analysis.lookback.0, Duration::from_secs(600));
     }
 
     #[test]

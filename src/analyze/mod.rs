@@ -12,7 +12,7 @@ mod saturation;
 mod settings;
 mod status;
 
-pub use advice::{advise, ClientAdvice, SchemaCost};
+pub use advice::{advise, ClientAdvice, ClientRecommendation, ReplicaRate, SchemaCost};
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
@@ -47,6 +47,9 @@ pub struct StatusReport {
     /// (observed over sustainable). Filled by [`advise`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<ClientAdvice>,
+    /// One recommendation per client over the replicas it was seen on, worst first. Filled by [`advise`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recommendations: Vec<ClientRecommendation>,
     /// Who sends the direct notifications (Slack, email, webhook), from the alerting stage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notifier: Option<NotifierReport>,

@@ -12,7 +12,8 @@ use clap::Args;
 use super::output::{errln, out, outln};
 use super::{init_command_logging, load_config, SourceArgs, TargetArgs};
 use crate::analyze::{
-    Analysis, ApiserverReport, ClientAdvice, Point, ReplicaHistory, StatusReport,
+    Analysis, ApiserverReport, ClientAdvice, ClientRecommendation, Point, ReplicaHistory,
+    StatusReport,
 };
 use crate::daemon::{analysis_of, Replica};
 
@@ -60,7 +61,7 @@ pub enum AdviseFormat {
 }
 
 pub async fn advise(args: AdviseArgs) -> Result<ExitCode> {
-    let clients = match &args.daemon {
+    let (clients, recommendations) = match &args.daemon {
         Some(url) => {
             from_daemon(
                 url,
@@ -69,7 +70,10 @@ pub async fn advise(args: AdviseArgs) -> Result<ExitCode> {
             )
             .await?
         }
-        None => watch(&args).await?.clients,
+        None => {
+            let report = watch(&args).await?;
+            (report.clients, report.recommendations)
+        }
     };
     let chosen: Vec<ClientAdvice> = clients.into_iter().filter(|c| wanted(&args, c)).collect();
     if chosen.is_empty() {
@@ -84,12 +88,24 @@ pub async fn advise(args: AdviseArgs) -> Result<ExitCode> {
              dumps: give --audit), or widen --window"
         );
     }
+    // The recommendations of the clients chosen.
+    let recommendations: Vec<ClientRecommendation> = recommendations
+        .into_iter()
+        .filter(|r| {
+            chosen
+                .iter()
+                .any(|c| c.cluster == r.cluster && c.name() == r.client)
+        })
+        .collect();
     match args.output {
         AdviseFormat::Json => outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "clients": chosen }))?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "recommendations": recommendations,
+                "clients": chosen,
+            }))?
         )?,
-        AdviseFormat::Table => out!("{}", table(&chosen))?,
+        AdviseFormat::Table => out!("{}", table(&recommendations, &chosen))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -108,17 +124,19 @@ fn wanted(args: &AdviseArgs, c: &ClientAdvice) -> bool {
     true
 }
 
-/// The clients a running daemon advises (`GET /api/v1/status`), with a bearer token from `token_file` and the
-/// daemon's CA (`--certificate-authority`) where it serves TLS (`web.tls`).
+/// The clients a running daemon advises (`GET /api/v1/status`), per replica and one recommendation each, with a
+/// bearer token from `token_file` and the daemon's CA (`--certificate-authority`) where it serves TLS (`web.tls`).
 async fn from_daemon(
     url: &str,
     token_file: Option<&std::path::Path>,
     ca: Option<&std::path::Path>,
-) -> Result<Vec<ClientAdvice>> {
+) -> Result<(Vec<ClientAdvice>, Vec<ClientRecommendation>)> {
     #[derive(serde::Deserialize)]
     struct Status {
         #[serde(default)]
         clients: Vec<serde_json::Value>,
+        #[serde(default)]
+        recommendations: Vec<serde_json::Value>,
     }
     let status_url = format!("{}/api/v1/status", url.trim_end_matches('/'));
     // The client every target starts from: no redirect carries the token elsewhere.
@@ -147,11 +165,19 @@ async fn from_daemon(
         .with_context(|| format!("cannot read {status_url}"))?;
     let status: Status = serde_json::from_slice(&body)
         .with_context(|| format!("{status_url} is not apf-monitor's status JSON"))?;
-    status
+    let clients = status
         .clients
         .into_iter()
         .map(|c| serde_json::from_value(c).context("a client of the status JSON does not read"))
-        .collect()
+        .collect::<Result<_>>()?;
+    let recommendations = status
+        .recommendations
+        .into_iter()
+        .map(|r| {
+            serde_json::from_value(r).context("a recommendation of the status JSON does not read")
+        })
+        .collect::<Result<_>>()?;
+    Ok((clients, recommendations))
 }
 
 /// One window of the replicas (or one read of the Prometheus sources), analysed as the daemon does, with the
@@ -259,9 +285,41 @@ async fn watch_replicas(
     })
 }
 
-/// The clients as a table, then each one's advice.
-fn table(clients: &[ClientAdvice]) -> String {
+/// One line per client and its recommendation, then the per-replica table and each row's advice.
+fn table(recommendations: &[ClientRecommendation], clients: &[ClientAdvice]) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), apf::advice::shown);
+    let mut out = String::new();
+    if !recommendations.is_empty() {
+        let header = [
+            "CLIENT",
+            "SENDS/s",
+            "REPLICAS",
+            "TIGHTEST",
+            "LEVEL",
+            "SUSTAINS/s",
+            "SETTINGS",
+        ];
+        let rows: Vec<Vec<String>> =
+            std::iter::once(header.iter().map(|h| h.to_string()).collect())
+                .chain(recommendations.iter().map(|r| {
+                    vec![
+                        r.client.clone(),
+                        f(r.observed_requests_per_second),
+                        r.replicas.len().to_string(),
+                        r.tightest_apiserver.clone(),
+                        r.priority_level.clone(),
+                        f(r.sustainable_requests_per_second),
+                        format!("{} {}", if r.change { "set" } else { "ceiling" }, r.flags),
+                    ]
+                }))
+                .collect();
+        out.push_str(&super::table::columns(&rows));
+        out.push('\n');
+        for r in recommendations {
+            out.push_str(&format!("- {}\n", r.advice));
+        }
+        out.push_str("\nPer replica:\n");
+    }
     let header = [
         "CLIENT",
         "REPLICA",
@@ -290,7 +348,7 @@ fn table(clients: &[ClientAdvice]) -> String {
             ]
         }))
         .collect();
-    let mut out = super::table::columns(&rows);
+    out.push_str(&super::table::columns(&rows));
     out.push('\n');
     for c in clients {
         out.push_str(&format!("- {}\n", c.advice));

@@ -72,8 +72,9 @@ pub enum Command {
     /// Who got the 429s: kube-apiserver's audit log (plain, gzipped, rotated) classified with kube-apiserver's own
     /// matching, per user and per flow, worst first.
     Audit(audit::AuditArgs),
-    /// How fast may this client go: per client (a flow on a replica; with audit events, per user), the seats its
-    /// flow can count on, what its requests cost, the rate that sustains, what it sends, and the flag to set.
+    /// How fast may this client go: one recommendation per client (the flags to set when it sends more than a
+    /// replica sustains for it, else the ceiling it stays within), then per replica (a flow; with audit events, a
+    /// user) the seats its flow can count on, what its requests cost, the rate that sustains and what it sends there.
     Advise(advise::AdviseArgs),
     /// Look back: APF incidents in a Prometheus's history, replica by replica (first and last 429, flow schemas,
     /// queues, waits), and when apf-monitor's rules would have warned, replayed on the same history.

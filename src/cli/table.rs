@@ -382,6 +382,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            recommendations: Vec::new(),
             notifier: None,
         }
     }

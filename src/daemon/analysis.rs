@@ -475,6 +475,7 @@ impl AnalysisStage {
             config_findings: self.review(),
             audit,
             clients: Vec::new(),
+            recommendations: Vec::new(),
             notifier: None,
         };
         crate::analyze::advise(&mut report);

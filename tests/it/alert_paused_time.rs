@@ -42,6 +42,7 @@ fn report(free: f64) -> StatusReport {
         config_findings: None,
         audit: Vec::new(),
         clients: Vec::new(),
+        recommendations: Vec::new(),
         notifier: None,
     }
 }

@@ -2,6 +2,7 @@
 //! point production runs: the binary, the daemon, the receivers, against real servers on loopback.
 mod common;
 
+mod advice_replicas;
 mod advice_sim;
 mod advise_cli;
 mod after_the_fix;

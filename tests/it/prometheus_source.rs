@@ -865,13 +865,19 @@ async fn advise_reads_a_fleet_through_prometheus_and_prices_the_audited_users() 
         (sustainable - share / (seats * 2.0)).abs() < 0.01 * sustainable + 0.01,
         "{agent}"
     );
+    // 3 requests/s, far under what its share sustains: a ceiling, not a setting.
+    let advice = agent["advice"].as_str().unwrap();
     assert!(
-        agent["advice"]
-            .as_str()
-            .unwrap()
-            .contains("client-go: set QPS="),
+        advice.contains("client-go: stays within its share up to QPS="),
         "{agent}"
     );
+    assert!(!advice.contains(" set "), "{agent}");
+    // The only replica of its cluster: all of the audited rate is its, and the advice says where it comes from.
+    assert!(
+        advice.contains("100 % of them here by this replica's share"),
+        "{agent}"
+    );
+    assert_eq!(read["recommendations"][0]["change"], false, "{read}");
 }
 
 /// Shards of one source (`targets.prometheus[].shard`): three hash shards over six clusters read every cluster

@@ -133,6 +133,9 @@ pub struct ClientTerms<'a> {
     pub seconds_per_request: f64,
     pub sustainable: f64,
     pub observed: Option<f64>,
+    /// How the rate here was told, where it is not the replica's own counters: e.g. `audit events spread by this
+    /// replica's share of service-accounts' requests`.
+    pub observed_from: Option<&'a str>,
     pub recommendation: Recommendation,
     /// The flow's requests are LISTs (its example request is one).
     pub lists: bool,
@@ -190,8 +193,103 @@ pub fn number(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// The advice: what the share is, what a request costs, what it sustains, how it compares with what the client
-/// sends, and the flag to set; per replica, said so.
+/// Whether a client's rate calls for a change: it sends more than the recommended QPS, so it exceeds, or is within
+/// [`QPS_MARGIN`] of exceeding, what its share sustains. Below that (or with its rate unknown) the recommendation is a
+/// ceiling, not an instruction.
+pub fn needs_change(observed: Option<f64>, r: &Recommendation) -> bool {
+    observed.is_some_and(|o| o > r.qps)
+}
+
+/// A client on one replica it was seen on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnReplica<'a> {
+    pub replica: &'a str,
+    /// What it sends there (`None`: not known).
+    pub observed: Option<f64>,
+    /// What its share there sustains, and the recommendation for that replica.
+    pub sustainable: f64,
+    pub recommendation: Recommendation,
+}
+
+impl OnReplica<'_> {
+    pub fn needs_change(&self) -> bool {
+        needs_change(self.observed, &self.recommendation)
+    }
+}
+
+/// The client's settings in its own terms, as an instruction (`set ...`) or as the ceiling it stays within.
+/// client-go's Burst is a token bucket's size (the requests a client sends at once after a pause, refilled at QPS);
+/// a concurrency (controller-runtime's `MaxConcurrentReconciles`, Crossplane's `--max-concurrent-reconciles`) caps
+/// the requests in flight of workers that each wait for their call: different knobs, said apart.
+fn settings(
+    kind: &ClientKind,
+    r: &Recommendation,
+    lists: bool,
+    seats: f64,
+    minor: Option<u32>,
+    change: bool,
+) -> String {
+    let verb = if change {
+        "set"
+    } else {
+        "stays within its share up to"
+    };
+    match kind {
+        ClientKind::Kubectl if lists && seats > 1.0 => {
+            let page = match minor {
+                Some(m) if m >= 34 => "a page small enough to stay under 100 kB".to_string(),
+                _ => "pages of 100 objects, 1 seat each".to_string(),
+            };
+            if change {
+                format!(
+                    "kubectl: list with --chunk-size=100 ({page}) and run at most {} at once",
+                    r.concurrency
+                )
+            } else {
+                format!(
+                    "kubectl stays within its share up to {} LIST{} at once (--chunk-size=100 for more: {page})",
+                    r.concurrency,
+                    plural(r.concurrency)
+                )
+            }
+        }
+        ClientKind::Kubectl if change => format!(
+            "kubectl sets no rate flag: run at most {} kubectl request{} at once against this replica",
+            r.concurrency,
+            plural(r.concurrency)
+        ),
+        ClientKind::Kubectl => format!(
+            "kubectl stays within its share up to {} request{} at once",
+            r.concurrency,
+            plural(r.concurrency)
+        ),
+        ClientKind::Crossplane => format!(
+            "Crossplane: {verb} --max-concurrent-reconciles={} (providers before it: --max-reconcile-rate={}, assuming \
+             {} API calls per reconcile)",
+            r.concurrency,
+            number(round_down(r.qps / CROSSPLANE_CALLS_PER_RECONCILE)),
+            CROSSPLANE_CALLS_PER_RECONCILE
+        ),
+        ClientKind::KubeComponent(binary) => format!(
+            "{binary}: {verb} --kube-api-qps={} --kube-api-burst={} (the burst: requests sent at once after a pause, \
+             which the share runs without waiting)",
+            number(r.qps),
+            r.burst
+        ),
+        ClientKind::ClientGo => format!(
+            "client-go: {verb} QPS={} and Burst={} (--kube-api-qps/--kube-api-burst in most controllers; Burst is a \
+             token bucket: the requests sent at once after a pause, which the share runs without waiting); with \
+             controller-runtime, MaxConcurrentReconciles (workers, each waiting for its calls) at most {}",
+            number(r.qps),
+            r.burst,
+            r.concurrency
+        ),
+    }
+}
+
+/// The advice on one replica: what the share is, what a request costs, what it sustains, how it compares with what
+/// the client sends there, and the flag to set (only when it sends more than the recommended rate; else the ceiling
+/// it stays within).
 pub fn sentence(t: &ClientTerms<'_>) -> String {
     let r = &t.recommendation;
     let share = if t.active_flows <= 1 {
@@ -221,56 +319,137 @@ pub fn sentence(t: &ClientTerms<'_>) -> String {
         shown(t.seconds_per_request),
         shown(t.sustainable)
     );
+    let from = t
+        .observed_from
+        .map(|f| format!(", by {f}"))
+        .unwrap_or_default();
     let sends = match t.observed {
         Some(o) if t.sustainable > 0.0 => format!(
-            "; it sends {} requests/s ({}x)",
+            "; it sends {} requests/s here ({}x{from})",
             shown(o),
             shown(o / t.sustainable)
         ),
-        Some(o) => format!("; it sends {} requests/s", shown(o)),
+        Some(o) => format!("; it sends {} requests/s here{from}", shown(o)),
         None => String::new(),
     };
-    let set = match &t.kind {
-        ClientKind::Kubectl if t.lists && t.seats_per_request > 1.0 => {
-            let page = match t.minor {
-                Some(m) if m >= 34 => "a page small enough to stay under 100 kB".to_string(),
-                _ => "pages of 100 objects, 1 seat each".to_string(),
-            };
-            format!(
-                "kubectl: list with --chunk-size=100 ({page}) and run at most {} at once",
-                r.concurrency
-            )
-        }
-        ClientKind::Kubectl => format!(
-            "kubectl sets no rate flag: run at most {} kubectl request{} at once against this replica",
-            r.concurrency,
-            plural(r.concurrency)
-        ),
-        ClientKind::Crossplane => format!(
-            "Crossplane: set --max-concurrent-reconciles={} (providers before it: --max-reconcile-rate={}, assuming \
-             {} API calls per reconcile)",
-            r.concurrency,
-            number(round_down(r.qps / CROSSPLANE_CALLS_PER_RECONCILE)),
-            CROSSPLANE_CALLS_PER_RECONCILE
-        ),
-        ClientKind::KubeComponent(binary) => format!(
-            "{binary}: set --kube-api-qps={} --kube-api-burst={}",
-            number(r.qps),
-            r.burst
-        ),
-        ClientKind::ClientGo => format!(
-            "client-go: set QPS={} and Burst={} (--kube-api-qps/--kube-api-burst in most controllers; \
-             controller-runtime: also MaxConcurrentReconciles at most {})",
-            number(r.qps),
-            r.burst,
-            r.concurrency
-        ),
+    let change = needs_change(t.observed, r);
+    let set = settings(&t.kind, r, t.lists, t.seats_per_request, t.minor, change);
+    let verdict = match t.observed {
+        Some(_) if !change => "Within its share here: no change needed. ",
+        None => "Its rate here is not known. ",
+        Some(_) => "",
     };
     format!(
-        "{}: {share}; {cost}{sends}. {set}. Per replica: a client-go process keeps one HTTP/2 connection, so one \
-         replica; processes of the flow on one replica share this, each replica gives its own.",
+        "{}: {share}; {cost}{sends}. {verdict}{set}. Per replica: a client-go process keeps one HTTP/2 connection, \
+         so one replica; processes of the flow on one replica share this, each replica gives its own.",
         t.name
     )
+}
+
+/// One client over the replicas it was seen on: what [`client_sentence`] says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientOverReplicas<'a> {
+    pub kind: ClientKind,
+    pub name: &'a str,
+    /// Each replica it was seen on.
+    pub replicas: Vec<OnReplica<'a>>,
+    /// The index in `replicas` of the one that sustains the least for it, and that one's level.
+    pub tightest: usize,
+    pub priority_level: &'a str,
+    pub lists: bool,
+    pub seats_per_request: f64,
+    pub minor: Option<u32>,
+}
+
+impl ClientOverReplicas<'_> {
+    /// Whether any replica's rate calls for a change (by that replica's own recommendation).
+    pub fn needs_change(&self) -> bool {
+        self.replicas.iter().any(OnReplica::needs_change)
+    }
+}
+
+/// One recommendation for a client, whichever replica its connection lands on: the tightest replica's, as a change
+/// to make when it sends more than a replica sustains for it (or nearly), else as the ceiling it stays within.
+pub fn client_sentence(c: &ClientOverReplicas<'_>) -> String {
+    let change = c.needs_change();
+    let rates: Vec<String> = c
+        .replicas
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match r.observed {
+            Some(o) if i == 0 => format!("{} requests/s on {}", shown(o), r.replica),
+            Some(o) => format!("{} on {}", shown(o), r.replica),
+            None => format!("an unknown rate on {}", r.replica),
+        })
+        .collect();
+    let known: Vec<f64> = c.replicas.iter().filter_map(|r| r.observed).collect();
+    let total = if known.len() == c.replicas.len() && c.replicas.len() > 1 {
+        format!(" ({} in all)", shown(known.iter().sum()))
+    } else {
+        String::new()
+    };
+    let sends = format!("it sends {}{total}", join(&rates));
+    let Some(tightest) = c.replicas.get(c.tightest) else {
+        return format!("{}: seen on no replica: no rate to advise", c.name);
+    };
+    let over: Vec<String> = c
+        .replicas
+        .iter()
+        .filter(|r| r.needs_change() && r.sustainable > 0.0)
+        .filter_map(|r| {
+            Some(format!(
+                "{}x on {}",
+                shown(r.observed? / r.sustainable),
+                r.replica
+            ))
+        })
+        .collect();
+    let set = settings(
+        &c.kind,
+        &tightest.recommendation,
+        c.lists,
+        c.seats_per_request,
+        c.minor,
+        change,
+    );
+    let why = format!(
+        "{} sustains {} requests/s for it in {}, the least of {}: a client-go process keeps one HTTP/2 connection, \
+         so it may land on any of them, and processes that land on one replica share its share",
+        tightest.replica,
+        shown(tightest.sustainable),
+        c.priority_level,
+        if c.replicas.len() == 1 {
+            "the replica it was seen on".to_string()
+        } else {
+            format!("the {} replicas it was seen on", c.replicas.len())
+        }
+    );
+    if change {
+        format!(
+            "{}: {sends}, at or above what its share sustains ({}). {set}. Why: {why}.",
+            c.name,
+            join(&over)
+        )
+    } else if known.is_empty() {
+        format!(
+            "{}: its rate is not known. A ceiling, not a setting: {set}. Why: {why}.",
+            c.name
+        )
+    } else {
+        format!(
+            "{}: {sends}, within its share: no change needed. A ceiling, not a setting: {set}. Why: {why}.",
+            c.name
+        )
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [head @ .., last] => format!("{} and {last}", head.join(", ")),
+    }
 }
 
 #[cfg(test)]
@@ -358,16 +537,120 @@ mod tests {
             seconds_per_request: 0.1,
             sustainable: 245.0,
             observed: Some(490.0),
+            observed_from: None,
             recommendation: recommend(24.5, 1.0, 245.0),
             lists: false,
             minor: Some(33),
         };
         let s = sentence(&t);
-        assert!(s.starts_with("provider-aws: its flow can count on 24.5 of workload-low's 245 seats on 10.0.0.5:6443 while 10 flows contend; each request holds 1 seat for 0.1 s, so the share sustains 245 requests/s; it sends 490 requests/s (2x). Crossplane: set --max-concurrent-reconciles=24 (providers before it: --max-reconcile-rate=95, assuming 2 API calls per reconcile)."), "{s}");
+        assert!(s.starts_with("provider-aws: its flow can count on 24.5 of workload-low's 245 seats on 10.0.0.5:6443 while 10 flows contend; each request holds 1 seat for 0.1 s, so the share sustains 245 requests/s; it sends 490 requests/s here (2x). Crossplane: set --max-concurrent-reconciles=24 (providers before it: --max-reconcile-rate=95, assuming 2 API calls per reconcile)."), "{s}");
         assert!(s.contains("Per replica"), "{s}");
         assert_eq!(
             rate_flag(&ClientKind::ClientGo, &t.recommendation),
             "--kube-api-qps=190 --kube-api-burst=24"
         );
+    }
+
+    #[test]
+    fn a_client_within_its_share_is_told_a_ceiling_not_a_setting() {
+        let t = |observed: Option<f64>| ClientTerms {
+            kind: ClientKind::ClientGo,
+            name: "cert-manager",
+            replica: "10.0.0.5:6443",
+            priority_level: "workload-low",
+            limit_seats: 245.0,
+            active_flows: 10,
+            share_seats: 24.5,
+            seats_per_request: 1.0,
+            seconds_per_request: 0.1,
+            sustainable: 245.0,
+            observed,
+            observed_from: Some("audit events"),
+            recommendation: recommend(24.5, 1.0, 245.0),
+            lists: false,
+            minor: Some(33),
+        };
+        let idle = sentence(&t(Some(0.5)));
+        assert!(!idle.contains(" set "), "{idle}");
+        assert!(
+            idle.contains("it sends 0.5 requests/s here (0.002x, by audit events). Within its share here: no change \
+                           needed. client-go: stays within its share up to QPS=190 and Burst=24"),
+            "{idle}"
+        );
+        let unknown = sentence(&t(None));
+        assert!(
+            unknown.contains(
+                "Its rate here is not known. client-go: stays within its share up to QPS=190"
+            ),
+            "{unknown}"
+        );
+        // Above the recommended rate, though under the sustainable one: about to exceed it, told to change.
+        let near = sentence(&t(Some(200.0)));
+        assert!(
+            near.contains("client-go: set QPS=190 and Burst=24"),
+            "{near}"
+        );
+        // Burst and the concurrency are told apart.
+        assert!(near.contains("Burst is a token bucket"), "{near}");
+        assert!(
+            near.contains(
+                "MaxConcurrentReconciles (workers, each waiting for its calls) at most 24"
+            ),
+            "{near}"
+        );
+        assert!(!needs_change(None, &t(None).recommendation));
+    }
+
+    #[test]
+    fn one_client_gets_one_recommendation_the_tightest_replicas() {
+        let on = |replica, observed, sustainable: f64| OnReplica {
+            replica,
+            observed,
+            sustainable,
+            recommendation: recommend(sustainable * 2.0, 2.0, sustainable),
+        };
+        let mut c = ClientOverReplicas {
+            kind: ClientKind::ClientGo,
+            name: "agent",
+            replicas: vec![
+                on("a", Some(61.0), 40.0),
+                on("b", Some(40.0), 30.0),
+                on("c", Some(19.0), 15.0),
+            ],
+            tightest: 2,
+            priority_level: "workload-low",
+            lists: false,
+            seats_per_request: 2.0,
+            minor: Some(34),
+        };
+        assert!(c.needs_change());
+        let s = client_sentence(&c);
+        assert!(
+            s.starts_with(
+                "agent: it sends 61 requests/s on a, 40 on b and 19 on c (120 in all), at or above what its share \
+                 sustains (1.52x on a, 1.33x on b and 1.27x on c). client-go: set QPS=12 and Burst=15"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("Why: c sustains 15 requests/s for it in workload-low, the least of the 3 replicas it was seen on"),
+            "{s}"
+        );
+        // Idle everywhere: a ceiling.
+        for r in &mut c.replicas {
+            r.observed = Some(1.0);
+        }
+        assert!(!c.needs_change());
+        let s = client_sentence(&c);
+        assert!(
+            s.starts_with(
+                "agent: it sends 1 requests/s on a, 1 on b and 1 on c (3 in all), within its share: no change \
+                 needed. A ceiling, not a setting: client-go: stays within its share up to QPS=12 and Burst=15"
+            ),
+            "{s}"
+        );
+        // One replica over its recommended rate is enough to call for the change.
+        c.replicas[1].observed = Some(25.0);
+        assert!(c.needs_change());
     }
 }

@@ -142,6 +142,30 @@ pub fn seats_per_share(known: &[(u32, f64)]) -> Option<f64> {
         .then_some(per_share)
 }
 
+/// The replica's seats (ServerCL: `--max-requests-inflight` + `--max-mutating-requests-inflight`) from every level's
+/// (shares, reported NominalCL): the lowest and highest ServerCL for which NominalCL = ceil(ServerCL × shares /
+/// Σ shares) holds for each (the ceilings can leave a few seats open: 598 to 600 for the defaults at 600). `None`
+/// when no ServerCL near what one share is worth gives them all (a level's shares are not those in force, or a level
+/// is missing), so that a sentence never states seats the replica does not have.
+pub fn server_concurrency(levels: &[(u32, f64)]) -> Option<(u32, u32)> {
+    let sum: u64 = levels.iter().map(|(s, _)| u64::from(*s)).sum();
+    let per_share = seats_per_share(levels)?;
+    // Each level's ceil adds less than a seat: the truth is within a seat per level of the estimate.
+    let estimate = per_share * sum as f64;
+    let slack = levels.len() as f64 + 1.0;
+    // Bounded before the conversion: a ServerCL is a u32.
+    let low = (estimate - slack).clamp(1.0, f64::from(u32::MAX)) as u32;
+    let high = (estimate + slack).clamp(1.0, f64::from(u32::MAX)) as u32;
+    let fits = |c: &u32| {
+        levels
+            .iter()
+            .all(|&(s, n)| f64::from(nominal_limit(*c, s, sum)) == n)
+    };
+    let first = (low..=high).find(fits)?;
+    let last = (first..=high).take_while(fits).last().unwrap_or(first);
+    Some((first, last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,5 +375,53 @@ mod tests {
         assert_eq!(list_seats(34, None, Some(4_800_000.0)), Some(48));
         assert_eq!(list_seats(34, None, Some(1e9)), Some(100));
         assert_eq!(list_seats(34, Some(1.0), Some(-1.0)), None);
+    }
+
+    #[test]
+    fn the_replicas_seats_are_told_back_from_its_levels_nominal_limits() {
+        // The defaults of 1.34 at 600 seats leave 598 to 600 open (598 x 100 / 245 = 244.1: workload-low's 245, as at
+        // 600).
+        let levels = default_priority_levels(KubeVersion::new(34, 0));
+        let known: Vec<(u32, f64)> = levels
+            .iter()
+            .zip(seat_limits(&levels, 600))
+            .map(|(l, s)| (l.shares_or_default(), f64::from(s.nominal)))
+            .collect();
+        let range = server_concurrency(&known);
+        assert!(
+            range.is_some_and(|(low, high)| low < high && high == 600),
+            "{range:?}"
+        );
+        for (minor, server_cl) in [(29, 600), (34, 600), (34, 3000), (26, 800), (34, 137)] {
+            let levels = default_priority_levels(KubeVersion::new(minor, 0));
+            let limits = seat_limits(&levels, server_cl);
+            let mut known: Vec<(u32, f64)> = levels
+                .iter()
+                .zip(&limits)
+                .map(|(l, s)| (l.shares_or_default(), f64::from(s.nominal)))
+                .collect();
+            let within = |r: Option<(u32, u32)>| {
+                r.is_some_and(|(low, high)| low <= server_cl && server_cl <= high && high - low < 8)
+            };
+            assert!(
+                within(server_concurrency(&known)),
+                "1.{minor} at {server_cl}: {:?}",
+                server_concurrency(&known)
+            );
+            // Two levels of one's own, 10 shares each: their nominal limits tell the same server.
+            let sum: u64 = known.iter().map(|(s, _)| u64::from(*s)).sum::<u64>() + 20;
+            for k in &mut known {
+                k.1 = f64::from(nominal_limit(server_cl, k.0, sum));
+            }
+            known.push((10, f64::from(nominal_limit(server_cl, 10, sum))));
+            known.push((10, f64::from(nominal_limit(server_cl, 10, sum))));
+            assert!(
+                within(server_concurrency(&known)),
+                "1.{minor} at {server_cl}, two more"
+            );
+            // A level whose shares are not those in force: no server gives them all.
+            known[1].0 += 7;
+            assert_eq!(server_concurrency(&known), None);
+        }
     }
 }

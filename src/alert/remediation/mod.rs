@@ -71,7 +71,7 @@ pub fn remediate(
 }
 
 /// The remediation's last words: the rate the culprit's client should stay under on this replica, and the flag that
-/// sets it (rate advice), when its costs are known.
+/// sets it (rate advice), when its costs are known; only a ceiling when it sends less than that rate.
 fn with_rate(mut r: Remediation, culprit: Option<&FlowReport>) -> Remediation {
     let Some(a) = culprit.and_then(|f| f.advice.as_ref()) else {
         return r;
@@ -81,12 +81,27 @@ fn with_rate(mut r: Remediation, culprit: Option<&FlowReport>) -> Remediation {
         return r;
     };
     let sentence = r.sentence.trim_end().trim_end_matches('.');
-    r.sentence = format!(
-        "{sentence}. Its client should stay under {} requests/s on this replica (its share sustains {}): {}.",
-        apf::advice::number(qps),
-        apf::advice::shown(sustainable),
-        a.flag
-    );
+    r.sentence = match a.observed_requests_per_second {
+        // Within its share (or its rate unknown): the rate is a ceiling, not a change to make.
+        Some(o) if o <= qps => format!(
+            "{sentence}. Its client sends {} requests/s on this replica, within what its share sustains ({}).",
+            apf::advice::shown(o),
+            apf::advice::shown(sustainable),
+        ),
+        None => format!(
+            "{sentence}. Its client stays within its share on this replica up to {} requests/s (its share sustains \
+             {}): {}.",
+            apf::advice::number(qps),
+            apf::advice::shown(sustainable),
+            a.flag
+        ),
+        Some(_) => format!(
+            "{sentence}. Its client should stay under {} requests/s on this replica (its share sustains {}): {}.",
+            apf::advice::number(qps),
+            apf::advice::shown(sustainable),
+            a.flag
+        ),
+    };
     r
 }
 
@@ -240,6 +255,7 @@ pub(crate) mod tests {
         l.top_flows[0].advice = Some(crate::analyze::ClientAdvice {
             sustainable_requests_per_second: Some(6.14),
             recommended_qps: Some(4.9),
+            observed_requests_per_second: Some(12.0),
             flag: "--kube-api-qps=4.9 --kube-api-burst=8".into(),
             ..Default::default()
         });
@@ -252,6 +268,31 @@ pub(crate) mod tests {
         assert!(
             r.sentence.ends_with(
                 "Its client should stay under 4.9 requests/s on this replica (its share sustains 6.14): \
+                 --kube-api-qps=4.9 --kube-api-burst=8."
+            ),
+            "{}",
+            r.sentence
+        );
+        // A client within its rate is not told to change: the rate is a ceiling.
+        let advice = l.top_flows[0].advice.as_mut().unwrap();
+        advice.observed_requests_per_second = Some(3.0);
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
+        assert!(
+            r.sentence.ends_with(
+                "Its client sends 3 requests/s on this replica, within what its share sustains (6.14)."
+            ),
+            "{}",
+            r.sentence
+        );
+        l.top_flows[0]
+            .advice
+            .as_mut()
+            .unwrap()
+            .observed_requests_per_second = None;
+        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
+        assert!(
+            r.sentence.ends_with(
+                "Its client stays within its share on this replica up to 4.9 requests/s (its share sustains 6.14): \
                  --kube-api-qps=4.9 --kube-api-burst=8."
             ),
             "{}",

@@ -291,6 +291,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            recommendations: Vec::new(),
             notifier: None,
         };
         let h = render(&report);
@@ -363,6 +364,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            recommendations: Vec::new(),
             notifier: None,
         };
         let h = render(&report);
@@ -402,6 +404,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            recommendations: Vec::new(),
             notifier: None,
         };
         let h = render(&report);
@@ -486,6 +489,7 @@ mod tests {
             config_findings: None,
             audit: Vec::new(),
             clients: Vec::new(),
+            recommendations: Vec::new(),
             notifier: None,
         });
         assert_eq!(h.matches("isolate the agent").count(), 1, "{h}");

@@ -5,6 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+mod recommend;
+mod spread;
+
+pub use recommend::{ClientRecommendation, ReplicaRate};
+
 use super::history::WindowPoint;
 use super::{counter_increase, round, ApiserverReport, FlowReport, LevelReport, StatusReport};
 use apf::advice::{self, ClientKind, ClientTerms};
@@ -41,6 +46,10 @@ pub struct ClientAdvice {
     /// plus its share of its flow schema's rejections.
     #[serde(serialize_with = "round::ratio")]
     pub observed_requests_per_second: Option<f64>,
+    /// How the rate on this replica was told, where not by the replica's own counters and dumps: audit events carry
+    /// no replica, so a user's audited rate is spread by each replica's share of its flow schema's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_from: Option<String>,
     #[serde(serialize_with = "round::ratio")]
     pub recommended_qps: Option<f64>,
     pub recommended_burst: u32,
@@ -129,6 +138,7 @@ impl ClientAdvice {
             seconds_per_request: seconds,
             sustainable,
             observed: self.observed_requests_per_second,
+            observed_from: self.observed_from.as_deref(),
             recommendation: r,
             lists: self.lists,
             minor: self.minor,
@@ -255,15 +265,19 @@ pub(super) fn of_flow(
     .complete()
 }
 
-/// What a flow sends, as the dumps and the flow schema's counters tell it (audit events, where they name the user,
-/// tell it exactly). What it has executing, by Little's law, is what it is served: seats held / (seats x seconds per
-/// request) (1.28+ lists executing requests); its share of the schema's waiting and executing (pressure) apportions
-/// the schema's rejections. Before 1.28, or with nothing executing, that share apportions all of the schema's
-/// requests.
+/// What a flow sends on this replica, as the dumps and the flow schema's counters tell it: a flow alone in its
+/// schema sends what the schema dispatched and rejected. Otherwise, what it has executing, by Little's law, is what
+/// it is served: seats held / (seats x seconds per request) (1.28+ lists executing requests); its share of the
+/// schema's waiting and executing (pressure) apportions the schema's rejections. Before 1.28, or with nothing
+/// executing, that share apportions all of the schema's requests.
 fn observed(flow: &FlowReport, cost: &SchemaCost, seats_per_request: Option<f64>) -> Option<f64> {
     let share = flow.schema_share?;
     // One scrape has no rates: what it rejects is not known, so neither is what it sends.
     let dispatched = cost.dispatched_per_second?;
+    // Alone in its flow schema (as far as the dumps tell), the schema's counters are the flow's own.
+    if share >= 1.0 - 1e-9 {
+        return Some(dispatched + cost.rejected_per_second);
+    }
     let served = match (seats_per_request, cost.seconds_per_request) {
         (Some(seats), Some(seconds)) if flow.executing_seats > 0.0 && seats * seconds > 0.0 => {
             Some(flow.executing_seats / (seats * seconds))
@@ -276,12 +290,14 @@ fn observed(flow: &FlowReport, cost: &SchemaCost, seats_per_request: Option<f64>
     }
 }
 
-/// Every client's advice in the report, worst first (observed over sustainable), with what the audit events say of
-/// their users: their request rates, their user agents, and users no dump showed. Sets each top flow's advice and
-/// the report's `clients`.
+/// Every client's advice in the report, per replica and worst first (observed over sustainable), with what the
+/// audit events say of their users: their user agents, their rates spread over the replicas (audit events carry no
+/// replica), and users no dump showed; then one recommendation per client. Sets each top flow's advice and the
+/// report's `clients` and `recommendations`.
 pub fn advise(report: &mut StatusReport) {
     let mut clients: Vec<ClientAdvice> = Vec::new();
     let audits = std::mem::take(&mut report.audit);
+    let shares = spread::SchemaShares::of(&report.apiservers, &audits);
     for a in &mut report.apiservers {
         // A report is shared with the analysis' state: copied only where it has advice to complete.
         let advised = a
@@ -293,6 +309,7 @@ pub fn advise(report: &mut StatusReport) {
         }
         let a = std::sync::Arc::make_mut(a);
         let cluster = a.cluster.clone();
+        let apiserver = a.apiserver.clone();
         let audit = audits.iter().find(|r| r.cluster == cluster);
         for level in &mut a.levels {
             for flow in &mut level.top_flows {
@@ -315,7 +332,15 @@ pub fn advise(report: &mut StatusReport) {
                 if let Some(u) = audited {
                     advice.user = Some(u.user.clone());
                     advice.user_agent = u.user_agent.clone();
-                    advice.observed_requests_per_second = Some(u.requests_per_second);
+                    // A flow that is the user's alone: what this replica served and rejected of it is the user's
+                    // rate here. Otherwise the audit events' rate, spread over the replicas.
+                    let alone = u.user == flow.flow || flow.users.as_slice() == [u.user.as_str()];
+                    if !(alone && advice.observed_requests_per_second.is_some()) {
+                        let (rate, from) =
+                            shares.spread(u, cluster.as_deref(), &apiserver, &level.priority_level);
+                        advice.observed_requests_per_second = Some(rate);
+                        advice.observed_from = Some(from);
+                    }
                     // The user's own durations over its flow schema's mean, where its events tell them.
                     if u.seconds_per_request.is_some() {
                         advice.seconds_per_request = u.seconds_per_request;
@@ -328,74 +353,12 @@ pub fn advise(report: &mut StatusReport) {
             }
         }
     }
-    // Audited users no dump showed: on the replica that classified them (else the first of their cluster).
     for audit in &audits {
-        let replica = report
-            .apiservers
-            .iter()
-            .find(|a| a.cluster == audit.cluster && Some(a.display_name()) == audit.classified_on)
-            .or_else(|| {
-                report
-                    .apiservers
-                    .iter()
-                    .find(|a| a.cluster == audit.cluster && !a.levels.is_empty())
-            });
-        let Some(replica) = replica else {
-            continue;
-        };
-        for al in &audit.levels {
-            // An exempt level has no limit to share.
-            let Some(level) = replica
-                .levels
-                .iter()
-                .find(|l| l.priority_level == al.priority_level && l.limit_seats.is_some())
-            else {
-                continue;
-            };
-            for u in &al.users {
-                let shown = clients.iter().any(|c| {
-                    c.cluster == audit.cluster
-                        && c.priority_level == al.priority_level
-                        && c.user.as_deref() == Some(&u.user)
-                });
-                if shown {
-                    continue;
-                }
-                let cost = level
-                    .flow_schema_costs
-                    .get(&u.flow_schema)
-                    .copied()
-                    .unwrap_or_default();
-                let minor = replica.list_costs.minor;
-                // Without dumps, the level's audited users are the flows that contended.
-                let audited_flows =
-                    u32::try_from(al.users.len() + al.users_not_shown).unwrap_or(u32::MAX);
-                clients.push(
-                    ClientAdvice {
-                        apiserver: replica.apiserver.clone(),
-                        cluster: replica.cluster.clone(),
-                        priority_level: al.priority_level.clone(),
-                        flow_schema: u.flow_schema.clone(),
-                        flow: None,
-                        user: Some(u.user.clone()),
-                        user_agent: u.user_agent.clone(),
-                        limit_seats: level.limit_seats,
-                        active_flows: level.peak_active_flows.unwrap_or(audited_flows).max(1),
-                        seats_per_request: cost
-                            .seats_per_request
-                            .or_else(|| minor.filter(|m| *m < 23).map(|_| 1.0)),
-                        seconds_per_request: u.seconds_per_request.or(cost.seconds_per_request),
-                        observed_requests_per_second: Some(u.requests_per_second),
-                        minor,
-                        ..Default::default()
-                    }
-                    .complete(),
-                );
-            }
-        }
+        spread::unseen_users(report, audit, &shares, &mut clients);
     }
     report.audit = audits;
     sort_worst_first(&mut clients);
+    report.recommendations = recommend::per_client(&clients);
     report.clients = clients;
 }
 
@@ -432,151 +395,4 @@ pub(super) fn advise_flows(report: &mut ApiserverReport) {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::analyze::{Analysis, AuditLevel, AuditReport, AuditUser, Point, ReplicaHistory};
-    use apf::model::{FlowSample, FlowSchemaTotals, LevelSnapshot, ReplicaSnapshot};
-
-    /// workload-low of 100 seats; `n` scrapes 5 s apart in which service-accounts dispatches 10 requests/s of 2 s
-    /// each (and 5 of them WATCHes nobody counts), and `flows` contend, the agent's requests 4 seats wide.
-    fn history(flows: u32) -> ReplicaHistory {
-        let mut h = ReplicaHistory::default();
-        for k in 0..=12u32 {
-            let t = f64::from(k) * 5.0;
-            let mut level = LevelSnapshot {
-                limit_seats: Some(100.0),
-                executing_seats: Some(90.0),
-                ..Default::default()
-            };
-            level.active_flows = Some(if k == 6 { flows } else { 1 });
-            let mut snap = ReplicaSnapshot::default();
-            snap.levels.insert("workload-low".into(), level);
-            snap.flow_schemas.insert(
-                ("workload-low".into(), "service-accounts".into()),
-                FlowSchemaTotals {
-                    dispatched_total: Some(10.0 * t),
-                    execution_seconds: Some((20.0 * t, 10.0 * t)),
-                    estimated_seats: Some((10.0 * t, 10.0 * t)),
-                },
-            );
-            let agent = FlowSample {
-                priority_level: "workload-low".into(),
-                flow_schema: "service-accounts".into(),
-                flow: "system:serviceaccount:monitoring:agent".into(),
-                waiting_requests: 3,
-                executing_seats: 60,
-                listed_requests: 18,
-                listed_seats: 72,
-                users: vec!["system:serviceaccount:monitoring:agent".into()],
-                example_request: Some("list pods".into()),
-            };
-            let ci = FlowSample {
-                flow: "system:serviceaccount:ci:runner".into(),
-                waiting_requests: 0,
-                executing_seats: 21,
-                listed_requests: 21,
-                listed_seats: 21,
-                users: vec!["system:serviceaccount:ci:runner".into()],
-                ..agent.clone()
-            };
-            snap.flows = Some(vec![agent, ci]);
-            h.push(Point {
-                at: t,
-                wall_time: String::new(),
-                snapshot: Arc::new(snap),
-            });
-        }
-        h
-    }
-
-    #[test]
-    fn a_flow_is_told_what_its_share_sustains_and_what_it_sends() {
-        let a = Analysis::default().analyze_replica("a", &history(4), 60.0);
-        let flows = &a.levels[0].top_flows;
-        let agent = flows[0].advice.as_ref().unwrap();
-        // The peak of the window: 4 flows contended once.
-        assert_eq!(agent.active_flows, 4);
-        assert_eq!(agent.fair_share_seats, Some(25.0));
-        // Its own rows: 72 seats for 18 requests; the flow schema's time, WATCHes left out.
-        assert_eq!(agent.seats_per_request, Some(4.0));
-        assert_eq!(agent.seconds_per_request, Some(2.0));
-        assert_eq!(agent.sustainable_requests_per_second, Some(25.0 / 8.0));
-        // Served, by Little's law: 60 seats held, 4 a request for 2 s; nothing rejected.
-        let observed = agent.observed_requests_per_second.unwrap();
-        assert!((observed - 7.5).abs() < 1e-9, "{observed}");
-        assert!(agent.above_share());
-        assert_eq!(agent.recommended_qps, Some(2.5));
-        assert_eq!(agent.recommended_concurrency, 6);
-        assert!(agent.flag.contains("--kube-api-qps=2.5"), "{}", agent.flag);
-        // The other flow costs the schema's estimate: 1 seat.
-        let ci = flows[1].advice.as_ref().unwrap();
-        assert_eq!(ci.seats_per_request, Some(1.0));
-        assert!(!ci.above_share());
-    }
-
-    #[test]
-    fn audit_events_give_a_user_its_own_rate_and_name_users_no_dump_showed() {
-        let a = Analysis::default().analyze_replica("a", &history(4), 60.0);
-        let user = |name: &str, rps: f64| AuditUser {
-            user: name.into(),
-            flow_schema: "service-accounts".into(),
-            requests_per_second: rps,
-            user_agent: Some(format!("{}/1.0", name.rsplit(':').next().unwrap())),
-            ..Default::default()
-        };
-        let mut report = StatusReport {
-            apiservers: vec![a.into()],
-            audit: vec![AuditReport {
-                classified_on: Some("a".into()),
-                levels: vec![AuditLevel {
-                    priority_level: "workload-low".into(),
-                    users: vec![
-                        AuditUser {
-                            seconds_per_request: Some(1.0),
-                            ..user("system:serviceaccount:monitoring:agent", 12.0)
-                        },
-                        user("system:serviceaccount:crossplane-system:provider-aws", 80.0),
-                    ],
-                    users_not_shown: 0,
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        advise(&mut report);
-        let names: Vec<&str> = report.clients.iter().map(|c| c.name()).collect();
-        assert_eq!(
-            names,
-            [
-                "system:serviceaccount:crossplane-system:provider-aws",
-                "system:serviceaccount:monitoring:agent",
-                "system:serviceaccount:ci:runner"
-            ],
-            "worst first"
-        );
-        let aws = &report.clients[0];
-        assert_eq!(aws.flow, None, "no dump showed it");
-        assert_eq!(aws.observed_requests_per_second, Some(80.0));
-        // The schema's mean seats, the level's peak of flows.
-        assert_eq!(aws.sustainable_requests_per_second, Some(25.0 / 2.0));
-        assert!(
-            aws.advice.contains("--max-concurrent-reconciles=25"),
-            "{}",
-            aws.advice
-        );
-        let agent = &report.clients[1];
-        assert_eq!(
-            agent.observed_requests_per_second,
-            Some(12.0),
-            "the audit events' own rate"
-        );
-        assert_eq!(agent.user_agent.as_deref(), Some("agent/1.0"));
-        // The flow's advice in the report is the same one.
-        assert_eq!(
-            report.apiservers[0].levels[0].top_flows[0].advice.as_ref(),
-            Some(agent)
-        );
-    }
-}
+mod tests;

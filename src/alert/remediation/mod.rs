@@ -106,21 +106,58 @@ fn with_rate(mut r: Remediation, culprit: Option<&FlowReport>) -> Remediation {
 }
 
 /// Seats the level's load asks for now: in use, plus what its waiting requests will hold (1.28+ reports their
-/// seats; before, each waiting request counts as one). `None` when seats in use are not known.
+/// seats; before, each waiting request counts as one). `None` when seats in use are not known. Each part is rounded
+/// as [`demand_words`] writes it, so that what a sentence derives from it adds up as written.
 fn demand_seats(l: &LevelReport) -> Option<f64> {
     let queued = l.inqueue_seats.or(l.inqueue_requests).unwrap_or(0.0);
-    Some(l.executing_seats? + queued)
+    Some(l.executing_seats?.round() + queued.round())
 }
 
-/// Seats in use and waiting, as a sentence says them: `116 in use, 196 requests waiting for 392`.
+/// Seats in use and waiting, summed as a sentence says them: `116 in use + 392 for 196 requests waiting = 508 seats`
+/// (before 1.28, `116 in use + 196 requests waiting, a seat each = 312 seats`), or `116 in use` with none waiting.
+/// Every figure is rounded before the sum, so that the sum is the one written.
 fn demand_words(l: &LevelReport) -> String {
-    let executing = l.executing_seats.unwrap_or(0.0);
+    let executing = l.executing_seats.unwrap_or(0.0).round();
     match (l.inqueue_requests, l.inqueue_seats) {
         (Some(q), Some(s)) if q > 0.0 => {
-            format!("{executing:.0} in use, {q:.0} requests waiting for {s:.0}")
+            let (q, s) = (q.round(), s.round());
+            format!(
+                "{executing:.0} in use + {s:.0} for {q:.0} requests waiting = {:.0} seats",
+                executing + s
+            )
         }
-        (Some(q), None) if q > 0.0 => format!("{executing:.0} in use, {q:.0} requests waiting"),
+        (Some(q), None) if q > 0.0 => {
+            let q = q.round();
+            format!(
+                "{executing:.0} in use + {q:.0} requests waiting, a seat each = {:.0} seats",
+                executing + q
+            )
+        }
         _ => format!("{executing:.0} in use"),
+    }
+}
+
+/// The seats a load of `demand` needs to keep a quarter of them free ([`FREE_AFTER`]), and how: `555 seats to keep
+/// a quarter free (416 / 0.75)`. The demand is rounded as [`demand_words`] says it.
+fn quarter_free(demand: f64) -> (f64, String) {
+    let demand = demand.round();
+    let need = (demand / (1.0 - FREE_AFTER)).round();
+    (
+        need,
+        format!(
+            "{need:.0} seats to keep a quarter free ({demand:.0} / {})",
+            1.0 - FREE_AFTER
+        ),
+    )
+}
+
+/// The replica's seats as a sentence says them: `600`, or `598 to 600` where the levels' nominal limits leave a few
+/// open ([`apf::limits::server_concurrency`]).
+fn server_words((low, high): (u32, u32)) -> String {
+    if low == high {
+        low.to_string()
+    } else {
+        format!("{low} to {high}")
     }
 }
 
@@ -221,6 +258,72 @@ pub(crate) mod tests {
         }
     }
 
+    /// Every sum a remediation writes adds up as written: `a in use + b for c requests waiting = d seats`, `n seats
+    /// to keep a quarter free (d / 0.75)`, `x more than its l`, `l + s = t in all`, `still about k short ... which
+    /// needs n`, and `about s more seats (1 share ≈ p seats)` for the shares moved.
+    pub(crate) fn assert_adds_up(sentence: &str) {
+        use std::sync::LazyLock;
+        let re = |pattern: &str| regex::Regex::new(pattern).unwrap();
+        static SUM: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(
+                r"(\d+) in use \+ (\d+) (?:for \d+ requests waiting|requests waiting, a seat each) = (\d+) seats",
+            )
+            .unwrap()
+        });
+        static QUARTER: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(
+                r"(\d+) seats to keep a quarter free \((\d+) / 0\.75\)(?:, (?:only )?(\d+) more than (?:its|the level's) (\d+))?",
+            )
+            .unwrap()
+        });
+        static TOTAL: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(r"(\d+) \+ (\d+) = (\d+) in all(?:, still about (\d+) short)?")
+                .unwrap()
+        });
+        static SHARES: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(
+                r"move (\d+) shares? from [\w-]+((?:, \d+ from [\w-]+)*(?: and \d+ from [\w-]+)?)",
+            )
+            .unwrap()
+        });
+        static GETS: LazyLock<regex::Regex> = LazyLock::new(|| {
+            regex::Regex::new(r"about (\d+) more seats \(1 share ≈ ([\d.]+) seats\)").unwrap()
+        });
+        let n = |c: &regex::Captures<'_>, i: usize| -> f64 { c[i].parse().unwrap() };
+        for c in SUM.captures_iter(sentence) {
+            assert_eq!(n(&c, 1) + n(&c, 2), n(&c, 3), "{sentence}");
+        }
+        let mut need = None;
+        for c in QUARTER.captures_iter(sentence) {
+            assert_eq!(n(&c, 1), (n(&c, 2) / 0.75).round(), "{sentence}");
+            if c.get(3).is_some() {
+                assert_eq!(n(&c, 3), n(&c, 1) - n(&c, 4), "{sentence}");
+            }
+            need = Some(n(&c, 1));
+        }
+        for c in TOTAL.captures_iter(sentence) {
+            assert_eq!(n(&c, 1) + n(&c, 2), n(&c, 3), "{sentence}");
+            match (c.get(4), need) {
+                (Some(_), Some(need)) => assert_eq!(n(&c, 4), need - n(&c, 3), "{sentence}"),
+                (None, Some(need)) => assert!(n(&c, 3) >= need, "enough: {sentence}"),
+                _ => {}
+            }
+        }
+        if let (Some(m), Some(g)) = (SHARES.captures(sentence), GETS.captures(sentence)) {
+            let more: f64 = re(r"(\d+) from")
+                .captures_iter(&m[2])
+                .map(|c| n(&c, 1))
+                .sum();
+            let moved = n(&m, 1) + more;
+            // The worth of a share is written to two decimals.
+            let tolerance = 0.5 + 0.005 * moved;
+            assert!(
+                (moved * n(&g, 2) - n(&g, 1)).abs() <= tolerance,
+                "{sentence}"
+            );
+        }
+    }
+
     /// The levels `levels` of a 600-seat replica, each with the seats kube-apiserver gives its shares
     /// ([`apf::limits::seat_limits`]) and one seat in use, but those in `busy`, as given.
     pub(crate) fn idle_replica(
@@ -316,10 +419,20 @@ pub(crate) mod tests {
     fn demand_counts_the_seats_of_waiting_requests() {
         let mut l = level("x", 12.0, 116.0, 116.0, 196.0);
         assert_eq!(demand_seats(&l), Some(312.0), "before 1.28: one each");
-        assert_eq!(demand_words(&l), "116 in use, 196 requests waiting");
+        assert_eq!(
+            demand_words(&l),
+            "116 in use + 196 requests waiting, a seat each = 312 seats"
+        );
         l.inqueue_seats = Some(392.0);
         assert_eq!(demand_seats(&l), Some(508.0));
-        assert_eq!(demand_words(&l), "116 in use, 196 requests waiting for 392");
+        assert_eq!(
+            demand_words(&l),
+            "116 in use + 392 for 196 requests waiting = 508 seats"
+        );
+        assert_eq!(
+            quarter_free(508.0).1,
+            "677 seats to keep a quarter free (508 / 0.75)"
+        );
         l.executing_seats = None;
         assert_eq!(demand_seats(&l), None);
     }

@@ -3,8 +3,8 @@
 //! that load is honest and the level too small for it, a bigger share, said as such with its numbers.
 use std::collections::BTreeSet;
 
-use super::shares::{from_words, more_concurrency, shortfall};
-use super::{client_advice, demand_words, Remediation, FREE_AFTER};
+use super::shares::{from_words, more_concurrency, rounded, shortfall};
+use super::{client_advice, demand_words, quarter_free, server_words, Remediation};
 use crate::analyze::{LevelReport, ListCosts};
 use apf::model::FlowcontrolObjects;
 use apf::share_move::ShareMove;
@@ -122,31 +122,33 @@ fn bigger_share(
         return String::new();
     };
     let load = demand_words(level);
-    let limit = level.limit_seats.unwrap_or(0.0);
+    let limit = level.limit_seats.unwrap_or(0.0).round();
+    let (need, need_words) = quarter_free(s.demand);
     let short = format!(
-        " Its load now ({load}) is about {:.0} seats short of a quarter of the level's {limit:.0} free",
-        s.needed
+        " Its load now ({load}) needs {need_words}, {:.0} more than the level's {limit:.0}",
+        need - limit
     );
     let no_move = format!(
         ": no share move carries it; the client must send less, or the server needs {}.",
         more_concurrency(s.server_seats)
     );
-    if let Some(server) = s
-        .server_seats
-        .filter(|&server| s.demand / (1.0 - FREE_AFTER) > server)
-    {
+    if let Some(server) = s.server_seats.filter(|&(_, high)| need > f64::from(high)) {
         return format!(
-            " Its load now ({load}) needs more seats than this replica has ({server:.0}){no_move}"
+            " Its load now ({load}) needs {need_words}, more than this replica has ({}){no_move}",
+            server_words(server)
         );
     }
-    match s.proposal {
+    match s.proposal.map(rounded) {
         Some(ShareMove::Move {
             from, seats, short, ..
         }) if short <= 0.0 => format!(
             " If that load ({load}) is honest, {name} is too small for it: move {} to it, so it gets about {seats:.0} \
-             more seats (1 share ≈ {:.2} seats), what the other levels spare beyond their own load.",
+             more seats (1 share ≈ {:.2} seats), what the other levels spare beyond their own load: {limit:.0} + \
+             {seats:.0} = {:.0} in all, \
+             for the {need_words}.",
             from_words(&from),
-            s.per_share.unwrap_or(0.0)
+            s.per_share.unwrap_or(0.0),
+            limit + seats
         ),
         // Carried by the others together, but not by the few levels one move takes from.
         Some(ShareMove::Move {
@@ -256,12 +258,14 @@ mod tests {
             r.sentence
         );
         assert!(!r.sentence.contains("Isolate"), "{}", r.sentence);
-        // 508 seats / 0.75 is 677: more than the 600 of the replica, so no share move is proposed at all (the one
-        // proposed before took 234 shares of workload-low's 100).
+        // 508 seats / 0.75 is 677: more than the 600 of the replica (598 to 600 by its levels' nominal limits), so no
+        // share move is proposed at all (the one proposed before took 234 shares of workload-low's 100).
         assert!(
             r.sentence.contains(
-                "Its load now (116 in use, 196 requests waiting for 392) needs more seats than this replica has \
-                 (600): no share move carries it; the client must send less, or the server needs more concurrency"
+                "Its load now (116 in use + 392 for 196 requests waiting = 508 seats) needs 677 seats to keep a \
+                 quarter free (508 / 0.75), more than this replica has (598 to 600): no share move carries it; the \
+                 client must send less, or the server needs more concurrency (--max-requests-inflight + \
+                 --max-mutating-requests-inflight, 598 to 600 seats on this replica today)"
             ),
             "{}",
             r.sentence
@@ -278,9 +282,10 @@ mod tests {
         // 1 share ≈ 2.4 seats (5 shares, 12 seats); workload-low keeps 24 of its 240 seats: 90 shares to spare.
         assert!(
             r.sentence.contains(
-                "If that load (20 in use, 4 requests waiting for 4) is honest, isolate-monitoring-agent is too small \
-                 for it: move 5 shares from workload-low to it, so it gets about 12 more seats (1 share ≈ 2.40 \
-                 seats)"
+                "If that load (20 in use + 4 for 4 requests waiting = 24 seats) is honest, isolate-monitoring-agent \
+                 is too small for it: move 5 shares from workload-low to it, so it gets about 12 more seats (1 share \
+                 ≈ 2.40 seats), what the other levels spare beyond their own load: 20 + 12 = 32 in all, for the 32 seats to \
+                 keep a quarter free (24 / 0.75)."
             ),
             "{}",
             r.sentence
@@ -297,8 +302,8 @@ mod tests {
         let r = remediate(&l, &replica(&l), &ListCosts::default(), Some(&objects));
         assert!(
             r.sentence.contains(
-                "Its load now (100 in use, 100 requests waiting for 200) is about 300 seats short of a quarter of \
-                 the level's 100 free: if that load is honest, isolate-monitoring-agent is too small for it, and \
+                "Its load now (100 in use + 200 for 100 requests waiting = 300 seats) needs 400 seats to keep a \
+                 quarter free (300 / 0.75), 300 more than the level's 100: if that load is honest, isolate-monitoring-agent is too small for it, and \
                  shares for it come from more than 3 levels (336 seats spare in all beyond their own load); 90 \
                  shares from workload-low, 20 from workload-high and 10 from global-default give about 288."
             ),
@@ -310,8 +315,9 @@ mod tests {
         let r = remediate(&l, &replica(&l), &ListCosts::default(), Some(&objects));
         assert!(
             r.sentence.contains(
-                "is about 433 seats short of a quarter of the level's 100 free, more than the other levels spare \
-                 beyond their own load (336 seats): no share move carries it; the client must send less"
+                "needs 533 seats to keep a quarter free (400 / 0.75), 433 more than the level's 100, more than the \
+                 other levels spare beyond their own load (336 seats): no share move carries it; the client must send \
+                 less"
             ),
             "{}",
             r.sentence
@@ -366,5 +372,19 @@ mod tests {
         let mut elsewhere = l.clone();
         elsewhere.priority_level = "agents".into();
         assert_eq!(owner(&elsewhere, None), None);
+    }
+
+    #[test]
+    fn every_sum_an_isolated_level_s_sentence_writes_adds_up() {
+        let objects = objects_with_isolation();
+        for executing in [12.0, 20.0, 35.5, 100.0, 116.0] {
+            for queued in [0.0, 4.0, 33.3, 100.0, 196.0, 300.0] {
+                for seats_each in [1.0, 2.0, 10.0] {
+                    let l = isolated_level(executing, queued, queued * seats_each);
+                    let r = remediate(&l, &replica(&l), &ListCosts::default(), Some(&objects));
+                    super::super::tests::assert_adds_up(&r.sentence);
+                }
+            }
+        }
     }
 }

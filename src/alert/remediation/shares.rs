@@ -2,7 +2,7 @@
 //! that can spare shares beyond their own load ([`apf::share_move`]), said with its numbers, or why there is none.
 use std::collections::BTreeMap;
 
-use super::{demand_seats, demand_words, Remediation, FREE_AFTER};
+use super::{demand_seats, demand_words, quarter_free, server_words, Remediation, FREE_AFTER};
 use crate::analyze::LevelReport;
 use apf::defaults::default_shares;
 use apf::model::FlowcontrolObjects;
@@ -13,12 +13,13 @@ use apf::{limits, EXEMPT};
 pub(super) struct Shortfall {
     /// Seats in use and waiting.
     pub demand: f64,
-    /// Seats it lacks for that demand with a quarter of its limit free (0 or fewer: none).
+    /// Seats it lacks for that demand with a quarter of its limit free (0 or fewer: none), in whole seats.
     pub needed: f64,
     /// The seats one share is worth, when the replica's shares are known.
     pub per_share: Option<f64>,
-    /// The seats of the replica's levels together (its ServerCL), when the shares are known.
-    pub server_seats: Option<f64>,
+    /// The seats of the replica's levels together (its ServerCL, lowest and highest the nominal limits allow), when
+    /// the shares are known and agree with them.
+    pub server_seats: Option<(u32, u32)>,
     /// The move, when the shares are known.
     pub proposal: Option<ShareMove>,
 }
@@ -54,7 +55,8 @@ pub(super) fn shortfall(
 ) -> Option<Shortfall> {
     let limit = level.limit_seats?;
     let demand = demand_seats(level)?;
-    let needed = demand / (1.0 - FREE_AFTER) - limit;
+    // In whole seats, as the sentences write them: the move then covers what they say it must.
+    let needed = quarter_free(demand).0 - limit.round();
     let shares = shares_of(replica_levels, objects);
     let known: Vec<(u32, f64)> = replica_levels
         .iter()
@@ -67,17 +69,11 @@ pub(super) fn shortfall(
         .collect();
     // `None` unless every level's reported NominalCL agrees with its shares for one worth of a share.
     let per_share = limits::seats_per_share(&known);
-    // A level whose shares are not known (made after the objects were read) counts by its seats.
-    let server_seats = per_share.map(|p| {
-        let shares: f64 = replica_levels
-            .iter()
-            .map(|l| match shares.get(l.priority_level.as_str()) {
-                Some(s) => f64::from(*s),
-                None => (l.nominal_limit_seats.unwrap_or(0.0) / p).round(),
-            })
-            .sum();
-        p * shares
-    });
+    // Every level's nominal limit must agree with its shares: a level whose shares are not known (made after the
+    // objects were read) leaves the replica's seats unknown rather than guessed.
+    let server_seats = (known.len() == replica_levels.len())
+        .then(|| limits::server_concurrency(&known))
+        .flatten();
     let proposal = per_share.map(|per_share| {
         let donors: Vec<Donor> = replica_levels
             .iter()
@@ -132,9 +128,9 @@ pub(super) fn from_words(from: &[(String, u32)]) -> String {
 }
 
 /// What the server's seats are, said where they bound the advice.
-pub(super) fn more_concurrency(server_seats: Option<f64>) -> String {
+pub(super) fn more_concurrency(server_seats: Option<(u32, u32)>) -> String {
     let today = server_seats
-        .map(|s| format!(", {s:.0} seats on this replica today"))
+        .map(|s| format!(", {} seats on this replica today", server_words(s)))
         .unwrap_or_default();
     format!(
         "more concurrency (--max-requests-inflight + --max-mutating-requests-inflight{today}) or more replicas"
@@ -159,7 +155,8 @@ pub(super) fn move_shares(
         ));
     };
     let load = format!("its load ({})", demand_words(level));
-    let limit = level.limit_seats.unwrap_or(0.0);
+    let limit = level.limit_seats.unwrap_or(0.0).round();
+    let (need, need_words) = quarter_free(s.demand);
     let borrowing = match level.nominal_limit_seats {
         Some(n) if limit > n => format!(
             " It already borrows {:.0} seats beyond its nominal {n:.0}.",
@@ -169,13 +166,13 @@ pub(super) fn move_shares(
     };
     let Some(proposal) = s.proposal else {
         if s.needed < smallest_move(level.nominal_limit_seats.unwrap_or(limit)) {
-            return sentence(not_worth_a_move(level, &load, s.needed));
+            return sentence(not_worth_a_move(level, &load, s.demand));
         }
         return sentence(format!(
-            "Raise the shares of {name}: it needs about {:.0} more seats for {load} with a quarter of its limit \
-             free. How many shares that is is not known (the shares differ from the defaults and the cluster's \
+            "Raise the shares of {name}: {load} needs {need_words}, {:.0} more than its {limit:.0}. How many \
+             shares that is is not known (the shares differ from the defaults and the cluster's \
              PriorityLevelConfigurations were not read).{borrowing}",
-            s.needed
+            need - limit
         ));
     };
     // Read through a Prometheus there are no flows (no dumps): the flow schemas rejected say who it is.
@@ -184,52 +181,78 @@ pub(super) fn move_shares(
     } else {
         "the clients behind it must send less (its top flows)"
     };
-    if let Some(server) = s
-        .server_seats
-        .filter(|&server| s.demand / (1.0 - FREE_AFTER) > server)
-    {
+    if let Some(server) = s.server_seats.filter(|&(_, high)| need > f64::from(high)) {
         return sentence(format!(
-            "No share move can carry {name}: {load} needs more seats than this replica has ({server:.0}). \
-             {}, or the server needs {}.",
+            "No share move can carry {name}: {load} needs {need_words}, more than this replica has ({}). {}, or \
+             the server needs {}.",
+            server_words(server),
             capitalize(send_less),
             more_concurrency(None)
         ));
     }
     let per_share = s.per_share.unwrap_or(0.0);
-    sentence(match proposal {
-        ShareMove::TooSmall { seats } => not_worth_a_move(level, &load, seats),
+    sentence(match rounded(proposal) {
+        ShareMove::TooSmall { .. } => not_worth_a_move(level, &load, s.demand),
         ShareMove::Move {
             from, seats, short, ..
         } if short <= 0.0 => format!(
             "Raise the shares of {name}: move {} ({}) so it gets about {seats:.0} more seats (1 share ≈ \
-             {per_share:.2} seats), enough for {load} with a quarter of its limit free.{borrowing}",
+             {per_share:.2} seats): {limit:.0} + {seats:.0} = {:.0} in all, enough for {load}, which needs \
+             {need_words}.{borrowing}",
             from_words(&from),
             if from.len() == 1 {
                 "what it spares beyond its own load"
             } else {
                 "what they spare beyond their own load"
-            }
+            },
+            limit + seats
         ),
+        ShareMove::Move {
+            from, seats, spare, ..
+        } => format!(
+            "Raise the shares of {name}: move {} so it gets about {seats:.0} more seats (1 share ≈ {per_share:.2} \
+             seats), {}: {limit:.0} + {seats:.0} = {:.0} in all, still about {:.0} short for {load}, which needs \
+             {need_words}: {send_less}, \
+             or the server needs {}.{borrowing}",
+            from_words(&from),
+            all_or_some(from.len(), seats, spare),
+            limit + seats,
+            need - limit - seats,
+            more_concurrency(s.server_seats)
+        ),
+        ShareMove::NoSpare { spare } => format!(
+            "{name} is short of seats: {load} needs {need_words}, {:.0} more than its {limit:.0}, and the other \
+             levels cannot spare them ({spare:.0} seats in all beyond their own load and the seats they keep): \
+             {send_less}, or the server needs {}.{borrowing}",
+            need - limit,
+            more_concurrency(s.server_seats)
+        ),
+    })
+}
+
+/// A move's seats (and what the levels spare) rounded as a sentence says them, so that the sums it writes add up: `{x:.0}` rounds half to even,
+/// [`f64::round`] away from zero.
+pub(super) fn rounded(m: ShareMove) -> ShareMove {
+    match m {
         ShareMove::Move {
             from,
             seats,
             short,
             spare,
-        } => format!(
-            "Raise the shares of {name}: move {} so it gets about {seats:.0} more seats (1 share ≈ {per_share:.2} \
-             seats), {}; it would still lack about {short:.0} seats for {load}: {send_less}, or the server needs \
-             {}.{borrowing}",
-            from_words(&from),
-            all_or_some(from.len(), seats, spare),
-            more_concurrency(s.server_seats)
-        ),
-        ShareMove::NoSpare { spare } => format!(
-            "{name} lacks about {:.0} seats for {load}, and the other levels cannot spare them ({spare:.0} seats in \
-             all beyond their own load and the seats they keep): {send_less}, or the server needs {}.{borrowing}",
-            s.needed,
-            more_concurrency(s.server_seats)
-        ),
-    })
+        } => ShareMove::Move {
+            from,
+            seats: seats.round(),
+            // Whether the move covers the need: as computed.
+            short,
+            spare: spare.round(),
+        },
+        ShareMove::TooSmall { seats } => ShareMove::TooSmall {
+            seats: seats.round(),
+        },
+        ShareMove::NoSpare { spare } => ShareMove::NoSpare {
+            spare: spare.round(),
+        },
+    }
 }
 
 /// What a move that leaves the level short takes: all the others spare, or what the levels with most to spare give
@@ -253,14 +276,18 @@ fn capitalize(s: &str) -> String {
 }
 
 /// The level lacks nothing, or too little for a share move to matter.
-fn not_worth_a_move(level: &LevelReport, load: &str, needed: f64) -> String {
-    let (name, limit) = (&level.priority_level, level.limit_seats.unwrap_or(0.0));
-    let fits = if needed <= 0.0 {
-        format!("{load} fits its {limit:.0} seats with a quarter of them free")
+fn not_worth_a_move(level: &LevelReport, load: &str, demand: f64) -> String {
+    let (name, limit) = (
+        &level.priority_level,
+        level.limit_seats.unwrap_or(0.0).round(),
+    );
+    let (need, need_words) = quarter_free(demand);
+    let fits = if need <= limit {
+        format!("{load} fits its {limit:.0} seats with a quarter of them free ({need_words})")
     } else {
         format!(
-            "{load} is only about {needed:.0} seats short of a quarter of its {limit:.0} free, too few to be worth \
-             moving shares"
+            "{load} needs {need_words}, only {:.0} more than its {limit:.0}, too few to be worth moving shares",
+            need - limit
         )
     };
     let ask = if level.top_flows.is_empty() {
@@ -306,8 +333,9 @@ mod tests {
         assert!(
             r.sentence.starts_with(
                 "Raise the shares of global-default: move 8 shares from workload-low (what it spares beyond its own \
-                 load) so it gets about 20 more seats (1 share ≈ 2.45 seats), enough for its load (45 in use, 6 \
-                 requests waiting) with a quarter of its limit free."
+                 load) so it gets about 20 more seats (1 share ≈ 2.45 seats): 49 + 20 = 69 in all, enough for its load (45 in \
+                 use + 6 requests waiting, a seat each = 51 seats), which needs 68 seats to keep a quarter free (51 / \
+                 0.75)."
             ),
             "{}",
             r.sentence
@@ -326,7 +354,12 @@ mod tests {
             .unwrap();
         levels[workload_high].nominal_limit_seats = Some(150.0);
         let r = remediate(&low, &levels, &ListCosts::default(), None);
-        assert!(r.sentence.contains("about 19 more seats"), "{}", r.sentence);
+        assert!(
+            r.sentence
+                .contains("needs 68 seats to keep a quarter free (51 / 0.75), 19 more than its 49"),
+            "{}",
+            r.sentence
+        );
         assert!(r.sentence.contains("is not known"), "{}", r.sentence);
         // With the cluster's objects, its own shares are known: workload-high's 61 agree with its 150 seats.
         let objects = apf::model::FlowcontrolObjects {
@@ -360,8 +393,9 @@ mod tests {
         let r = remediate(&low, &levels, &ListCosts::default(), None);
         assert!(
             r.sentence.starts_with(
-                "No share move can carry global-default: its load (49 in use, 300 requests waiting for 3000) needs \
-                 more seats than this replica has (600)"
+                "No share move can carry global-default: its load (49 in use + 3000 for 300 requests waiting = 3049 \
+                 seats) needs 4065 seats to keep a quarter free (3049 / 0.75), more than this replica has (598 to \
+                 600)"
             ),
             "{}",
             r.sentence
@@ -395,12 +429,13 @@ mod tests {
             }
         }
         let r = remediate(&low, &levels, &ListCosts::default(), None);
-        // 249 seats / 0.75 − 49 = 283 lacking; 20 + 10 shares spare.
+        // 249 seats / 0.75 − 49 = 283 lacking; 20 + 10 shares spare: 74 seats, 209 still short of 332.
         assert!(
             r.sentence.starts_with(
                 "Raise the shares of global-default: move 20 shares from workload-high and 10 from node-high so it \
-                 gets about 74 more seats (1 share ≈ 2.45 seats), all the other levels spare beyond their own load; \
-                 it would still lack about 210 seats"
+                 gets about 74 more seats (1 share ≈ 2.45 seats), all the other levels spare beyond their own load: \
+                 49 + 74 = 123 in all, still about 209 short for its load (49 in use + 200 for 200 requests waiting = 249 \
+                 seats), which needs 332 seats to keep a quarter free (249 / 0.75)"
             ),
             "{}",
             r.sentence
@@ -414,14 +449,14 @@ mod tests {
             r.sentence.contains(
                 "move 90 shares from workload-low, 20 from workload-high and 10 from node-high so it gets about 294 \
                  more seats (1 share ≈ 2.45 seats), what the 3 levels with most to spare give in one move (316 seats \
-                 spare in all, more levels' worth); it would still lack about 2 seats"
+                 spare in all, more levels' worth): 49 + 294 = 343 in all, still about 2 short"
             ),
             "{}",
             r.sentence
         );
         assert!(
             r.sentence
-                .contains("--max-requests-inflight + --max-mutating-requests-inflight, 600 seats on this replica today"),
+                .contains("--max-requests-inflight + --max-mutating-requests-inflight, 598 to 600 seats on this replica today"),
             "{}",
             r.sentence
         );
@@ -446,8 +481,9 @@ mod tests {
         let r = remediate(&wl, &replica(wl.clone()), &ListCosts::default(), None);
         // 195 / 0.75 = 260: 15 short, under a tenth of 245.
         assert!(
-            r.sentence
-                .contains("is only about 15 seats short of a quarter of its 245 free"),
+            r.sentence.contains(
+                "needs 260 seats to keep a quarter free (195 / 0.75), only 15 more than its 245"
+            ),
             "{}",
             r.sentence
         );
@@ -466,8 +502,9 @@ mod tests {
         let r = remediate(&low, &levels, &ListCosts::default(), None);
         assert!(
             r.sentence.starts_with(
-                "global-default lacks about 70 seats for its load (49 in use, 40 requests waiting for 40), and the \
-                 other levels cannot spare them (0 seats in all"
+                "global-default is short of seats: its load (49 in use + 40 for 40 requests waiting = 89 seats) \
+                 needs 119 seats to keep a quarter free (89 / 0.75), 70 more than its 49, and the other levels \
+                 cannot spare them (0 seats in all"
             ),
             "{}",
             r.sentence
@@ -499,5 +536,34 @@ mod tests {
             f(&[("a", 3), ("b", 2), ("c", 1)]),
             "3 shares from a, 2 from b and 1 from c"
         );
+    }
+
+    #[test]
+    fn every_sum_a_share_sentence_writes_adds_up() {
+        let (mut checked, mut moves, mut quarters) = (0, 0, 0);
+        for executing in [10.0, 30.4, 45.0, 48.6, 49.0] {
+            for (queued, seats_each) in [
+                (0.0, 1.0),
+                (6.4, 1.0),
+                (40.0, 1.0),
+                (100.0, 2.0),
+                (300.0, 10.0),
+            ] {
+                for with_seats in [false, true] {
+                    let mut low = global_default(executing, queued);
+                    low.inqueue_seats = with_seats.then_some(queued * seats_each);
+                    for levels in [replica(low.clone()), vec![low.clone()]] {
+                        let r = remediate(&low, &levels, &ListCosts::default(), None);
+                        super::super::tests::assert_adds_up(&r.sentence);
+                        checked += 1;
+                        moves += usize::from(r.sentence.contains(" in all"));
+                        quarters += usize::from(r.sentence.contains("to keep a quarter free"));
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 100);
+        // The sweep reaches the sentences with sums: moves, and needs with a quarter free.
+        assert!(moves >= 10 && quarters >= 50, "{moves} moves, {quarters} needs");
     }
 }

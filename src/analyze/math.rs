@@ -14,6 +14,26 @@ pub fn counter_increase(samples: impl IntoIterator<Item = Option<f64>>) -> f64 {
     total
 }
 
+/// A counter's increase per second over the samples it has in the window, `(at, value)` in time order: from its
+/// first sample to its last, as Prometheus' `rate()` reads a series over its own samples. A level or flow schema
+/// made inside the window is not diluted by the time before it existed. 0 with fewer than two samples.
+pub fn counter_rate(samples: impl IntoIterator<Item = (f64, Option<f64>)>) -> f64 {
+    let mut first: Option<f64> = None;
+    let mut last: Option<f64> = None;
+    let values = samples.into_iter().map(|(at, v)| {
+        if v.is_some() {
+            first.get_or_insert(at);
+            last = Some(at);
+        }
+        v
+    });
+    let increase = counter_increase(values);
+    match (first, last) {
+        (Some(f), Some(l)) if l > f => increase / (l - f),
+        _ => 0.0,
+    }
+}
+
 /// The `q` quantile of a cumulative histogram, interpolated linearly inside the bucket as Prometheus'
 /// `histogram_quantile` does. `None` when it holds no observation.
 pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
@@ -319,6 +339,22 @@ pub fn latest_trend(points: &[(f64, f64)]) -> Option<Trend> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counter_made_inside_the_window_is_rated_over_its_own_samples() {
+        // Made at 40 s of a minute: 30 in 20 s is 1.5/s, not 0.5/s over the whole minute.
+        let samples = [
+            (0.0, None),
+            (20.0, None),
+            (40.0, Some(10.0)),
+            (50.0, Some(25.0)),
+            (60.0, Some(40.0)),
+        ];
+        assert_eq!(counter_rate(samples), 1.5);
+        // A reset counts what came after it; one sample or none is no rate.
+        assert_eq!(counter_rate([(0.0, Some(10.0)), (10.0, Some(4.0))]), 0.4);
+        assert_eq!(counter_rate([(0.0, None), (10.0, Some(4.0))]), 0.0);
+    }
 
     #[test]
     fn share_above_a_threshold_of_a_timing_histogram() {

@@ -16,7 +16,9 @@ pub use advice::{advise, ClientAdvice, ClientRecommendation, ReplicaRate, Schema
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
-pub use math::{counter_increase, histogram_quantile, latest_trend, share_above, Trend};
+pub use math::{
+    counter_increase, counter_rate, histogram_quantile, latest_trend, share_above, Trend,
+};
 pub use problem::Problem;
 pub use saturation::{HeldBy, Saturation, FULL, MIN_EPISODES, OVERDUE_AFTER};
 pub use settings::AnalysisConfig;
@@ -372,8 +374,8 @@ impl Analysis {
                 .flat_map(|p| p.flow_schema_rejected_total().map(|(key, _)| key))
                 .collect();
             for key in keys {
-                let series = points.iter().map(|p| p.flow_schema_rejected(key));
-                let rate = counter_increase(series) / span;
+                let series = points.iter().map(|p| (p.at, p.flow_schema_rejected(key)));
+                let rate = counter_rate(series);
                 report.flow_schema_rejected_per_second.push((
                     key.0.to_string(),
                     key.1.to_string(),
@@ -421,8 +423,13 @@ impl Analysis {
                 .into_iter()
                 .map(|reason| {
                     // A level present without the reason's series has rejected nothing yet: 0.
-                    let series = levels().map(|l| l.map(|l| l.rejected(reason).unwrap_or(0.0)));
-                    (reason.to_string(), counter_increase(series) / span)
+                    let series = points.iter().map(|p| {
+                        (
+                            p.at,
+                            p.level(name).map(|l| l.rejected(reason).unwrap_or(0.0)),
+                        )
+                    });
+                    (reason.to_string(), counter_rate(series))
                 })
                 .collect()
         });
@@ -464,9 +471,13 @@ impl Analysis {
             .filter_map(|p| p.level(name)?.demand_seats_high_watermark())
             .reduce(f64::max);
         let no_accommodation_per_second = (points.len() >= 2 && span > 0.0)
-            .then(|| levels().map(|l| l.and_then(|l| l.no_accommodation_total())))
+            .then(|| {
+                points
+                    .iter()
+                    .map(|p| (p.at, p.level(name).and_then(|l| l.no_accommodation_total())))
+            })
             .filter(|_| level.no_accommodation_total.is_some())
-            .map(|series| counter_increase(series) / span);
+            .map(counter_rate);
         // The fall of headroom that leads to 429s is demand rising: seats in use. A limit that shrinks because an idle
         // level lends its seats (1.26+ borrowing, every 10 s) is not exhaustion: the limit grows back with demand.
         let trend: Vec<(f64, f64)> = inside

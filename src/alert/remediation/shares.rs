@@ -70,8 +70,14 @@ pub(super) fn shortfall(
     // `None` unless every level's reported NominalCL agrees with its shares for one worth of a share.
     let per_share = limits::seats_per_share(&known);
     // Every level's nominal limit must agree with its shares: a level whose shares are not known (made after the
-    // objects were read) leaves the replica's seats unknown rather than guessed.
-    let server_seats = (known.len() == replica_levels.len())
+    // objects were read) leaves the replica's seats unknown rather than guessed. The exempt level holds no share of
+    // them.
+    let all_known = replica_levels.iter().all(|l| {
+        shares.contains_key(l.priority_level.as_str())
+            || l.priority_level == EXEMPT
+            || l.nominal_limit_seats.unwrap_or(0.0) == 0.0
+    });
+    let server_seats = all_known
         .then(|| limits::server_concurrency(&known))
         .flatten();
     let proposal = per_share.map(|per_share| {
@@ -460,6 +466,18 @@ mod tests {
             "{}",
             r.sentence
         );
+        // kube-apiserver reports no nominal limit for the exempt level: the replica's seats are still told.
+        let mut levels = replica(low.clone());
+        for l in levels.iter_mut().filter(|l| l.priority_level == "exempt") {
+            l.nominal_limit_seats = None;
+        }
+        let r = remediate(&low, &levels, &ListCosts::default(), None);
+        assert!(
+            r.sentence
+                .contains("598 to 600 seats on this replica today"),
+            "{}",
+            r.sentence
+        );
     }
 
     #[test]
@@ -564,6 +582,9 @@ mod tests {
         }
         assert_eq!(checked, 100);
         // The sweep reaches the sentences with sums: moves, and needs with a quarter free.
-        assert!(moves >= 10 && quarters >= 50, "{moves} moves, {quarters} needs");
+        assert!(
+            moves >= 10 && quarters >= 50,
+            "{moves} moves, {quarters} needs"
+        );
     }
 }

@@ -11,7 +11,9 @@ mod spread;
 pub use recommend::{ClientRecommendation, ReplicaRate};
 
 use super::history::WindowPoint;
-use super::{counter_increase, round, ApiserverReport, FlowReport, LevelReport, StatusReport};
+use super::{
+    counter_increase, counter_rate, round, ApiserverReport, FlowReport, LevelReport, StatusReport,
+};
 use apf::advice::{self, ClientKind, ClientTerms};
 use apf::model::FlowSchemaTotals;
 
@@ -197,8 +199,15 @@ pub(super) fn schema_costs(
                 .iter()
                 .map(|p| p.flow_schema(level, schema))
                 .collect();
-            let dispatched = (points.len() >= 2 && span > 0.0)
-                .then(|| counter_increase(totals.iter().map(|t| (*t)?.dispatched_total)) / span);
+            // Over the schema's own samples: one made inside the window is not diluted by the time before it.
+            let dispatched = (points.len() >= 2 && span > 0.0).then(|| {
+                counter_rate(
+                    points
+                        .iter()
+                        .zip(&totals)
+                        .map(|(p, t)| (p.at, t.and_then(|t| t.dispatched_total))),
+                )
+            });
             let rejected: f64 = rejected_per_second
                 .iter()
                 .filter(|(l, s, _, _)| l == level && s == schema)

@@ -50,25 +50,23 @@ pub struct ClientRecommendation {
     pub advice: String,
 }
 
-impl ClientRecommendation {
-    fn key(&self) -> (Option<&str>, &str) {
-        (self.cluster.as_deref(), &self.client)
-    }
-}
-
 /// One recommendation per client of `clients` (worst first: the order of each client's worst row), from its rows
 /// whose sustainable rate is known.
 pub(super) fn per_client(clients: &[ClientAdvice]) -> Vec<ClientRecommendation> {
     let mut out: Vec<ClientRecommendation> = Vec::new();
     let mut rows: Vec<Vec<&ClientAdvice>> = Vec::new();
+    // Each client's place in `out`: a fleet's report holds thousands of rows.
+    let mut index: std::collections::HashMap<(Option<&str>, &str), usize> =
+        std::collections::HashMap::new();
     for c in clients
         .iter()
         .filter(|c| c.sustainable_requests_per_second.is_some())
     {
         let key = (c.cluster.as_deref(), c.name());
-        match out.iter().position(|r| r.key() == key) {
-            Some(i) => rows[i].push(c),
+        match index.get(&key) {
+            Some(&i) => rows[i].push(c),
             None => {
+                index.insert(key, out.len());
                 out.push(ClientRecommendation {
                     cluster: c.cluster.clone(),
                     client: c.name().to_string(),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::alert::{RouteConfig, RuleError, Rules};
 use crate::analyze::Analysis;
 use crate::config::Config;
+use crate::daemon::leader::{lease_client, NoLeaseAccess};
 use crate::notify::{self, Receiver, ReceiverConfig};
 use crate::scrape::prometheus::PrometheusSource;
 use crate::scrape::{Endpoint, ScrapeConfig};
@@ -30,6 +31,8 @@ pub enum SetupError {
         message: String,
         at: String,
     },
+    #[error("{0}")]
+    LeaderElection(#[from] NoLeaseAccess),
     #[error("alerting.state_file: cannot create the directory {dir}: {source}")]
     StateDir {
         dir: PathBuf,
@@ -306,6 +309,8 @@ impl Setup {
     pub async fn build(config: Config) -> Result<Setup, SetupError> {
         let rules = build_rules(&config)?;
         let targets = build_targets(&config).await?;
+        // The Lease is reached as discovery is: refused here, not first when the daemon starts.
+        lease_client(&config.alerting.leader_election, &config.targets.kubernetes).await?;
         // With no receiver configured, alerts are logged rather than sent nowhere.
         let console_by_default = config.receivers.is_empty();
         let configured = if console_by_default {

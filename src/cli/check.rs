@@ -290,7 +290,7 @@ pub(super) async fn check_prometheus(
                 error,
             },
         };
-        tracing::warn!(source = %source.name, url = %source.url, "{problem}");
+        // Said once, in the source's row: not logged as well.
         report.apiservers.push(
             crate::analyze::ApiserverReport {
                 apiserver: source.name.clone(),

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const REPOSITORY: &str = "https://github.com/apf-monitor/apf-monitor/blob/main/";
 

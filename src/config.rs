@@ -170,20 +170,38 @@ impl Config {
     /// Checks that span several keys, after deserialization, section by section: the line is found by the last
     /// key's name. Each section checks its own keys; what spans sections (timeouts against `scrape.interval`, the
     /// route's receivers) is handed to it.
+    ///
+    /// Every section is checked: the error lists each section's problem, not the first only.
     fn validate(&self, text: &str) -> Result<(), String> {
         let at = |key: &str| at_line_in(text, key);
         let interval = self.scrape.interval.0;
-        self.scrape.validate(&at)?;
-        self.analysis.validate(interval, &at)?;
-        self.targets.validate(interval, &at)?;
-        let receivers = validate_receivers(&self.receivers, &at)?;
-        self.route.validate(&receivers, &at)?;
-        self.web.auth.validate(&at)?;
-        self.audit.validate(&at)?;
-        if self.log.level.trim().is_empty() {
-            return Err(format!("log.level must not be empty{}", at("log.level")));
+        let mut problems = Vec::new();
+        let mut keep = |checked: Result<(), String>| {
+            if let Err(e) = checked {
+                problems.push(e);
+            }
+        };
+        keep(self.scrape.validate(&at));
+        keep(self.analysis.validate(interval, &at));
+        keep(self.targets.validate(interval, &at));
+        // The route names receivers: checked against them once they are good.
+        match validate_receivers(&self.receivers, &at) {
+            Ok(receivers) => keep(self.route.validate(&receivers, &at)),
+            Err(e) => keep(Err(e)),
         }
-        Ok(())
+        keep(self.web.auth.validate(&at));
+        keep(self.audit.validate(&at));
+        if self.log.level.trim().is_empty() {
+            keep(Err(format!(
+                "log.level must not be empty{}",
+                at("log.level")
+            )));
+        }
+        match problems.len() {
+            0 => Ok(()),
+            1 => Err(problems.remove(0)),
+            _ => Err(list_problems(&problems)),
+        }
     }
 }
 
@@ -350,22 +368,58 @@ fn key_path_at(text: &str, line: usize, column: usize) -> Option<String> {
     Some(segments.join(".").replace(".[", "["))
 }
 
-/// The 1-based line of a key given by its dotted path (`route.receivers`): each segment is looked for after the
-/// line of the one before, so `route.receivers` is not mistaken for the top-level `receivers`.
-/// ` at line N` for a dotted key path (`receivers[0].name` is looked up as `receivers.name`); empty when the text
-/// does not hold it.
+/// Several problems as one error: how many, then one per line.
+pub fn list_problems(problems: &[String]) -> String {
+    let mut text = format!("{} problems:", problems.len());
+    for p in problems {
+        text.push_str("\n  - ");
+        text.push_str(&p.replace('\n', "\n    "));
+    }
+    text
+}
+
+/// ` at line N` for a dotted key path; empty when the text does not hold it. A path with an item's index
+/// (`receivers[1].webhook.url`) is that item's key; without one, or where the index cannot be followed (flow
+/// sequences), the first key on that path, whatever the item (`receivers.name`).
 fn at_line_in(text: &str, key_path: &str) -> String {
     let key = key_path
         .split('.')
         .map(|k| k.split('[').next().unwrap_or(k))
         .collect::<Vec<_>>()
         .join(".");
-    match line_of(text, &key) {
+    let exact = key_path
+        .contains('[')
+        .then(|| line_of_exact(text, key_path))
+        .flatten();
+    match exact.or_else(|| line_of(text, &key)) {
         Some(line) => format!(" at line {line}"),
         None => String::new(),
     }
 }
 
+/// The 1-based line of the key at exactly `path`, item indexes included: the first key named as its last segment
+/// whose own path ([`key_path_at`]) is `path`.
+fn line_of_exact(text: &str, path: &str) -> Option<usize> {
+    let last = path.rsplit('.').next()?;
+    if last.contains('[') {
+        return None;
+    }
+    text.lines().enumerate().find_map(|(i, line)| {
+        line.match_indices(last)
+            .filter(|(at, _)| {
+                line[at + last.len()..].trim_start().starts_with(':')
+                    && !line[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+            .any(|(at, _)| {
+                let column = line[..at].chars().count() + 1;
+                key_path_at(text, i + 1, column).as_deref() == Some(path)
+            })
+            .then_some(i + 1)
+    })
+}
+
+/// The 1-based line of a key given by its dotted path (`route.receivers`): each segment is looked for after the
+/// line of the one before, so `route.receivers` is not mistaken for the top-level `receivers`.
 fn line_of(text: &str, path: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     let mut from = 0;
@@ -664,6 +718,35 @@ mod tests {
             err,
             "scrape.interval: duration \"0s\" must be greater than zero at line 2 column 13"
         );
+    }
+
+    #[test]
+    fn an_item_key_is_found_on_its_own_line() {
+        let text = "receivers:\n  - name: a\n    webhook:\n      url: http://a\n  - name: b\n    webhook: {url: b}\n\
+                    route:\n  receiver: a\n";
+        assert_eq!(at_line_in(text, "receivers[1].webhook.url"), " at line 6");
+        assert_eq!(at_line_in(text, "receivers[0].webhook.url"), " at line 4");
+        assert_eq!(at_line_in(text, "receivers[1].name"), " at line 5");
+        // No index, or none to follow: the first key on the path.
+        assert_eq!(at_line_in(text, "receivers.webhook.url"), " at line 4");
+        assert_eq!(at_line_in(text, "receivers[2].name"), " at line 2");
+        assert_eq!(at_line_in(text, "receivers[0].slack.webhook_url"), "");
+    }
+
+    #[test]
+    fn every_section_s_problem_is_listed_at_once() {
+        let err = Config::from_yaml(
+            "receivers:\n  - {name: a, console: {}}\nroute:\n  receivers: [nobody]\nlog:\n  level: ''\n",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("2 problems:\n  - "), "{err}");
+        assert!(
+            err.contains("nobody") && err.contains("\n  - log.level must not be empty at line 6"),
+            "{err}"
+        );
+        // One problem is said as it is.
+        let err = Config::from_yaml("log:\n  level: ''\n").unwrap_err();
+        assert_eq!(err, "log.level must not be empty at line 2");
     }
 
     #[test]

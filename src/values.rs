@@ -61,6 +61,11 @@ pub fn parse_interval(text: &str) -> Result<Interval, String> {
 }
 
 pub fn parse_target_url(text: &str) -> Result<TargetUrl, String> {
+    // `127.0.0.1:8001` would be "relative URL without a base" (`localhost:8001` even parses, with the scheme
+    // `localhost`): what is missing is the scheme, so that is what is said.
+    if !text.contains("://") {
+        return Err(format!("URL {text:?} must start with http:// or https://"));
+    }
     let url = reqwest::Url::parse(text.trim()).map_err(|e| format!("invalid URL {text:?}: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("URL {text:?} must start with http:// or https://"));

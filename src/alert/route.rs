@@ -161,9 +161,12 @@ impl Router {
         self.dispatch(now, alerts, silences, false)
     }
 
-    /// Every group's notification now, whatever `group_wait` and `group_interval` say: at shutdown, what a group
-    /// owes (a first notification, a resolution) goes out before the process exits.
-    pub fn flush_all(
+    /// What the groups owe, now, whatever `group_wait` and `group_interval` say: at shutdown, a receiver that was
+    /// not told of an alert (a group's first notification, an alert that joined a notified group) or of its
+    /// resolution is told before the process exits. Nothing else is sent: not a group with nothing new, not a
+    /// repeat (due at the group's tick, sent then by the next Lease holder or the restarted process), and such a
+    /// group's timers are left as they were.
+    pub fn flush_owed(
         &mut self,
         now: SystemTime,
         alerts: &[Alert],
@@ -301,8 +304,17 @@ impl Router {
             let Some(group) = self.groups.get(&key) else {
                 continue;
             };
-            if force || now >= group.next_flush {
-                out.extend(self.flush(&key, members, now));
+            if force {
+                let timers = (group.next_flush, group.flushed);
+                let owed = self.flush(&key, members, now, true);
+                if owed.is_empty() {
+                    if let Some(group) = self.groups.get_mut(&key) {
+                        (group.next_flush, group.flushed) = timers;
+                    }
+                }
+                out.extend(owed);
+            } else if now >= group.next_flush {
+                out.extend(self.flush(&key, members, now, false));
             }
             let Some(group) = self.groups.get(&key) else {
                 continue;
@@ -316,7 +328,15 @@ impl Router {
         out
     }
 
-    fn flush(&mut self, key: &str, members: &[&Alert], now: SystemTime) -> Vec<Notification> {
+    /// The group's notifications now; `owed_only`: only to receivers owed one (something firing they were not
+    /// told of, or a resolution), no repeat.
+    fn flush(
+        &mut self,
+        key: &str,
+        members: &[&Alert],
+        now: SystemTime,
+        owed_only: bool,
+    ) -> Vec<Notification> {
         let muted = &self.muted;
         let mut visible: Vec<Alert> = members
             .iter()
@@ -360,7 +380,8 @@ impl Router {
             let new_firing = visible
                 .iter()
                 .any(|a| !log.firing.contains_key(&a.fingerprint()));
-            let repeat_due = !visible.is_empty()
+            let repeat_due = !owed_only
+                && !visible.is_empty()
                 && log
                     .last_sent
                     .is_none_or(|t| elapsed(now, t) >= self.repeat_interval);
@@ -649,7 +670,7 @@ mod tests {
     }
 
     #[test]
-    fn flush_all_sends_what_groups_owe_now_and_undo_owes_it_again() {
+    fn flush_owed_sends_what_groups_owe_now_and_undo_owes_it_again() {
         let s = Silences::default();
         let mut r = router(&["slack"]);
         let low = alert("APFHeadroomLow", "warning", "workload-low", 0, None);
@@ -658,12 +679,12 @@ mod tests {
             "group_wait"
         );
         // Shutdown at 10 s: the new group goes out now instead of at 30 s.
-        let n = r.flush_all(t(10), std::slice::from_ref(&low), &s);
+        let n = r.flush_owed(t(10), std::slice::from_ref(&low), &s);
         assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-low"]);
         // Resolved at 20 s; its notice would wait for group_interval: a flush sends it now.
         let done = alert("APFHeadroomLow", "warning", "workload-low", 0, Some(20));
         assert!(r.tick(t(20), std::slice::from_ref(&done), &s).is_empty());
-        let resolved = r.flush_all(t(21), std::slice::from_ref(&done), &s);
+        let resolved = r.flush_owed(t(21), std::slice::from_ref(&done), &s);
         assert_eq!(
             summary(&resolved),
             ["slack APFHeadroomLow/workload-low:resolved"]
@@ -679,10 +700,57 @@ mod tests {
         // An undelivered firing notification makes the alert new again for its receiver.
         let mut r = router(&["slack"]);
         r.tick(t(0), std::slice::from_ref(&low), &s);
-        let first = r.flush_all(t(1), std::slice::from_ref(&low), &s);
+        let first = r.flush_owed(t(1), std::slice::from_ref(&low), &s);
         r.undo(&first[0], t(2));
         let n = r.tick(t(3), std::slice::from_ref(&low), &s);
         assert_eq!(summary(&n), ["slack APFHeadroomLow/workload-low"]);
+    }
+
+    #[test]
+    fn a_stop_sends_only_what_a_receiver_was_not_told() {
+        let s = Silences::default();
+        let mut r = router(&["slack"]);
+        // Nine replicas' alerts of one group, announced at 30 s.
+        let nine: Vec<Alert> = (1..=9)
+            .map(|i| {
+                let mut a = alert("APFHeadroomLow", "warning", "workload-low", 0, None);
+                a.labels
+                    .insert("apiserver".into(), format!("10.0.0.{i}:6443"));
+                a
+            })
+            .collect();
+        r.tick(t(0), &nine, &s);
+        assert_eq!(r.tick(t(30), &nine, &s).len(), 1);
+        let before = r.groups().clone();
+        // A stop 86 s later, nothing new: nothing sent, the group's next tick (330 s) kept for the state file.
+        assert!(r.flush_owed(t(116), &nine, &s).is_empty());
+        assert_eq!(r.groups(), &before);
+        // Nor a repeat that is due: the group's tick sends it (the next Lease holder's, or after the restart).
+        assert!(r.flush_owed(t(3700), &nine, &s).is_empty());
+        assert_eq!(r.groups(), &before);
+        // An alert the receiver was not told of, or a resolution, is owed: the stop sends it.
+        let mut ten = nine.clone();
+        let mut tenth = alert("APFHeadroomLow", "warning", "workload-low", 100, None);
+        tenth
+            .labels
+            .insert("apiserver".into(), "10.0.0.10:6443".into());
+        ten.push(tenth);
+        let n = r.flush_owed(t(116), &ten, &s);
+        assert_eq!(n.len(), 1);
+        assert_eq!(
+            n[0].alerts.len(),
+            10,
+            "a group's notification lists its alerts"
+        );
+        ten[0].ends_at = Some(t(117));
+        let n = r.flush_owed(t(118), &ten, &s);
+        assert_eq!(
+            n.iter()
+                .flat_map(|n| &n.alerts)
+                .filter(|a| a.is_resolved())
+                .count(),
+            1
+        );
     }
 
     #[test]

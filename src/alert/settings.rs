@@ -176,11 +176,13 @@ impl Default for AlertingConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaderElectionConfig {
-    /// Unset: on when running in a cluster (a service-account token is mounted); `true`/`false` force it.
+    /// Unset: on when running in a cluster (a service-account token is mounted); `true`/`false` force it (outside a
+    /// pod, `true` needs a kubeconfig: `targets.kubernetes`).
     pub enabled: Option<bool>,
     /// The Lease the replicas elect through; its annotation holds the notification log.
     pub lease_name: String,
-    /// Default: the pod's namespace.
+    /// The Lease's namespace. Default: the pod's namespace; outside a pod, the kubeconfig context's namespace, else
+    /// `default`.
     pub namespace: Option<String>,
     /// After the holder dies, the next takes over within this; a holder that stops releases the Lease at once.
     pub lease_duration: Interval,

@@ -197,10 +197,11 @@ impl Alerting {
         self.router.tick(now, &alerts, &self.silences)
     }
 
-    /// Every group's notification now, whatever its timers say (shutdown: what is owed goes out before the exit).
+    /// What the groups owe, now, whatever their timers say (shutdown: what is owed goes out before the exit; see
+    /// [`Router::flush_owed`]).
     pub fn flush(&mut self, now: SystemTime) -> Vec<Notification> {
         let alerts = self.engine.alerts();
-        self.router.flush_all(now, &alerts, &self.silences)
+        self.router.flush_owed(now, &alerts, &self.silences)
     }
 
     /// A notification that was never delivered: its receiver is owed it again (see [`Router::undo`]).

@@ -24,7 +24,12 @@ pub async fn check(args: CheckArgs) -> Result<ExitCode> {
     let mut report = match &args.file {
         Some(path) => check_file(path, &analysis)?,
         None if !config.targets.prometheus.is_empty() => {
-            check_prometheus(&config, &analysis).await?
+            let (report, problems) = prometheus_rows(&config, &analysis).await?;
+            // The table says each in the source's row: logged too, it would be said twice.
+            if !matches!(args.output, OutputFormat::Table) {
+                log_source_problems(&problems);
+            }
+            report
         }
         None => check_targets(&super::replicas(&config).await?, &analysis).await?,
     };
@@ -231,6 +236,27 @@ pub(super) async fn check_prometheus(
     config: &crate::config::Config,
     analysis: &Analysis,
 ) -> Result<StatusReport> {
+    let (report, problems) = prometheus_rows(config, analysis).await?;
+    log_source_problems(&problems);
+    Ok(report)
+}
+
+/// What a source that could not be read says: its name, its URL and the problem.
+type SourceProblem = (String, String, String);
+
+/// Each unread source, on standard error: for output that shows no table row to a person.
+fn log_source_problems(problems: &[SourceProblem]) {
+    for (source, url, problem) in problems {
+        tracing::warn!(source = %source, url = %url, "{problem}");
+    }
+}
+
+/// The report of every Prometheus source, a source that cannot be read a row of its own; and those sources'
+/// problems, for the caller to log where no row shows them.
+async fn prometheus_rows(
+    config: &crate::config::Config,
+    analysis: &Analysis,
+) -> Result<(StatusReport, Vec<SourceProblem>)> {
     use crate::scrape::prometheus::{read_round, ObjectCounts, PrometheusSource};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -258,6 +284,7 @@ pub(super) async fn check_prometheus(
         )
         .await;
     let mut report = StatusReport::default();
+    let mut problems = Vec::new();
     for (source, round) in sources.iter().zip(rounds) {
         // A source that cannot be read, or holds nothing, is a row of its own (as in the daemon): the other
         // sources are still reported, and the exit status says a part is missing.
@@ -290,7 +317,7 @@ pub(super) async fn check_prometheus(
                 error,
             },
         };
-        tracing::warn!(source = %source.name, url = %source.url, "{problem}");
+        problems.push((source.name.clone(), source.url.clone(), problem.to_string()));
         report.apiservers.push(
             crate::analyze::ApiserverReport {
                 apiserver: source.name.clone(),
@@ -300,7 +327,7 @@ pub(super) async fn check_prometheus(
             .into(),
         );
     }
-    Ok(report)
+    Ok((report, problems))
 }
 
 /// The daemon's rules, as configured, on this one round (no `for`, so what holds now fires now): the alerts of the

@@ -4,10 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory, Subcommand};
+use clap::{Args, Subcommand};
 
 use super::output::out;
-use super::Cli;
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -27,7 +26,12 @@ pub struct ManArgs {
 /// The completion script for `shell`, on standard output.
 pub fn completions(args: CompletionsArgs) -> Result<()> {
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "apf-monitor", &mut script);
+    clap_complete::generate(
+        args.shell,
+        &mut super::command(),
+        "apf-monitor",
+        &mut script,
+    );
     let mut script = String::from_utf8_lossy(&script).into_owned();
     if args.shell == clap_complete::Shell::Bash {
         // clap_complete 4.6 spells a hyphenated binary's subcommand states two ways in bash (the loop
@@ -40,7 +44,7 @@ pub fn completions(args: CompletionsArgs) -> Result<()> {
 
 /// apf-monitor.1 on standard output, or every page into `--dir`.
 pub fn man(args: ManArgs) -> Result<()> {
-    let command = Cli::command();
+    let command = super::command();
     match args.dir {
         Some(dir) => {
             std::fs::create_dir_all(&dir)

@@ -31,8 +31,8 @@ pub struct MatchArgs {
     pub groups: Vec<String>,
     #[arg(long)]
     pub no_implied_groups: bool,
-    /// The Kubernetes verb (get, list, watch, create, update, patch, delete, ...), or the HTTP method of a
-    /// non-resource request (default get).
+    /// The Kubernetes verb (get, list, watch, create, update, patch, delete, ...): needed with --resource, as
+    /// FlowSchemas tell get, list and watch apart. With --non-resource-url, the HTTP method (default get).
     #[arg(long, value_name = "VERB")]
     pub verb: Option<String>,
     /// The API group of the resource; empty (the default) is the core group.

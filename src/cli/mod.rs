@@ -159,13 +159,8 @@ pub struct SourceArgs {
         requires = "prometheus"
     )]
     pub apiserver_label: String,
-    /// Scrape interval, e.g. 5s. (`--interval -5s` is read as a value, and refused as one.)
-    #[arg(
-        long,
-        value_name = "DURATION",
-        value_parser = values::parse_interval,
-        allow_hyphen_values = true
-    )]
+    /// Scrape interval, e.g. 5s.
+    #[arg(long, value_name = "DURATION", value_parser = values::parse_interval)]
     pub interval: Option<values::Interval>,
 }
 
@@ -298,7 +293,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1:9864")]
     pub listen: SocketAddr,
     /// Scrape interval of the demo.
-    #[arg(long, default_value = "5s", value_parser = values::parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = values::parse_interval)]
     pub interval: values::Interval,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -306,13 +301,44 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=20))]
     pub replicas: u16,
     /// Stop after this long (e.g. 5m); default: until Ctrl-C.
-    #[arg(long, value_parser = values::parse_interval)]
+    #[arg(long, value_name = "DURATION", value_parser = values::parse_interval)]
     pub duration: Option<values::Interval>,
+}
+
+/// The command line as parsed, and as the completions, man pages and the book's reference describe it: the derived
+/// definitions, with every flag that takes a duration or a time (value name DURATION or TIME) taking a value that
+/// starts with '-'. Without that, clap reads `--window -5s` as an unknown flag `-5` ("unexpected argument '-5'
+/// found"); with it, the value reaches its parser, which refuses a negative duration by name, or reads `-6h` as
+/// six hours before now.
+pub fn command() -> clap::Command {
+    fn hyphen_values(command: clap::Command) -> clap::Command {
+        let timed: Vec<clap::Id> = command
+            .get_arguments()
+            .filter(|a| {
+                a.get_value_names()
+                    .is_some_and(|names| names.iter().any(|n| *n == "DURATION" || *n == "TIME"))
+            })
+            .map(|a| a.get_id().clone())
+            .collect();
+        let command = timed.into_iter().fold(command, |c, id| {
+            c.mut_arg(id, |a| a.allow_hyphen_values(true))
+        });
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        names
+            .into_iter()
+            .fold(command, |c, name| c.mut_subcommand(name, hyphen_values))
+    }
+    hyphen_values(<Cli as clap::CommandFactory>::command())
 }
 
 /// Entry point of the binary: runs the command and maps errors to an exit status.
 pub fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&command().get_matches())
+        .unwrap_or_else(|e| e.format(&mut command()).exit());
+    let result = match cli.command {
         // What needs no runtime: the conveniences that print what the CLI itself defines.
         Command::Completions(args) => conveniences::completions(args),
         Command::Man(args) => conveniences::man(args),

@@ -1,14 +1,12 @@
 //! The book's generated reference pages: every command's help (docs/reference/cli.md) from the clap definitions,
 //! and every config key (docs/reference/config-keys.md) from the config's JSON Schema. `tests/it/docs.rs` holds the
 //! committed pages to what these print.
-use clap::CommandFactory;
 
 use super::conveniences::config_schema;
-use super::Cli;
 
 /// The book's command-line reference (docs/reference/cli.md): every command's full help, as `--help` prints it.
 pub fn cli_reference() -> String {
-    let mut command = Cli::command().bin_name("apf-monitor");
+    let mut command = super::command().bin_name("apf-monitor");
     command.build();
     let mut page = String::from(
         "# Command line\n\n<!-- Generated from the CLI's definitions by tests/it/docs.rs \

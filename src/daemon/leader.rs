@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::alert::notification_log::{self, NotificationLog};
 use crate::alert::LeaderElectionConfig;
+use crate::targets::access::AccessError;
 use crate::targets::KubernetesConfig;
 
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -25,6 +26,36 @@ const WRITE_RETRY: Duration = Duration::from_secs(2);
 
 /// The log the alerting stage recorded last, with the term it was recorded in.
 type Recorded = Option<(u64, Arc<NotificationLog>)>;
+
+/// Leader election is on but the Lease cannot be reached: said by `serve --check-config`, at start-up and by a
+/// reload alike.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "leader election needs apiserver access (in-cluster config or a kubeconfig); set \
+     alerting.leader_election.enabled: false to run without it: {0}"
+)]
+pub struct NoLeaseAccess(#[source] AccessError);
+
+/// The client the Lease is reached with, `None` when election is off: `enabled` unset elects when running in a
+/// cluster (a service-account token is mounted). The access is discovery's own (`targets.kubernetes`).
+pub async fn lease_client(
+    cfg: &LeaderElectionConfig,
+    access: &KubernetesConfig,
+) -> Result<Option<kube::Client>, NoLeaseAccess> {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        && std::path::Path::new(SERVICE_ACCOUNT_DIR)
+            .join("token")
+            .exists();
+    if !cfg.enabled.unwrap_or(in_cluster) {
+        return Ok(None);
+    }
+    let config = crate::targets::access::access(access)
+        .await
+        .map_err(NoLeaseAccess)?;
+    crate::targets::access::client(&config)
+        .map(Some)
+        .map_err(NoLeaseAccess)
+}
 
 /// Who sends the direct notifications, as this replica knows it.
 #[derive(Debug, Clone, Default)]
@@ -132,19 +163,9 @@ impl Leadership {
     /// `enabled` unset: elect when running in a cluster (a service-account token is mounted), else always lead. The
     /// Lease is reached with the same apiserver access as discovery (`targets.kubernetes`).
     pub async fn start(cfg: &LeaderElectionConfig, access: &KubernetesConfig) -> Result<Self> {
-        let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
-            && std::path::Path::new(SERVICE_ACCOUNT_DIR)
-                .join("token")
-                .exists();
-        let enabled = cfg.enabled.unwrap_or(in_cluster);
-        if !enabled {
+        let Some(client) = lease_client(cfg, access).await? else {
             return Ok(Self::always());
-        }
-        let hint =
-            "leader election needs apiserver access (in-cluster config or a kubeconfig); set \
-                    alerting.leader_election.enabled: false to run without it";
-        let config = crate::targets::access::access(access).await.context(hint)?;
-        let client = crate::targets::access::client(&config).context(hint)?;
+        };
         let namespace = match &cfg.namespace {
             Some(ns) => ns.clone(),
             None => std::fs::read_to_string(format!("{SERVICE_ACCOUNT_DIR}/namespace"))

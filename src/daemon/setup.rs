@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::alert::{RouteConfig, RuleError, Rules};
 use crate::analyze::Analysis;
 use crate::config::Config;
+use crate::daemon::leader::{lease_client, NoLeaseAccess};
 use crate::notify::{self, Receiver, ReceiverConfig};
 use crate::scrape::prometheus::PrometheusSource;
 use crate::scrape::{Endpoint, ScrapeConfig};
@@ -30,11 +31,30 @@ pub enum SetupError {
         message: String,
         at: String,
     },
+    #[error("{0}")]
+    LeaderElection(#[from] NoLeaseAccess),
     #[error("alerting.state_file: cannot create the directory {dir}: {source}")]
     StateDir {
         dir: PathBuf,
         source: std::io::Error,
     },
+    /// More than one part cannot be built: each is said, so that one run of `--check-config` finds them all.
+    #[error("{}", crate::config::list_problems(&.0.iter().map(|e| crate::errors::chain_of(e)).collect::<Vec<_>>()))]
+    Several(Vec<SetupError>),
+}
+
+impl SetupError {
+    /// The problems found as one error: the one, or all of them.
+    fn all(mut problems: Vec<SetupError>) -> SetupError {
+        match problems.pop() {
+            Some(one) if problems.is_empty() => one,
+            Some(last) => {
+                problems.push(last);
+                SetupError::Several(problems)
+            }
+            None => SetupError::Several(problems),
+        }
+    }
 }
 
 /// Which endpoints the configuration asks for.
@@ -302,10 +322,14 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// Builds every part; the first part that cannot be built is the error. Nothing is started or written.
+    /// Builds every part; every part that cannot be built is in the error. Nothing is started or written.
     pub async fn build(config: Config) -> Result<Setup, SetupError> {
-        let rules = build_rules(&config)?;
-        let targets = build_targets(&config).await?;
+        let rules = build_rules(&config);
+        let targets = build_targets(&config).await;
+        // The Lease is reached as discovery is: refused here, not first when the daemon starts.
+        let lease = lease_client(&config.alerting.leader_election, &config.targets.kubernetes)
+            .await
+            .map_err(SetupError::from);
         // With no receiver configured, alerts are logged rather than sent nowhere.
         let console_by_default = config.receivers.is_empty();
         let configured = if console_by_default {
@@ -314,18 +338,34 @@ impl Setup {
             config.receivers.clone()
         };
         let mut receivers = Vec::new();
+        let mut refused = Vec::new();
         for (index, r) in configured.iter().enumerate() {
-            let receiver = notify::build(r).map_err(|message| SetupError::Receiver {
-                index,
-                name: r.name.clone(),
-                message,
-                at: config.at_line("receivers.name"),
-            })?;
-            receivers.push(ReceiverSetup {
-                config: r.clone(),
-                receiver,
-            });
+            match notify::build(r) {
+                Ok(receiver) => receivers.push(ReceiverSetup {
+                    config: r.clone(),
+                    receiver,
+                }),
+                Err(message) => refused.push(SetupError::Receiver {
+                    index,
+                    name: r.name.clone(),
+                    at: receiver_line(&config, index, r, &message),
+                    message,
+                }),
+            }
         }
+        // Every part is tried: one run says every problem, not the first one only.
+        let (rules, targets) = match (rules, targets, lease) {
+            (Ok(rules), Ok(targets), Ok(_)) if refused.is_empty() => (rules, targets),
+            (rules, targets, lease) => {
+                // Discovery's access refused is the Lease's refused too: said once.
+                let same_access = matches!(targets, Err(SetupError::Access(_)));
+                let lease = lease.err().filter(|_| !same_access);
+                let first = [rules.err(), targets.err(), lease];
+                return Err(SetupError::all(
+                    first.into_iter().flatten().chain(refused).collect(),
+                ));
+            }
+        };
         let alerting = AlertSetup {
             rules,
             route: config.route.clone(),
@@ -355,6 +395,32 @@ impl Setup {
         }
         Ok(())
     }
+}
+
+/// ` at line N` of the key a receiver's error is about: its messages name the key first (`url: ...`,
+/// `smarthost "x": ...`, after `receiver "NAME": KIND: `), looked for in that receiver's block; else the block of
+/// its kind, else its name.
+fn receiver_line(config: &Config, index: usize, r: &ReceiverConfig, message: &str) -> String {
+    let kind = r.kind();
+    let detail = message
+        .strip_prefix(&format!("receiver {:?}: ", r.name))
+        .unwrap_or(message);
+    let detail = detail.strip_prefix(&format!("{kind}: ")).unwrap_or(detail);
+    let key: String = detail
+        .chars()
+        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+        .collect();
+    let item = format!("receivers[{index}]");
+    [
+        format!("{item}.{kind}.{key}"),
+        format!("{item}.{kind}"),
+        format!("{item}.name"),
+    ]
+    .iter()
+    .filter(|path| !path.ends_with('.'))
+    .map(|path| config.at_line(path))
+    .find(|at| !at.is_empty())
+    .unwrap_or_default()
 }
 
 /// The rules as configured; an error names the key and its line.

@@ -41,7 +41,10 @@ impl Console {
 }
 
 /// `FIRING APFHeadroomLow critical apiserver=... priority_level=...: <summary>`;
-/// `RESOLVED APFHeadroomLow critical apiserver=... priority_level=...: <what cleared>, after 3m10s`.
+/// `RESOLVED APFHeadroomLow critical apiserver=... priority_level=...: <what cleared>; it fired for 3m 10s`: from
+/// the alert's `startsAt` (when it fired) to its `endsAt` (when it resolved). The line itself comes at the group's
+/// notification, `group_wait` after the firing and up to `group_interval` after the resolution: the time between a
+/// FIRING and a RESOLVED line is not how long the alert fired.
 pub fn line(a: &Alert) -> String {
     let status = if a.is_resolved() {
         "RESOLVED"
@@ -59,7 +62,7 @@ pub fn line(a: &Alert) -> String {
         let cleared = what_cleared(a.alertname()).unwrap_or("the condition no longer holds");
         match ended.duration_since(a.starts_at) {
             Ok(d) => Some(format!(
-                "{cleared}, after {}",
+                "{cleared}; it fired for {}",
                 humantime::format_duration(Duration::from_secs(d.as_secs()))
             )),
             Err(_) => Some(cleared.to_string()),
@@ -132,12 +135,12 @@ mod tests {
             line(&a),
             "FIRING APFHeadroomLow critical apiserver=a:6443 priority_level=workload-low: headroom 5%"
         );
-        // The resolution says what cleared and after how long, not the firing text again.
+        // The resolution says what cleared and how long the alert fired, not the firing text again.
         a.ends_at = Some(UNIX_EPOCH + Duration::from_secs(190));
         assert_eq!(
             line(&a),
             "RESOLVED APFHeadroomLow critical apiserver=a:6443 priority_level=workload-low: headroom is back \
-             above the clear threshold, after 3m 10s"
+             above the clear threshold; it fired for 3m 10s"
         );
     }
 

@@ -59,7 +59,12 @@ impl UrlSource {
 
 /// Parses a URL without ever echoing it: the error says what is wrong, not what was written.
 pub(crate) fn parse_secret_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("not a valid URL ({e})"))?;
+    let text = text.trim();
+    // `host:port/path` would be "relative URL without a base": what is missing is the scheme.
+    if !text.contains("://") {
+        return Err("the URL must start with http:// or https://".into());
+    }
+    let url = Url::parse(text).map_err(|e| format!("not a valid URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err("the URL must start with http:// or https://".into());
     }
@@ -141,7 +146,11 @@ pub(crate) fn classify(reply: &Reply, shown: &str) -> Result<(), NotifyError> {
     if status.is_success() {
         return Ok(());
     }
-    let text = super::format::truncate_chars(reply.body.trim(), 200);
+    // A web server's or a proxy's page is told as one, not pasted as markup.
+    let text = match crate::scrape::html_page(None, reply.body.as_bytes()) {
+        Some(page) => format!("{page}: is this the receiver's URL?"),
+        None => super::format::truncate_chars(reply.body.trim(), 200),
+    };
     let message = if text.is_empty() {
         format!("POST {shown}: HTTP {status}")
     } else {
@@ -203,7 +212,7 @@ mod tests {
     #[test]
     fn bad_secret_urls_are_not_echoed() {
         let err = parse_secret_url("hooks.slack.com/services/SECRET").unwrap_err();
-        assert!(!err.contains("SECRET"), "{err}");
+        assert_eq!(err, "the URL must start with http:// or https://");
         let err = parse_secret_url("ftp://h/SECRET").unwrap_err();
         assert!(!err.contains("SECRET"), "{err}");
     }
@@ -229,6 +238,16 @@ mod tests {
         ));
         match classify(&reply(404, "channel_not_found"), "https://hooks.slack.com") {
             Err(NotifyError::Permanent(m)) => assert!(m.contains("channel_not_found"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // A web server's page: said to be one, its markup left out.
+        let page =
+            "<!DOCTYPE html>\n<html><body><p>Nothing matches the given URI</p></body></html>";
+        match classify(&reply(404, page), "http://127.0.0.1:8080") {
+            Err(NotifyError::Permanent(m)) => assert_eq!(
+                m,
+                "POST http://127.0.0.1:8080: HTTP 404 Not Found: an HTML page: is this the receiver's URL?"
+            ),
             other => panic!("{other:?}"),
         }
     }

@@ -296,6 +296,27 @@ pub(crate) fn with_token(
     })
 }
 
+/// What a person is asked when an apiserver's endpoint answered with an HTML page.
+const APISERVER_URL_HINT: &str =
+    "is this the apiserver's URL? (a web server or a proxy answered, not kube-apiserver)";
+
+/// `an HTML page (text/html; charset=utf-8)` when a body is one, by its content type or else by its first bytes:
+/// what an error says instead of the page's markup.
+pub(crate) fn html_page(content_type: Option<&str>, start: &[u8]) -> Option<String> {
+    let declared = content_type.is_some_and(|t| {
+        let t = t.trim_start().to_ascii_lowercase();
+        t.starts_with("text/html") || t.starts_with("application/xhtml")
+    });
+    let head = String::from_utf8_lossy(&start[..start.len().min(64)])
+        .trim_start()
+        .to_ascii_lowercase();
+    let looks = head.starts_with("<!doctype html") || head.starts_with("<html");
+    (declared || looks).then(|| match content_type {
+        Some(t) => format!("an HTML page ({t})"),
+        None => "an HTML page".to_string(),
+    })
+}
+
 /// The body (and its content type) of a response whose status says it is one; else why not: 429 with its
 /// `Retry-After`, any other status with a short excerpt of its body.
 async fn success<B>(response: http::Response<B>) -> Result<(B, Option<String>), ScrapeError>
@@ -319,19 +340,31 @@ where
         .map(str::to_string);
     let mut body = response.into_body();
     if !status.is_success() {
-        // A short excerpt of the body says why (an apiserver Status, a proxy's page); never the whole thing.
+        // A short excerpt of the body says why (an apiserver Status); never the whole thing, and never an HTML
+        // page's markup (a web server's or a proxy's page: told as one).
         let mut detail = String::new();
         if let Some(Ok(frame)) = body.frame().await {
             if let Some(chunk) = frame.data_ref() {
-                detail = String::from_utf8_lossy(&chunk[..chunk.len().min(300)])
-                    .trim()
-                    .replace('\n', " ");
+                detail = match html_page(content_type.as_deref(), chunk) {
+                    Some(page) => format!("{page}: {APISERVER_URL_HINT}"),
+                    None => String::from_utf8_lossy(&chunk[..chunk.len().min(300)])
+                        .trim()
+                        .replace('\n', " "),
+                };
             }
         }
         return Err(ScrapeError::Http {
             status: status.as_u16(),
             detail,
         });
+    }
+    // An HTML page is no answer of the apiserver's, whatever the endpoint: said as such rather than as markup that
+    // does not parse.
+    if let Some(page) = html_page(content_type.as_deref(), &[]) {
+        return Err(ScrapeError::Parse(format!(
+            "HTTP {status}: {page}: {APISERVER_URL_HINT}",
+            status = status.as_u16()
+        )));
     }
     Ok((body, content_type))
 }

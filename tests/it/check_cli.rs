@@ -346,6 +346,92 @@ fn an_unreachable_target_is_unknown() {
     assert!(!text.contains(" : "), "{text}");
 }
 
+/// A URL without its scheme is refused for what is missing, on the command line and in the config alike.
+#[test]
+fn a_url_without_a_scheme_is_told_to_start_with_http() {
+    for flag in ["--target", "--prometheus"] {
+        let out = check(&[flag, "127.0.0.1:8001"], None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("URL \"127.0.0.1:8001\" must start with http:// or https://")
+                && !err.contains("relative URL"),
+            "{flag}: {err}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for section in ["static", "prometheus"] {
+        let config = write_temp(
+            &dir,
+            "apf-monitor.yaml",
+            format!("targets:\n  {section}:\n    - url: 127.0.0.1:8001\n").as_bytes(),
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(["serve", "--check-config", "--config", &config])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "targets.{section}[0].url: URL \"127.0.0.1:8001\" must start with http:// or https:// at line 3"
+            )),
+            "{err}"
+        );
+    }
+}
+
+/// A URL that answers with a web page (a wrong port, a dashboard's URL) is told as such, with its status, its
+/// content type and what to check, never pasted as markup; `--prometheus` says it once, in the source's row.
+#[test]
+fn an_html_page_is_told_as_one_and_said_once() {
+    for status in [404, 200] {
+        let url = common::html_server(status);
+        let out = check(&["--target", &url], None);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{text}");
+        assert!(
+            text.contains(&format!(
+                "error: metrics: {}HTTP {status}: an HTML page (text/html;charset=utf-8): is this the \
+                 apiserver's URL?",
+                if status == 200 {
+                    "cannot read the response: "
+                } else {
+                    ""
+                }
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Nothing matches") && !text.contains("<html"),
+            "{text}"
+        );
+
+        let out = check(&["--prometheus", &url], None);
+        let (text, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(3), "{text}{err}");
+        assert!(
+            text.contains(&format!(
+                "HTTP {status}: an HTML page (text/html;charset=utf-8)"
+            )) && text.contains("is this the Prometheus URL?")
+                && !text.contains("Nothing matches")
+                && !text.contains("at byte"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.trim_start().starts_with("error: prometheus:"))
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(!err.contains("HTML"), "said again on stderr: {err}");
+    }
+}
+
 #[test]
 fn a_live_target_under_a_storm_is_critical_and_idle_is_ok() {
     let rt = tokio::runtime::Runtime::new().unwrap();

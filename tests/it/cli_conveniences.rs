@@ -90,3 +90,68 @@ fn man_renders_the_page_and_one_per_subcommand() {
     let serve = std::fs::read_to_string(pages.join("apf-monitor-serve.1")).unwrap();
     assert!(serve.contains("\\-\\-config"), "{serve}");
 }
+
+/// Every flag that takes a duration or a time, in every command, takes a value starting with '-': a negative
+/// duration reaches its parser and is refused by the flag's name and value (not "unexpected argument '-5' found"),
+/// and a time such as `-6h` is read as one.
+#[test]
+fn every_duration_and_time_flag_takes_a_value_that_starts_with_a_hyphen() {
+    fn walk(
+        command: &clap::Command,
+        path: &mut Vec<String>,
+        found: &mut Vec<(Vec<String>, String, String)>,
+    ) {
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            for name in arg.get_value_names().unwrap_or_default() {
+                if *name == "DURATION" || *name == "TIME" {
+                    found.push((path.clone(), long.to_string(), name.to_string()));
+                }
+            }
+        }
+        for sub in command.get_subcommands() {
+            path.push(sub.get_name().to_string());
+            walk(sub, path, found);
+            path.pop();
+        }
+    }
+    let mut found = Vec::new();
+    walk(&apf_monitor::cli::command(), &mut Vec::new(), &mut found);
+    let names: Vec<String> = found
+        .iter()
+        .map(|(path, long, _)| format!("{} --{long}", path.join(" ")))
+        .collect();
+    for expected in [
+        "advise --window",
+        "advise --interval",
+        "report --step",
+        "audit --since",
+        "demo --duration",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} not in {names:?}"
+        );
+    }
+    for (path, long, kind) in &found {
+        let value = if kind == "DURATION" { "-5s" } else { "-6h" };
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        let flag = format!("--{long}");
+        args.extend([flag.as_str(), value]);
+        let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(&args)
+            .env_remove("APF_MONITOR_CONFIG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        if kind == "DURATION" {
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("invalid value '-5s' for '--{long} <DURATION>'")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}

@@ -466,3 +466,46 @@ pub fn first_level(status: &serde_json::Value, level: &str) -> serde_json::Value
         .cloned()
         .unwrap_or_default()
 }
+
+/// A web server on loopback that is neither an apiserver nor a Prometheus: every request, whatever its method and
+/// path, gets an HTML page (`<p>Nothing matches the given URI</p>`, as `python3 -m http.server`'s 404 has it) with
+/// this status. Its URL; it serves until the test process ends.
+pub fn html_server(status: u16) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&stream);
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("content-length") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                let page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n<head><title>Error response</title></head>\n\
+                            <body><h1>Error response</h1><p>Nothing matches the given URI</p></body>\n</html>\n";
+                let _ = write!(
+                    &stream,
+                    "HTTP/1.1 {status} Whatever\r\nContent-Type: text/html;charset=utf-8\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+            });
+        }
+    });
+    url
+}

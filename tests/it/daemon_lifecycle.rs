@@ -514,6 +514,98 @@ async fn check_config_says_ok_or_names_the_key_and_serve_exits_1_on_a_bad_config
     }
 }
 
+/// One `--check-config` says every problem the loader finds, each with its line: here discovery without a
+/// kubeconfig and two receivers' URLs without a scheme, each named at its `url:` line, not its receiver's.
+#[test]
+fn check_config_lists_every_problem_each_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("apf-monitor.yaml");
+    std::fs::write(
+        &config,
+        "receivers:\n  - name: ok\n    webhook:\n      url: http://127.0.0.1:9/ok\n  - name: hook\n    webhook:\n\
+         \x20     url: 127.0.0.1:9/x\n  - name: s\n    slack: {webhook_url: hooks.slack.com/services/T0/B0/SECRET}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["serve", "--check-config", "--config"])
+        .arg(&config)
+        .env("KUBECONFIG", dir.path().join("no-kubeconfig"))
+        .env("HOME", dir.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("3 problems:\n"), "{err}");
+    for problem in [
+        "\n  - targets.kubernetes: no apiserver access",
+        "\n  - receivers[1] (hook): receiver \"hook\": webhook: url: the URL must start with http:// or https:// \
+         at line 7\n",
+        "\n  - receivers[2] (s): receiver \"s\": slack: webhook_url: the URL must start with http:// or https:// \
+         at line 9",
+    ] {
+        assert!(err.contains(problem), "{problem:?} in:\n{err}");
+    }
+    assert!(!err.contains("SECRET"), "{err}");
+}
+
+/// Leader election forced on reaches the Lease with discovery's apiserver access: `--check-config` refuses a config
+/// without it as `serve` does, with the same message, and passes one with it without contacting the apiserver.
+#[tokio::test]
+async fn check_config_refuses_leader_election_without_apiserver_access_as_serve_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("apf-monitor.yaml");
+    std::fs::write(
+        &config,
+        "listen: 127.0.0.1:0\ntargets:\n  static:\n    - {url: \"http://127.0.0.1:8001\"}\n\
+         alerting:\n  leader_election: {enabled: true}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str], kubeconfig: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+            .args(args)
+            .arg(&config)
+            .env("KUBECONFIG", kubeconfig)
+            .env("HOME", dir.path())
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap()
+    };
+    let missing = dir.path().join("no-kubeconfig");
+    for args in [
+        &["serve", "--check-config", "--config"][..],
+        &["serve", "--config"][..],
+    ] {
+        let out = run(args, &missing);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("leader election needs apiserver access")
+                && err.contains("alerting.leader_election.enabled: false")
+                && err.contains("no-kubeconfig"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("config OK"),
+            "{args:?}"
+        );
+    }
+    let (apiserver, url) = common::untouched_apiserver();
+    let out = run(
+        &["serve", "--check-config", "--config"],
+        &common::kubeconfig(dir.path(), &url),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("config OK: 1 static target(s)"), "{text}");
+    common::assert_untouched(&apiserver);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_returns_after_its_shutdown_future_with_owed_notifications_delivered() {
     let (_sim, url) = storm().await;

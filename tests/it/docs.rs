@@ -5,8 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
-
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const REPOSITORY: &str = "https://github.com/apf-monitor/apf-monitor/blob/main/";
 
@@ -284,7 +282,13 @@ fn every_command_line_shown_parses_with_the_real_cli() {
                     .chain(w[start + 1..].iter().cloned())
                     .collect();
                 checked += 1;
-                if let Err(e) = apf_monitor::cli::Cli::try_parse_from(&args) {
+                // The command line as the binary parses it (`cli::command()`), not the derived definitions alone.
+                let parsed = apf_monitor::cli::command()
+                    .try_get_matches_from(&args)
+                    .and_then(|m| {
+                        <apf_monitor::cli::Cli as clap::FromArgMatches>::from_arg_matches(&m)
+                    });
+                if let Err(e) = parsed {
                     if matches!(
                         e.kind(),
                         clap::error::ErrorKind::DisplayHelp

@@ -304,6 +304,21 @@ fn bad_requests_are_refused_with_what_to_do() {
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     assert!(err(&["-f", &fs, "--user", "a", "--resource", "pods"]).contains("--verb is needed"));
+    // The help says so too: the default verb is a non-resource request's only.
+    let help = String::from_utf8_lossy(&run(&["--help"]).stdout).into_owned();
+    let verb = help
+        .split("--verb <VERB>")
+        .nth(1)
+        .and_then(|h| h.split("\n      --").next())
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        verb.contains("needed with --resource")
+            && verb.contains("With --non-resource-url, the HTTP method (default get)"),
+        "{verb}"
+    );
     assert!(
         err(&["-f", &fs, "--user", "a", "--non-resource-url", "healthz"])
             .contains("a path starts with /")

@@ -396,6 +396,27 @@ async fn a_dead_or_partial_prometheus_is_an_error_that_names_it() {
     );
 }
 
+/// A URL that answers with a web page (a dashboard, a wrong port) is said to be one, with its status and content
+/// type and what to check: not a parse error at byte 0, not the page's markup.
+#[test]
+fn an_html_page_instead_of_prometheus_is_told_as_one() {
+    for status in [200, 404] {
+        let url = crate::common::html_server(status);
+        let (code, _, err) = report(&["--prometheus", &url, "--from", "-1h"]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(&url)
+                && err.contains(&format!(
+                    "HTTP {status}: an HTML page (text/html;charset=utf-8)"
+                ))
+                && err.contains("is this the Prometheus URL?")
+                && !err.contains("at byte")
+                && !err.contains("Nothing matches"),
+            "{err}"
+        );
+    }
+}
+
 /// A Prometheus that accepts the connection and never answers: the error names that Prometheus and gives advice
 /// `report` can follow (its own --timeout), not the daemon's (scrape.timeout) nor a word about an apiserver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

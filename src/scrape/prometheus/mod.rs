@@ -344,9 +344,10 @@ pub fn with_matcher(selector: &str, matcher: &str) -> Option<String> {
 /// one series of each while it folds their samples into the snapshots.
 const QUERIES_IN_FLIGHT: usize = 8;
 
-/// What the answers of a round's queries bring, by query: the HTTP status, a chunk of the body, its end.
+/// What the answers of a round's queries bring, by query: the HTTP status and content type, a chunk of the body,
+/// its end.
 enum Part {
-    Status(u16),
+    Status(u16, Option<String>),
     Chunk(bytes::Bytes),
     End,
 }
@@ -385,7 +386,9 @@ async fn snapshots(
             }
         };
         match part? {
-            Part::Status(status) => answers[i] = Some(Answer::new(ResultType::Vector, status)),
+            Part::Status(status, content_type) => {
+                answers[i] = Some(Answer::new(ResultType::Vector, status, content_type))
+            }
             Part::Chunk(chunk) => {
                 if let Some(answer) = &mut answers[i] {
                     answer.feed(&chunk, &mut each);
@@ -413,6 +416,7 @@ fn answer_parts<'s>(
         .map(move |sent| match sent {
             Ok(response) => {
                 let status = response.status().as_u16();
+                let content_type = content_type(&response);
                 let body = stream::unfold(Some(response), move |response| async move {
                     let mut response = response?;
                     Some(match response.chunk().await {
@@ -421,7 +425,7 @@ fn answer_parts<'s>(
                         Err(e) => (Err(classify_reqwest(e, timeout)), None),
                     })
                 });
-                stream::once(async move { Ok(Part::Status(status)) })
+                stream::once(async move { Ok(Part::Status(status, content_type)) })
                     .chain(body)
                     .left_stream()
             }
@@ -496,7 +500,7 @@ async fn read_answer(
     each: &mut (impl FnMut(&[Label<'_>], f64, f64) + Send),
 ) -> Result<(), ScrapeError> {
     let mut response = send(source, endpoint, form).await?;
-    let mut answer = Answer::new(wanted, response.status().as_u16());
+    let mut answer = Answer::new(wanted, response.status().as_u16(), content_type(&response));
     while let Some(chunk) = response
         .chunk()
         .await
@@ -505,6 +509,15 @@ async fn read_answer(
         answer.feed(&chunk, each);
     }
     answer.finish(each)
+}
+
+/// The `Content-Type` an answer came with.
+fn content_type(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// A request to the HTTP API's `endpoint` with the `form`, within the source's timeout (its body's reading too).

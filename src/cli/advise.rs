@@ -47,7 +47,7 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "FILE", requires = "daemon")]
     pub token_file: Option<PathBuf>,
     /// How long to watch the replicas (default: the config's analysis.window, 1m).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::values::parse_duration)]
     pub window: Option<Duration>,
     /// `table`, or `json`: {"clients": [...]}.
     #[arg(long, value_enum, default_value = "table")]

@@ -152,6 +152,8 @@ fn every_duration_and_time_flag_takes_a_value_that_starts_with_a_hyphen() {
                 err.contains(&format!("invalid value '-5s' for '--{long} <DURATION>'")),
                 "{args:?}: {err}"
             );
+            // Each says how a duration is written, not only that this one is not.
+            assert!(err.contains("5s"), "{args:?}: {err}");
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The alerts at the top of the status page, worst first: those of one priority level that share one fix in one
-//! group (the fix read once), each with its summary and, folded, the numbers, the flows and the manifest to apply.
-//! Laid out by `templates/status/alerts.html`.
+//! The alerts of the status page, under the levels, worst first: those of one priority level that share one fix in
+//! one group (the fix read once), each alert's line with its summary, and the long texts (fix, numbers, flows,
+//! manifest) folded. Laid out by `templates/status/alerts.html`.
 use crate::analyze::AlertReport;
 
 /// Worst first: firing critical, firing warning, pending, then muted and resolved ones.
@@ -58,7 +58,7 @@ pub(super) fn groups(alerts: &[AlertReport]) -> Vec<AlertGroup<'_>> {
     groups.into_iter().map(|(_, _, g)| g).collect()
 }
 
-/// A group as the page shows it: each alert's line, the fix read once, then folded, the numbers, the flows and the
+/// A group as the page shows it: each alert's line, then folded, the fix read once, the numbers, the flows and the
 /// manifest.
 pub(super) struct Group<'a> {
     /// The worst alert's state and severity: the card's mark.
@@ -69,7 +69,7 @@ pub(super) struct Group<'a> {
     pub(super) descriptions: Vec<Description<'a>>,
     pub(super) flows: Vec<&'a str>,
     pub(super) manifest: Option<&'a str>,
-    /// What the fold holds, in words ("numbers, flows and manifest"); empty: nothing to fold.
+    /// What the fold holds, in words ("fix, numbers and manifest"); empty: nothing to fold.
     pub(super) folded: String,
 }
 
@@ -140,6 +140,7 @@ pub(super) fn alerts(alerts: &[AlertReport]) -> Vec<Group<'_>> {
 
 fn folded(g: &Group) -> String {
     let parts: Vec<&str> = [
+        ("fix", g.remediation.is_some()),
         ("numbers", !g.descriptions.is_empty()),
         ("flows", !g.flows.is_empty()),
         ("manifest", g.manifest.is_some()),

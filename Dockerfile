@@ -22,6 +22,8 @@ RUN mkdir -p src benches crates/apf/src crates/apf/benches crates/apf-sim/src cr
 # benches/ is not in the image's context: its dummy stays for the manifest's [[bench]].
 COPY src src
 COPY crates crates
+# The status page's and report's markup, compiled into the binary (askama).
+COPY templates templates
 # The real sources may carry older times than the dummy build: touched, cargo rebuilds the three crates themselves.
 RUN touch src/lib.rs src/main.rs crates/apf/src/lib.rs crates/apf-sim/src/lib.rs \
     && cargo build --release --locked

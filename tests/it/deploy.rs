@@ -1220,10 +1220,15 @@ fn the_dockerfile_builds_every_crate_of_the_workspace() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let ignore = std::fs::read_to_string(root().join(".dockerignore")).unwrap();
     let allowed: Vec<&str> = ignore.lines().filter_map(|l| l.strip_prefix('!')).collect();
-    for dir in ["src/", "crates/", "Cargo.toml", "Cargo.lock"] {
+    // templates/: the pages' markup, read when the crate compiles.
+    for dir in ["src/", "crates/", "templates/", "Cargo.toml", "Cargo.lock"] {
         assert!(allowed.contains(&dir), ".dockerignore leaves out {dir}");
     }
-    assert!(dockerfile.contains("COPY src src") && dockerfile.contains("COPY crates crates"));
+    assert!(
+        dockerfile.contains("COPY src src")
+            && dockerfile.contains("COPY crates crates")
+            && dockerfile.contains("COPY templates templates")
+    );
     let mut crates: Vec<String> = std::fs::read_dir(root().join("crates"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -1,12 +1,16 @@
 //! The status page at `/` in a real headless browser (Debian's `chromium`) while apf-monitor watches a simulated
 //! apiserver under a storm: the DOM after load has each level with its headroom bar and trend, and the firing alert
-//! with its remediation and manifest; the screenshot renders.
+//! with its remediation and manifest; with several alerts firing the first screen holds the levels and the alerts'
+//! long texts are folded; the screenshot renders.
 use crate::common;
 
 use std::time::Duration;
 
 use crate::common::external;
 use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+
+/// Alerts firing when the first screen is measured.
+const FIRING: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser() {
@@ -20,21 +24,24 @@ async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser
     // APFRequestsRejected fires at once (for: 0s) once two scrapes give a rate; the trend needs two points too. Its
     // fix names the flow to isolate (with a manifest) once a request dump showed the flows: on a busy machine the
     // first round may come before that.
+    // The first screen is measured with several alerts firing: the levels must not be pushed below them.
     let firing = common::eventually(Duration::from_secs(60), || async {
         let body = common::get_text(&format!("{monitor}/api/v1/status")).await?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        v["alerts"]
-            .as_array()?
-            .iter()
-            .any(|a| {
-                a["state"] == "firing"
-                    && a["labels"]["alertname"] == "APFRequestsRejected"
-                    && a["annotations"]["remediation_manifest"].is_string()
-            })
-            .then_some(())
+        let alerts = v["alerts"].as_array()?;
+        let rejected = alerts.iter().any(|a| {
+            a["state"] == "firing"
+                && a["labels"]["alertname"] == "APFRequestsRejected"
+                && a["annotations"]["remediation_manifest"].is_string()
+        });
+        let firing = alerts.iter().filter(|a| a["state"] == "firing").count();
+        (rejected && firing >= FIRING).then_some(())
     })
     .await;
-    assert!(firing.is_some(), "no firing APFRequestsRejected");
+    assert!(
+        firing.is_some(),
+        "no firing APFRequestsRejected among {FIRING} firing alerts"
+    );
 
     let out = external::chromium(&format!("{monitor}/"), &["--dump-dom"]).await;
     let dom = String::from_utf8_lossy(&out.stdout);
@@ -54,12 +61,41 @@ async fn the_page_shows_levels_bars_and_a_firing_alert_with_its_fix_in_a_browser
     assert!(dom.contains("class=\"nominal\""), "{dom}");
     assert!(dom.contains("class=\"fill critical\""), "{dom}");
     assert!(dom.contains("<svg class=\"trend\""), "{dom}");
-    // The firing alert: summary, the fix in words, and the manifest folded under it.
+    // The firing alert: summary, and folded under it the fix in words and the manifest.
     assert!(dom.contains("APFRequestsRejected"), "{dom}");
     assert!(dom.contains("class=\"alert firing critical\""), "{dom}");
     assert!(dom.contains("<b>Fix:</b>"), "{dom}");
     assert!(dom.contains("<details>"), "{dom}");
     assert!(dom.contains("kind: FlowSchema"), "{dom}");
+
+    // The first screen of a desktop (800 px high) holds the first replica's levels, under the header that counts
+    // the alerts and links to them; the alerts come after, their lines in view and their long texts folded.
+    let page = common::get_text(&format!("{monitor}/")).await.unwrap();
+    let screen = layout(&page, "1280,800").await;
+    let viewport = screen["viewport"].as_f64().unwrap();
+    assert!(viewport > 0.0 && viewport <= 800.0, "{screen}");
+    let table = screen["firstTable"].as_f64().expect("a replica's table");
+    assert!(
+        table < viewport,
+        "the levels start below the first screen: {screen}"
+    );
+    assert!(screen["alertsTop"].as_f64().unwrap() > table, "{screen}");
+    assert_eq!(screen["jumpToAlerts"], true, "{screen}");
+    let folds = screen["folds"].as_array().unwrap();
+    assert!(!folds.is_empty(), "{screen}");
+    for fold in folds {
+        assert_eq!(fold["open"], false, "{screen}");
+        assert_eq!(
+            fold["shown"], 0,
+            "a long text is displayed unfolded: {screen}"
+        );
+        assert!(fold["lines"].as_u64().unwrap() > 0, "{screen}");
+    }
+    // The fix and the manifest are there, folded.
+    assert!(
+        folds.iter().any(|f| f["texts"].as_u64().unwrap() >= 2),
+        "{screen}"
+    );
 
     // A phone's width and a desktop's both render.
     let dir = tempfile::tempdir().unwrap();
@@ -102,6 +138,24 @@ async fn layout(page_html: &str, window: &str) -> serde_json::Value {
   });
   document.querySelectorAll('section.audit').forEach(function (s) {
     out.audit.push(s.scrollWidth - s.clientWidth);
+  });
+  // The first screen: where the first replica's levels start, against the window's height.
+  var table = document.querySelector('.replica table'), alerts = document.getElementById('alerts');
+  out.viewport = window.innerHeight;
+  out.firstTable = table ? table.getBoundingClientRect().top : null;
+  out.alertsTop = alerts ? alerts.getBoundingClientRect().top : null;
+  out.jumpToAlerts = !!document.querySelector("header a[href='#alerts']");
+  // Each alert group's long texts: inside a closed <details>, rendered nowhere until it is opened (then they are);
+  // its lines in view.
+  var visible = function (t) { return t.checkVisibility() && t.getBoundingClientRect().height > 0; };
+  out.folds = [];
+  document.querySelectorAll('.alert').forEach(function (a) {
+    var d = a.querySelector('details'), texts = a.querySelectorAll('.remediation, pre');
+    var count = function () { return Array.prototype.filter.call(texts, visible).length; };
+    var fold = {open: d ? d.open : null, texts: texts.length, shown: count()};
+    if (d) { d.open = true; fold.shownOpen = count(); d.open = false; }
+    fold.lines = Array.prototype.filter.call(a.querySelectorAll('li .summary'), visible).length;
+    out.folds.push(fold);
   });
   var pre = document.createElement('pre');
   pre.id = 'layout';

@@ -1,7 +1,12 @@
 //! `report --html FILE`: one self-contained page (inline styles and SVG, no script, no external resource: it works
 //! offline and attaches to a ticket) with, per incident, its seats, queues and 429s on one time axis and the
 //! replayed alerts marked on it.
+//!
+//! The markup, the SVG charts' included, is in askama templates (`templates/report/`), which HTML-escape every value
+//! (see `export::page` for why askama): here the numbers are worked out and formatted, coordinates included.
 use std::fmt::Write;
+
+use askama::Template;
 
 use super::shape::{IncidentReport, Report};
 use super::text::{alert_lines, clock, count, replica};
@@ -15,116 +20,123 @@ const RIGHT: f64 = 16.0;
 const SCHEMAS_DRAWN: usize = 4;
 const COLOURS: [&str; 5] = ["#c0392b", "#2471a3", "#d68910", "#7d3c98", "#566573"];
 
-/// Text for an element or a double-quoted attribute.
-fn escape(text: &str) -> String {
-    html_escape::encode_double_quoted_attribute(text).into_owned()
+#[derive(Template)]
+#[template(path = "report/page.html", whitespace = "minimize")]
+struct Page<'a> {
+    title: String,
+    sources: String,
+    step: &'a str,
+    replicas: usize,
+    incidents: Vec<Incident<'a>>,
 }
 
-/// Text whose `code` spans (the words' own Markdown: "its `for` not reached", "mostly `list pods`") become
-/// `<code>` elements, everything escaped; a backtick without its pair stays a backtick.
-fn with_code(text: &str) -> String {
+/// One incident's section: its facts, then its chart.
+struct Incident<'a> {
+    n: usize,
+    priority_level: &'a str,
+    apiserver: &'a str,
+    cluster: &'a str,
+    rejected: String,
+    peak: String,
+    first_rejection: String,
+    last_rejection: String,
+    recovered: String,
+    headroom_low_since: String,
+    most_waiting: String,
+    flow_schemas: Vec<(&'a str, String)>,
+    /// A line per replayed alert: its name and what it did.
+    alerts: Vec<(String, Vec<Words>)>,
+    remediation: Option<Vec<Words>>,
+    chart: Option<Chart>,
+}
+
+/// A stretch of words, set as code or as text: the words' own Markdown code spans ("its `for` not reached",
+/// "mostly `list pods`") become `<code>` elements; a backtick without its pair stays a backtick.
+pub(super) struct Words {
+    code: bool,
+    text: String,
+}
+
+fn with_code(text: &str) -> Vec<Words> {
     let parts: Vec<&str> = text.split('`').collect();
-    let mut out = String::new();
+    let mut out: Vec<Words> = Vec::new();
     for (n, part) in parts.iter().enumerate() {
         let paired = n % 2 == 1 && n + 1 < parts.len();
         if paired {
-            let _ = write!(out, "<code>{}</code>", escape(part));
+            out.push(Words {
+                code: true,
+                text: part.to_string(),
+            });
+            continue;
+        }
+        let text = if n % 2 == 1 {
+            format!("`{part}")
         } else {
-            if n % 2 == 1 {
-                out.push('`');
-            }
-            out.push_str(&escape(part));
+            part.to_string()
+        };
+        match out.last_mut() {
+            Some(last) if !last.code => last.text.push_str(&text),
+            _ => out.push(Words { code: false, text }),
         }
     }
     out
 }
 
 pub(super) fn page(report: &Report, incidents: &[(IncidentReport, &Timeline)]) -> String {
-    let mut out = String::new();
-    let title = format!(
-        "API Priority and Fairness from {} to {}",
-        clock(&report.from),
-        clock(&report.to)
-    );
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{STYLE}</style></head><body>\n<h1>{}</h1>\n<p class=\"meta\">Read from {} with a \
-         step of {}: {} replicas. apf-monitor's rules replayed on the same history.</p>\n",
-        escape(&title),
-        escape(&title),
-        escape(&report.sources.join(", ")),
-        escape(&report.step),
-        report.replicas
-    );
-    if incidents.is_empty() {
-        out.push_str("<p>No non-exempt priority level of any replica rejected a request in this window.</p>\n");
+    Page {
+        title: format!(
+            "API Priority and Fairness from {} to {}",
+            clock(&report.from),
+            clock(&report.to)
+        ),
+        sources: report.sources.join(", "),
+        step: &report.step,
+        replicas: report.replicas,
+        incidents: incidents
+            .iter()
+            .enumerate()
+            .map(|(n, (i, timeline))| incident(n + 1, i, timeline))
+            .collect(),
     }
-    for (n, (incident, timeline)) in incidents.iter().enumerate() {
-        section(&mut out, n + 1, incident, timeline);
-    }
-    out.push_str("</body></html>\n");
-    out
+    .render()
+    // Writing to a String fails only if a value's Display does, and none here does.
+    .expect("the report's page renders")
 }
 
-fn section(out: &mut String, n: usize, i: &IncidentReport, timeline: &Timeline) {
-    let cluster = i.cluster.as_deref().unwrap_or("(no cluster label)");
-    let _ = write!(
-        out,
-        "<section><h2>{n}. Priority level <code>{}</code> on replica <code>{}</code>, cluster <code>{}</code></h2>\n\
-         <table class=\"facts\"><tr><th>429s</th><td>{:.0}, peak {:.1}/s, from {} to {}</td></tr>\
-         <tr><th>Recovered</th><td>{}</td></tr>\
-         <tr><th>Headroom low since</th><td>{}</td></tr>\
-         <tr><th>Most waiting</th><td>{}{}</td></tr>",
-        escape(&i.priority_level),
-        escape(&i.apiserver),
-        escape(cluster),
-        i.rejected_total,
-        i.peak_rejected_per_second,
-        escape(&i.first_rejection.as_deref().map_or("-".into(), clock)),
-        escape(&i.last_rejection.as_deref().map_or("-".into(), clock)),
-        escape(&i.recovered_at.as_deref().map_or("not by the window's end".into(), clock)),
-        escape(&i.headroom_low_since.as_deref().map_or("-".into(), clock)),
-        i.max_waiting_requests.map_or("-".into(), |w| format!("{w:.0}")),
-        i.queue_capacity_requests
-            .map_or(String::new(), |c| format!(" of {c:.0} queue places")),
-    );
-    let schemas: Vec<String> = i
-        .flow_schemas
-        .iter()
-        .map(|s| format!("{} {:.0}", escape(&s.flow_schema), s.rejected))
-        .collect();
-    if !schemas.is_empty() {
-        let _ = write!(
-            out,
-            "<tr><th>Flow schemas</th><td>{}</td></tr>",
-            schemas.join(", ")
-        );
+fn incident<'a>(n: usize, i: &'a IncidentReport, timeline: &Timeline) -> Incident<'a> {
+    Incident {
+        n,
+        priority_level: &i.priority_level,
+        apiserver: &i.apiserver,
+        cluster: i.cluster.as_deref().unwrap_or("(no cluster label)"),
+        rejected: format!("{:.0}", i.rejected_total),
+        peak: format!("{:.1}", i.peak_rejected_per_second),
+        first_rejection: i.first_rejection.as_deref().map_or("-".into(), clock),
+        last_rejection: i.last_rejection.as_deref().map_or("-".into(), clock),
+        recovered: i
+            .recovered_at
+            .as_deref()
+            .map_or("not by the window's end".into(), clock),
+        headroom_low_since: i.headroom_low_since.as_deref().map_or("-".into(), clock),
+        most_waiting: format!(
+            "{}{}",
+            i.max_waiting_requests
+                .map_or("-".into(), |w| format!("{w:.0}")),
+            i.queue_capacity_requests
+                .map_or(String::new(), |c| format!(" of {c:.0} queue places"))
+        ),
+        flow_schemas: i
+            .flow_schemas
+            .iter()
+            .map(|s| (s.flow_schema.as_str(), format!("{:.0}", s.rejected)))
+            .collect(),
+        alerts: alert_lines(i)
+            .into_iter()
+            .map(|(name, what)| (name, with_code(&what)))
+            .collect(),
+        remediation: i.remediation.as_deref().map(with_code),
+        chart: chart(i, timeline),
     }
-    for (name, what) in alert_lines(i) {
-        let _ = write!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            escape(&name),
-            with_code(&what)
-        );
-    }
-    if i.alerts.is_empty() {
-        out.push_str(
-            "<tr><th>Alerts</th><td>none of apf-monitor's rules would have fired</td></tr>",
-        );
-    }
-    if let Some(r) = &i.remediation {
-        let _ = write!(
-            out,
-            "<tr><th>Remediation</th><td>{}</td></tr>",
-            with_code(r)
-        );
-    }
-    out.push_str("</table>\n");
-    chart(out, i, timeline);
-    out.push_str("</section>\n");
 }
 
 /// The points shown: the incident with as much again before and after it (at least 20 points each side), and the
@@ -224,11 +236,79 @@ struct Panel<'a> {
     series: Vec<Line<'a>>,
 }
 
-fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
+/// An incident's chart: the replayed alerts' rows above three panels on one time axis. Coordinates in the SVG's
+/// own units, formatted as drawn.
+struct Chart {
+    width: String,
+    height: String,
+    left: String,
+    label: String,
+    rows: Vec<Row>,
+    panels: Vec<PanelView>,
+    first_429: Option<Mark>,
+    ticks: Vec<Tick>,
+    from: String,
+    to: String,
+}
+
+/// A replayed alert's row: its name at the left, a dashed line while pending, a thick one while firing.
+struct Row {
+    name_x: String,
+    name_y: String,
+    y: String,
+    name: String,
+    colour: &'static str,
+    spans: Vec<RowSpan>,
+}
+
+struct RowSpan {
+    pending: String,
+    fired: String,
+    end: String,
+}
+
+struct PanelView {
+    title: &'static str,
+    title_x: String,
+    title_y: String,
+    top: String,
+    frame_width: String,
+    tick_x: String,
+    max_y: String,
+    max: String,
+    bottom: String,
+    lines: Vec<LineView>,
+}
+
+struct LineView {
+    d: String,
+    colour: &'static str,
+    dashed: bool,
+    legend_x: String,
+    legend_y: String,
+    name: String,
+}
+
+/// The first 429, across everything.
+struct Mark {
+    x: String,
+    bottom: String,
+    label_x: String,
+    label_y: String,
+}
+
+/// A time tick on a whole minute (or hour, or day).
+struct Tick {
+    x: String,
+    bottom: String,
+    end: String,
+    label_y: String,
+    label: String,
+}
+
+fn chart(i: &IncidentReport, timeline: &Timeline) -> Option<Chart> {
     let points = shown(i, timeline);
-    let (Some(first), Some(last)) = (points.first(), points.last()) else {
-        return;
-    };
+    let (first, last) = (points.first()?, points.last()?);
     let axis = Axis {
         t0: first.time,
         t1: last.time,
@@ -324,110 +404,85 @@ fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
     let panels_top = 24.0 + strip + gap;
     let height = panels_top + panels.len() as f64 * (PANEL + gap) - gap + 30.0;
     let bottom = height - 30.0;
-    let _ = write!(
-        out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" role=\"img\" \
-         aria-label=\"{} on {}\">\
-         <text x=\"{LEFT}\" y=\"18\" class=\"title\">apf-monitor's alerts, replayed</text>",
-        escape(&i.priority_level),
-        escape(&replica(i))
-    );
-    if rows.is_empty() {
-        let _ = write!(
-            out,
-            "<text x=\"{LEFT}\" y=\"36\" class=\"legend\">none would have fired</text>"
-        );
-    }
-    for (
-        k,
-        AlertRow {
-            name,
-            critical,
-            spans,
-        },
-    ) in rows.iter().enumerate()
-    {
-        let y = 34.0 + 14.0 * k as f64;
-        let colour = if *critical { COLOURS[0] } else { COLOURS[2] };
-        let _ = write!(
-            out,
-            "<text x=\"{:.0}\" y=\"{:.0}\" class=\"legend\" text-anchor=\"end\">{}</text>",
-            LEFT - 8.0,
-            y + 4.0,
-            escape(name)
-        );
-        for (pending, fired, ended) in spans {
-            let clamp = |t: f64| axis.x(t.clamp(axis.t0, axis.t1));
-            let end = clamp(ended.unwrap_or(axis.t1));
-            let _ = write!(
-                out,
-                "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.0}\" y2=\"{y:.0}\" stroke=\"{colour}\" \
-                 stroke-dasharray=\"3 3\"/>\
-                 <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.0}\" y2=\"{y:.0}\" stroke=\"{colour}\" \
-                 stroke-width=\"7\"/>",
-                clamp(*pending),
-                clamp(*fired),
-                clamp(*fired),
-                end.max(clamp(*fired) + 2.0)
+    let clamp = |t: f64| axis.x(t.clamp(axis.t0, axis.t1));
+    let rows = rows
+        .into_iter()
+        .enumerate()
+        .map(|(k, row)| {
+            let y = 34.0 + 14.0 * k as f64;
+            Row {
+                name_x: format!("{:.0}", LEFT - 8.0),
+                name_y: format!("{:.0}", y + 4.0),
+                y: format!("{y:.0}"),
+                colour: if row.critical { COLOURS[0] } else { COLOURS[2] },
+                spans: row
+                    .spans
+                    .iter()
+                    .map(|(pending, fired, ended)| RowSpan {
+                        pending: format!("{:.1}", clamp(*pending)),
+                        fired: format!("{:.1}", clamp(*fired)),
+                        end: format!(
+                            "{:.1}",
+                            clamp(ended.unwrap_or(axis.t1)).max(clamp(*fired) + 2.0)
+                        ),
+                    })
+                    .collect(),
+                name: row.name,
+            }
+        })
+        .collect();
+    let panels = panels
+        .iter()
+        .enumerate()
+        .map(|(k, panel)| {
+            let top = panels_top + k as f64 * (PANEL + gap);
+            let max = nice(
+                panel
+                    .series
+                    .iter()
+                    .flat_map(|l| l.points.iter().filter_map(|(_, v)| *v))
+                    .fold(0.0, f64::max),
             );
-        }
-    }
-    for (k, panel) in panels.iter().enumerate() {
-        let top = panels_top + k as f64 * (PANEL + gap);
-        let max = nice(
-            panel
+            let mut legend_x = LEFT + 4.0;
+            let lines = panel
                 .series
                 .iter()
-                .flat_map(|l| l.points.iter().filter_map(|(_, v)| *v))
-                .fold(0.0, f64::max),
-        );
-        let _ = write!(
-            out,
-            "<text x=\"{:.0}\" y=\"{:.0}\" class=\"title\" text-anchor=\"end\">{}</text>\
-             <rect x=\"{LEFT}\" y=\"{top}\" width=\"{:.0}\" height=\"{PANEL}\" class=\"frame\"/>\
-             <text x=\"{:.0}\" y=\"{:.0}\" class=\"tick\" text-anchor=\"end\">{}</text>\
-             <text x=\"{:.0}\" y=\"{:.0}\" class=\"tick\" text-anchor=\"end\">0</text>",
-            LEFT - 8.0,
-            top + PANEL / 2.0,
-            panel.title,
-            WIDTH - LEFT - RIGHT,
-            LEFT - 6.0,
-            top + 10.0,
-            count(max),
-            LEFT - 6.0,
-            top + PANEL
-        );
-        let mut legend_x = LEFT + 4.0;
-        for Line {
-            name,
-            colour,
-            points,
-            dashed,
-        } in &panel.series
-        {
-            let _ = write!(
-                out,
-                "<path d=\"{}\" stroke=\"{colour}\" fill=\"none\" stroke-width=\"1.6\"{}/>\
-                 <text x=\"{legend_x:.0}\" y=\"{:.0}\" class=\"legend\" fill=\"{colour}\">{}</text>",
-                path(&axis, points, top, max, 2.5 * step),
-                if *dashed { " stroke-dasharray=\"5 4\"" } else { "" },
-                top - 6.0,
-                escape(name)
-            );
-            legend_x += 14.0 + 6.5 * name.chars().count() as f64;
-        }
-    }
-    // The first 429, across everything.
-    if let Some(t) = i.first {
+                .map(|l| {
+                    let line = LineView {
+                        d: path(&axis, &l.points, top, max, 2.5 * step),
+                        colour: l.colour,
+                        dashed: l.dashed,
+                        legend_x: format!("{legend_x:.0}"),
+                        legend_y: format!("{:.0}", top - 6.0),
+                        name: l.name.clone(),
+                    };
+                    legend_x += 14.0 + 6.5 * l.name.chars().count() as f64;
+                    line
+                })
+                .collect();
+            PanelView {
+                title: panel.title,
+                title_x: format!("{:.0}", LEFT - 8.0),
+                title_y: format!("{:.0}", top + PANEL / 2.0),
+                top: format!("{top}"),
+                frame_width: format!("{:.0}", WIDTH - LEFT - RIGHT),
+                tick_x: format!("{:.0}", LEFT - 6.0),
+                max_y: format!("{:.0}", top + 10.0),
+                max: count(max),
+                bottom: format!("{:.0}", top + PANEL),
+                lines,
+            }
+        })
+        .collect();
+    let first_429 = i.first.map(|t| {
         let x = axis.x(t);
-        let _ = write!(
-            out,
-            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"24\" y2=\"{bottom:.0}\" stroke=\"#1b2631\" \
-             stroke-dasharray=\"1 3\"/><text x=\"{:.1}\" y=\"{:.0}\" class=\"mark\">first 429</text>",
-            x + 3.0,
-            panels_top - gap + 12.0
-        );
-    }
+        Mark {
+            x: format!("{x:.1}"),
+            bottom: format!("{bottom:.0}"),
+            label_x: format!("{:.1}", x + 3.0),
+            label_y: format!("{:.0}", panels_top - gap + 12.0),
+        }
+    });
     // Time ticks on whole minutes.
     let span = axis.t1 - axis.t0;
     let every = [
@@ -436,26 +491,31 @@ fn chart(out: &mut String, i: &IncidentReport, timeline: &Timeline) {
     .into_iter()
     .find(|e| span / e <= 8.0)
     .unwrap_or(86400.0 * 7.0);
+    let mut ticks = Vec::new();
     let mut t = (axis.t0 / every).ceil() * every;
     while t <= axis.t1 {
         let label = super::rfc3339(t);
-        let _ = write!(
-            out,
-            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{bottom:.0}\" y2=\"{:.0}\" class=\"frame\"/>\
-             <text x=\"{x:.1}\" y=\"{:.0}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
-            bottom + 4.0,
-            bottom + 16.0,
-            escape(label.get(11..16).unwrap_or(&label)),
-            x = axis.x(t)
-        );
+        ticks.push(Tick {
+            x: format!("{:.1}", axis.x(t)),
+            bottom: format!("{bottom:.0}"),
+            end: format!("{:.0}", bottom + 4.0),
+            label_y: format!("{:.0}", bottom + 16.0),
+            label: label.get(11..16).unwrap_or(&label).to_string(),
+        });
         t += every;
     }
-    let _ = write!(
-        out,
-        "</svg>\n<p class=\"meta\">Times in UTC, {} to {}.</p>\n",
-        escape(&clock(&super::rfc3339(axis.t0))),
-        escape(&clock(&super::rfc3339(axis.t1)))
-    );
+    Some(Chart {
+        width: format!("{WIDTH}"),
+        height: format!("{height:.0}"),
+        left: format!("{LEFT}"),
+        label: format!("{} on {}", i.priority_level, replica(i)),
+        rows,
+        panels,
+        first_429,
+        ticks,
+        from: clock(&super::rfc3339(axis.t0)),
+        to: clock(&super::rfc3339(axis.t1)),
+    })
 }
 
 /// A replayed alert that fired: its name (and reason), whether critical, and each time it went pending, fired and
@@ -490,31 +550,133 @@ fn alert_rows(i: &IncidentReport) -> Vec<AlertRow> {
     rows
 }
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:920px;\
-color:#1b2631;padding:0 12px}h1{font-size:20px}h2{font-size:16px;margin-top:32px}code{font-size:13px}\
-.meta{color:#566573}table.facts{border-collapse:collapse;margin:8px 0}table.facts th{text-align:left;\
-font-weight:600;padding:2px 16px 2px 0;vertical-align:top;white-space:nowrap}table.facts td{padding:2px 0}\
-svg{width:100%;height:auto;background:#fff}svg .frame{fill:none;stroke:#d5d8dc}svg .tick{font-size:10px;\
-fill:#566573}svg .title{font-size:12px;font-weight:600;fill:#1b2631}svg .legend{font-size:11px}\
-svg .mark{font-size:10px}section{border-top:1px solid #d5d8dc}";
-
 #[cfg(test)]
 mod tests {
-    use super::with_code;
+    use askama::Template;
+
+    use super::super::shape::{AlertReplay, IncidentReport, Report, SchemaReport};
+    use super::{page, with_code, Words};
+    use crate::analyze::incidents::{LevelPoint, Timeline};
+
+    /// The page's own macro, alone.
+    #[derive(Template)]
+    #[template(
+        source = "{% import \"report/words.html\" as w %}{% call w::words(words) %}{% endcall %}",
+        ext = "html"
+    )]
+    struct Shown {
+        words: Vec<Words>,
+    }
+
+    fn shown(text: &str) -> String {
+        Shown {
+            words: with_code(text),
+        }
+        .render()
+        .unwrap()
+    }
 
     #[test]
     fn code_spans_become_code_elements_and_everything_is_escaped() {
         assert_eq!(
-            with_code("pending once from 10:00 without firing (its `for` not reached)"),
+            shown("pending once from 10:00 without firing (its `for` not reached)"),
             "pending once from 10:00 without firing (its <code>for</code> not reached)"
         );
+        // askama writes `<` and `>` as numeric character references.
         assert_eq!(
-            with_code("a <b> & `list <pods>` then `get`"),
-            "a &lt;b&gt; &amp; <code>list &lt;pods&gt;</code> then <code>get</code>"
+            shown("a <b> & `list <pods>` then `get`"),
+            "a &#60;b&#62; &#38; <code>list &#60;pods&#62;</code> then <code>get</code>"
         );
         // A backtick without its pair is text.
-        assert_eq!(with_code("one ` alone"), "one ` alone");
-        assert_eq!(with_code("`a` and ` b"), "<code>a</code> and ` b");
-        assert_eq!(with_code("no code"), "no code");
+        assert_eq!(shown("one ` alone"), "one ` alone");
+        assert_eq!(shown("`a` and ` b"), "<code>a</code> and ` b");
+        assert_eq!(shown("no code"), "no code");
+    }
+
+    /// Every string from outside (the Prometheus's labels, the flow schemas, the replayed alerts' words, the
+    /// sources) reaches the page escaped, in the facts and in the chart alike.
+    #[test]
+    fn values_are_escaped() {
+        let x = |what: &str| format!("<i>{what}</i>");
+        let report = Report {
+            sources: vec![x("source")],
+            step: x("step"),
+            from: "2026-11-24T10:00:00Z".into(),
+            to: "2026-11-24T11:00:00Z".into(),
+            ..Default::default()
+        };
+        let points: Vec<LevelPoint> = (0..3)
+            .map(|k| LevelPoint {
+                time: 1_800_000_000.0 + 15.0 * k as f64,
+                executing_seats: Some(5.0),
+                rejected: 1.0,
+                rejected_by: vec![(x("flow schema"), "queue-full".into(), 1.0)],
+                ..Default::default()
+            })
+            .collect();
+        let mut timeline = Timeline::default();
+        timeline.points = points;
+        let incident = IncidentReport {
+            cluster: Some(x("cluster")),
+            apiserver: x("replica"),
+            priority_level: x("level"),
+            started_at: "2026-11-24T10:00:00Z".into(),
+            first_rejection: Some(x("first 429")),
+            last_rejection: None,
+            peak_rejected_per_second: 1.0,
+            rejected_total: 3.0,
+            flow_schemas: vec![SchemaReport {
+                flow_schema: x("flow schema"),
+                rejected: 3.0,
+                reasons: Default::default(),
+            }],
+            headroom_low_since: None,
+            max_waiting_requests: None,
+            queue_capacity_requests: None,
+            longest_wait_p99_seconds: None,
+            min_headroom_seats: None,
+            recovered_at: None,
+            alerts: vec![AlertReplay {
+                alertname: x("alertname"),
+                severity: Some("critical".into()),
+                reason: Some(x("reason")),
+                pending_at: "2026-11-24T10:00:00Z".into(),
+                fired_at: Some("2026-11-24T10:00:15Z".into()),
+                resolved_at: None,
+                lead_seconds: Some(0.0),
+                pending: 1_800_000_000.0,
+                fired: Some(1_800_000_015.0),
+                ended: None,
+            }],
+            remediation: Some(format!("{} `{}`", x("remediation"), x("code"))),
+            first: Some(1_800_000_015.0),
+            points: 0..3,
+        };
+        let h = page(&report, &[(incident, &timeline)]);
+        assert!(!h.contains("<i>"), "{h}");
+        for what in [
+            "source",
+            "step",
+            "cluster",
+            "replica",
+            "level",
+            "first 429",
+            "flow schema",
+            "alertname",
+            "reason",
+            "remediation",
+            "code",
+        ] {
+            assert!(
+                h.contains(&format!("&#60;i&#62;{what}&#60;/i&#62;")),
+                "{what} not shown escaped: {h}"
+            );
+        }
+        // The chart names the flow schema too (its line's legend), and the alert's row.
+        assert!(h.contains("fill=\"#c0392b\">&#60;i&#62;flow schema"), "{h}");
+        assert!(
+            h.contains("text-anchor=\"end\">&#60;i&#62;alertname&#60;/i&#62; (&#60;i&#62;reason"),
+            "{h}"
+        );
     }
 }

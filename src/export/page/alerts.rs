@@ -1,9 +1,6 @@
-//! The alerts at the top of the status page, worst first: those of one priority level that share one fix in one
-//! group (the fix read once), each with its summary and the manifest to apply.
-use std::fmt::Write;
-
-use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
-
+//! The alerts of the status page, under the levels, worst first: those of one priority level that share one fix in
+//! one group (the fix read once), each alert's line with its summary, and the long texts (fix, numbers, flows,
+//! manifest) folded. Laid out by `templates/status/alerts.html`.
 use crate::analyze::AlertReport;
 
 /// Worst first: firing critical, firing warning, pending, then muted and resolved ones.
@@ -61,105 +58,116 @@ pub(super) fn groups(alerts: &[AlertReport]) -> Vec<AlertGroup<'_>> {
     groups.into_iter().map(|(_, _, g)| g).collect()
 }
 
-pub(super) fn render_alerts(h: &mut String, alerts: &[AlertReport]) {
-    if alerts.is_empty() {
-        return;
-    }
-    h.push_str("<section class=\"alerts\" id=\"alerts\"><h2>Alerts</h2>");
-    for g in groups(alerts) {
-        let worst = g.alerts[0];
-        let _ = write!(
-            h,
-            "<article class=\"alert {} {}\"><ul class=\"members\">",
-            attr(&worst.state),
-            severity_of(worst)
-        );
-        for a in &g.alerts {
-            render_alert_line(h, a);
-        }
-        h.push_str("</ul>");
-        if let Some(r) = annotation(worst, "remediation") {
-            let _ = write!(h, "<p class=\"remediation\"><b>Fix:</b> {}</p>", text(r));
-        }
-        // The numbers and the manifest are there when wanted, folded so that many alerts still fit a screen.
-        let mut details = String::new();
-        for a in &g.alerts {
-            if let Some(d) = annotation(a, "description") {
-                let _ = write!(
-                    details,
-                    "<p><b>{}</b> {}: {}</p>",
-                    text(a.labels.get("alertname").map(String::as_str).unwrap_or("")),
-                    text(a.labels.get("apiserver").map(String::as_str).unwrap_or("")),
-                    text(d)
-                );
-            }
-        }
-        let mut flows: Vec<&str> = g
-            .alerts
-            .iter()
-            .filter_map(|a| annotation(a, "top_flows"))
-            .collect();
-        flows.dedup();
-        for f in flows {
-            let _ = write!(details, "<p>Flows: {}</p>", text(f));
-        }
-        let manifest = g
-            .alerts
-            .iter()
-            .find_map(|a| annotation(a, "remediation_manifest"));
-        if let Some(m) = manifest {
-            let _ = write!(
-                details,
-                "<p>Manifest (<code>kubectl apply -f -</code>):</p><pre>{}</pre>",
-                text(m)
-            );
-        }
-        if !details.is_empty() {
-            let _ = write!(
-                h,
-                "<details><summary>{}</summary>{details}</details>",
-                if manifest.is_some() {
-                    "numbers, flows and manifest"
-                } else {
-                    "numbers and flows"
-                },
-            );
-        }
-        h.push_str("</article>");
-    }
-    h.push_str("</section>");
+/// A group as the page shows it: each alert's line, then folded, the fix read once, the numbers, the flows and the
+/// manifest.
+pub(super) struct Group<'a> {
+    /// The worst alert's state and severity: the card's mark.
+    pub(super) state: &'a str,
+    pub(super) severity: &'static str,
+    pub(super) alerts: Vec<Line<'a>>,
+    pub(super) remediation: Option<&'a str>,
+    pub(super) descriptions: Vec<Description<'a>>,
+    pub(super) flows: Vec<&'a str>,
+    pub(super) manifest: Option<&'a str>,
+    /// What the fold holds, in words ("fix, numbers and manifest"); empty: nothing to fold.
+    pub(super) folded: String,
 }
 
-/// One alert: state, name, severity, where, since when, and its summary.
-fn render_alert_line(h: &mut String, a: &AlertReport) {
-    let label = |k: &str| a.labels.get(k).map(String::as_str).unwrap_or("");
+/// One alert: state, name, severity, where, since when, its runbook and its summary.
+pub(super) struct Line<'a> {
+    pub(super) state: &'a str,
+    /// Coloured only while firing.
+    pub(super) state_class: &'static str,
+    pub(super) name: &'a str,
+    pub(super) severity: &'static str,
+    pub(super) replica: &'a str,
+    pub(super) priority_level: Option<&'a str>,
+    pub(super) since: Option<&'a str>,
+    pub(super) runbook: Option<&'a str>,
+    pub(super) summary: Option<&'a str>,
+}
+
+/// An alert's numbers in words (its `description`).
+pub(super) struct Description<'a> {
+    pub(super) name: &'a str,
+    pub(super) replica: &'a str,
+    pub(super) text: &'a str,
+}
+
+fn label<'a>(a: &'a AlertReport, k: &str) -> &'a str {
+    a.labels.get(k).map(String::as_str).unwrap_or("")
+}
+
+pub(super) fn alerts(alerts: &[AlertReport]) -> Vec<Group<'_>> {
+    groups(alerts)
+        .into_iter()
+        .map(|g| {
+            let worst = g.alerts[0];
+            let mut flows: Vec<&str> = g
+                .alerts
+                .iter()
+                .filter_map(|a| annotation(a, "top_flows"))
+                .collect();
+            flows.dedup();
+            let mut group = Group {
+                state: &worst.state,
+                severity: severity_of(worst),
+                remediation: annotation(worst, "remediation"),
+                descriptions: g
+                    .alerts
+                    .iter()
+                    .filter_map(|a| {
+                        Some(Description {
+                            name: label(a, "alertname"),
+                            replica: label(a, "apiserver"),
+                            text: annotation(a, "description")?,
+                        })
+                    })
+                    .collect(),
+                flows,
+                manifest: g
+                    .alerts
+                    .iter()
+                    .find_map(|a| annotation(a, "remediation_manifest")),
+                alerts: g.alerts.iter().map(|a| line(a)).collect(),
+                folded: String::new(),
+            };
+            group.folded = folded(&group);
+            group
+        })
+        .collect()
+}
+
+fn folded(g: &Group) -> String {
+    let parts: Vec<&str> = [
+        ("fix", g.remediation.is_some()),
+        ("numbers", !g.descriptions.is_empty()),
+        ("flows", !g.flows.is_empty()),
+        ("manifest", g.manifest.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(what, held)| held.then_some(what))
+    .collect();
+    match parts.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn line(a: &AlertReport) -> Line<'_> {
     let severity = severity_of(a);
-    let _ = write!(
-        h,
-        "<li class=\"{}\"><span class=\"badge {}\">{}</span> <b>{}</b> <span class=\"badge {severity}\">{severity}</span> \
-         <span class=\"muted\">{}{}{}</span>",
-        attr(&a.state),
-        if a.state == "firing" { severity } else { "" },
-        text(&a.state),
-        text(label("alertname")),
-        text(label("apiserver")),
-        match label("priority_level") {
-            "" => String::new(),
-            l => format!(" · {}", text(l)),
-        },
-        a.active_since
-            .as_deref()
-            .map(|s| format!(" · since {}", text(s)))
-            .unwrap_or_default(),
-    );
-    // Only web links: a runbook URL from the config must not become a `javascript:` link.
-    if let Some(u) = annotation(a, "runbook_url")
-        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-    {
-        let _ = write!(h, " · <a href=\"{}\">runbook</a>", attr(u));
+    Line {
+        state: &a.state,
+        state_class: if a.state == "firing" { severity } else { "" },
+        name: label(a, "alertname"),
+        severity,
+        replica: label(a, "apiserver"),
+        priority_level: Some(label(a, "priority_level")).filter(|l| !l.is_empty()),
+        since: a.active_since.as_deref(),
+        // Only web links: a runbook URL from the config must not become a `javascript:` link.
+        runbook: annotation(a, "runbook_url")
+            .filter(|u| u.starts_with("https://") || u.starts_with("http://")),
+        summary: annotation(a, "summary"),
     }
-    if let Some(s) = annotation(a, "summary") {
-        let _ = write!(h, "<br><span class=\"summary\">{}</span>", text(s));
-    }
-    h.push_str("</li>");
 }

@@ -1,80 +1,64 @@
 //! "Who got 429s": per cluster and priority level, the users kube-apiserver's audit events show answered 429 in the
 //! window, most first, with their rate, user agent and last rejection; levels where nobody was turned away are
-//! summed up in one line.
-use std::fmt::Write;
-
-use html_escape::encode_text as text;
-
+//! summed up in one line. Laid out by `templates/status/audit.html`.
 use crate::analyze::round::shown;
 use crate::analyze::AuditReport;
 
-pub(super) fn render_audit(h: &mut String, reports: &[AuditReport]) {
-    for r in reports {
-        let window = r
-            .window_seconds
-            .map(|s| format!("{s:.0} s"))
-            .unwrap_or_default();
-        let _ = write!(
-            h,
-            "<section class=\"audit\"><h2>Who got 429s{} <small>last {window} · {} requests audited, {} answered 429{}</small></h2>",
-            r.cluster
-                .as_deref()
-                .map(|c| format!(" in cluster {}", text(c)))
+/// One cluster's (or the only one's) audit.
+pub(super) struct Audit<'a> {
+    pub(super) cluster: Option<&'a str>,
+    pub(super) window: String,
+    pub(super) requests: u64,
+    pub(super) rejected: u64,
+    pub(super) classified_on: Option<&'a str>,
+    pub(super) pending_requests: u64,
+    pub(super) rows: Vec<Rejected<'a>>,
+    pub(super) overflow_requests: u64,
+    /// The name users beyond audit.max_users are counted under.
+    pub(super) other_users: &'static str,
+}
+
+/// A user answered 429 on a level.
+pub(super) struct Rejected<'a> {
+    pub(super) priority_level: &'a str,
+    pub(super) user: &'a str,
+    pub(super) flow_schema: &'a str,
+    pub(super) rejected_per_second: String,
+    pub(super) requests_per_second: String,
+    pub(super) user_agent: &'a str,
+    pub(super) last_rejection: &'a str,
+}
+
+pub(super) fn audits(reports: &[AuditReport]) -> Vec<Audit<'_>> {
+    reports
+        .iter()
+        .map(|r| Audit {
+            cluster: r.cluster.as_deref(),
+            window: r
+                .window_seconds
+                .map(|s| format!("{s:.0} s"))
                 .unwrap_or_default(),
-            r.requests,
-            r.rejected,
-            r.classified_on
-                .as_deref()
-                .map(|s| format!(" · classified on the FlowSchemas of {}", text(s)))
-                .unwrap_or_default(),
-        );
-        if r.pending_requests > 0 {
-            let _ = write!(
-                h,
-                "<p class=\"muted\">{} requests wait for the cluster's FlowSchemas to be read.</p>",
-                r.pending_requests
-            );
-        }
-        let rejecting: Vec<_> = r
-            .levels
-            .iter()
-            .filter(|l| l.rejected_users().next().is_some())
-            .collect();
-        if rejecting.is_empty() {
-            h.push_str("<p>Nobody was answered 429 in the window.</p>");
-        } else {
-            h.push_str(
-                "<table><thead><tr><th>priority level</th><th>user</th><th>flow schema</th><th class=\"num\">429/s</th>\
-                 <th class=\"num\">requests/s</th><th>user agent</th><th>last 429</th></tr></thead><tbody>",
-            );
-            for l in rejecting {
-                for u in l.rejected_users() {
-                    let _ = write!(
-                        h,
-                        "<tr><td data-label=\"priority level\">{}</td><td class=\"user\"><b>{}</b></td>\
-                         <td data-label=\"flow schema\">{}</td><td class=\"num\" data-label=\"429/s\">{}</td>\
-                         <td class=\"num\" data-label=\"requests/s\">{}</td><td class=\"muted\" data-label=\"user agent\">{}</td>\
-                         <td class=\"muted\" data-label=\"last 429\">{}</td></tr>",
-                        text(&l.priority_level),
-                        text(&u.user),
-                        text(&u.flow_schema),
-                        shown(u.rejected_per_second),
-                        shown(u.requests_per_second),
-                        text(u.user_agent.as_deref().unwrap_or("–")),
-                        text(u.last_rejection.as_deref().unwrap_or("–")),
-                    );
-                }
-            }
-            h.push_str("</tbody></table>");
-        }
-        if r.overflow_requests > 0 {
-            let _ = write!(
-                h,
-                "<p class=\"muted\">{} requests of users beyond audit.max_users are counted together as {}.</p>",
-                r.overflow_requests,
-                text(apf::audit::OTHER_USERS)
-            );
-        }
-        h.push_str("</section>");
-    }
+            requests: r.requests,
+            rejected: r.rejected,
+            classified_on: r.classified_on.as_deref(),
+            pending_requests: r.pending_requests,
+            rows: r
+                .levels
+                .iter()
+                .flat_map(|l| {
+                    l.rejected_users().map(|u| Rejected {
+                        priority_level: &l.priority_level,
+                        user: &u.user,
+                        flow_schema: &u.flow_schema,
+                        rejected_per_second: shown(u.rejected_per_second),
+                        requests_per_second: shown(u.requests_per_second),
+                        user_agent: u.user_agent.as_deref().unwrap_or("–"),
+                        last_rejection: u.last_rejection.as_deref().unwrap_or("–"),
+                    })
+                })
+                .collect(),
+            overflow_requests: r.overflow_requests,
+            other_users: apf::audit::OTHER_USERS,
+        })
+        .collect()
 }

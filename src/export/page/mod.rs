@@ -1,143 +1,70 @@
-//! The status page at `/`: the alerts with their fix, then per replica and level a headroom bar, the trend of the
-//! window, queues, rejections and the flows behind them. Server-rendered, no script and no external asset (it works
-//! offline and behind any proxy), reloading itself; replicas side by side where the screen is wide, a lone last one
-//! filling its row, and one under the other on a phone, where each level is a card with its numbers labelled.
+//! The status page at `/`: first, per replica and level, a headroom bar, the trend of the window, queues,
+//! rejections and the flows behind them (what the page is opened for); then the alerts with their fix, folded; who
+//! got 429s; the configuration review. Server-rendered, no script and no external asset (it works offline and behind
+//! any proxy), reloading itself; replicas side by side where the screen is wide, a lone last one filling its row,
+//! and one under the other on a phone, where each level is a card with its numbers labelled.
 //!
-//! Here: the page's frame, its style and the configuration review's findings; `alerts.rs`: the alerts, grouped;
-//! `audit.rs`: who got 429s (audit events); `levels.rs`: a replica's table of priority levels.
+//! The markup is in askama templates (`templates/status/`): they HTML-escape every value unless told otherwise, so
+//! a name from the cluster or the config cannot reach the page unescaped by a forgotten call, and they are compiled
+//! and type-checked with the crate, so a field the template reads and the code no longer computes fails the build.
+//! The Rust here only works out what is shown (numbers formatted, CSS classes, bar widths). maud escapes by default
+//! too, but its markup is Rust macro code beside the logic; askama keeps it in HTML files of its own.
+//!
+//! Here: the page's frame and the configuration review's findings; `levels.rs`: a replica's table of priority
+//! levels; `alerts.rs`: the alerts, grouped; `audit.rs`: who got 429s (audit events).
 mod alerts;
 mod audit;
 mod levels;
 
-use std::fmt::Write;
-
-use html_escape::encode_text as text;
+use askama::Template;
 
 use crate::analyze::{ApiserverReport, StatusReport};
 use apf::review::{Finding, Severity};
 
-use alerts::render_alerts;
-use audit::render_audit;
-use levels::render_replica;
-
-const STYLE: &str = "\
-:root{--ok:#2e7d32;--warning:#e0a000;--critical:#c62828;--muted:#666;--line:#ddd;--track:#eee}\
-*{box-sizing:border-box}\
-body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;padding:1rem;color:#222;background:#fafafa}\
-h1{font-size:1.4rem;margin:0}h2{font-size:1.1rem;margin:0 0 .5rem}small,.muted{color:var(--muted)}.above{color:var(--critical);font-weight:600}\
-header.top{display:flex;flex-wrap:wrap;gap:.5rem 1.5rem;align-items:baseline;margin-bottom:1rem}\
-a{color:#1565c0}\
-.alerts{display:grid;gap:.5rem;margin-bottom:1rem}\
-.alert{background:#fff;border:1px solid var(--line);border-left:6px solid var(--muted);border-radius:4px;padding:.5rem .75rem}\
-.alert.firing.critical{border-left-color:var(--critical)}.alert.firing.warning{border-left-color:var(--warning)}\
-.alert.resolved,.alert.silenced,.alert.inhibited,.alert li.resolved,.alert li.silenced,.alert li.inhibited{opacity:.6}\
-.alert p{margin:.2rem 0}.alert ul.members{list-style:none;margin:0;padding:0}.alert ul.members li{margin:.15rem 0}.alert details{font-size:12px;color:#444}.alert pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
-.badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:12px;color:#fff;background:var(--muted);text-transform:uppercase}\
-.badge.critical{background:var(--critical)}.badge.warning{background:var(--warning);color:#222}.badge.ok{background:var(--ok)}\
-h2.cluster{margin:1.4rem 0 .6rem}.replicas{display:flex;flex-wrap:wrap;gap:1rem}\
-.replica{flex:1 1 36rem;background:#fff;border:1px solid var(--line);border-radius:4px;padding:.75rem;min-width:0}\
-.err{color:var(--critical);margin:.25rem 0}\
-.scroll{overflow-x:auto}\
-table{border-collapse:collapse;width:100%}\
-th,td{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}\
-th{font-weight:600;font-size:12px;color:var(--muted)}\
-td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}\
-tr.warning td:first-child{box-shadow:inset 4px 0 var(--warning)}tr.critical td:first-child{box-shadow:inset 4px 0 var(--critical)}\
-tr:has(+tr.flows) td{border-bottom:0}tr.flows td{padding-top:0}\
-.level{font-weight:600}\
-.bar{position:relative;height:10px;min-width:6rem;background:repeating-linear-gradient(45deg,#f3f3f3 0 3px,#e2e2e2 3px 6px);border-radius:2px}\
-.bar .limit{position:absolute;left:0;top:0;bottom:0;background:var(--track)}\
-.bar .fill{position:absolute;left:0;top:0;bottom:0;background:var(--ok);border-radius:2px}\
-.bar .fill.warning{background:var(--warning)}.bar .fill.critical{background:var(--critical)}.bar .fill.exempt{background:#90a4ae}\
-.bar .nominal{position:absolute;top:-3px;bottom:-3px;width:2px;margin-left:-1px;background:#222}\
-.bar.small{height:6px;min-width:4rem}\
-.nums{font-size:12px}\
-svg.trend{display:block;width:5.5rem;height:1.6rem}\
-ul.flows{font-size:12px;margin:0;padding-left:1rem}\
-section.audit{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
-section.audit td{overflow-wrap:anywhere}\
-details.findings{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.5rem .75rem;margin-bottom:1rem}\
-details.findings li{margin:.4rem 0}details.findings pre{overflow:auto;background:#f4f4f4;padding:.5rem;font-size:12px}\
-@media (max-width:40rem){\
-.replica thead{display:none}.replica table,.replica tbody{display:block}\
-.replica tr{display:grid;grid-template-columns:6.5rem 1fr 1fr;gap:.3rem .6rem;padding:.4rem 0;border-bottom:1px solid var(--line)}\
-.replica td{display:block;border:0;padding:0;min-width:0}.replica td.level{grid-row:span 3}\
-.replica td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted)}\
-.replica td.num{text-align:left}.replica tr.flows{display:block;padding-top:0}.replica tr.flows td:first-child{display:none}\
-.replica tr:has(+tr.flows){border-bottom:0}\
-section.audit thead{display:none}section.audit table,section.audit tbody{display:block}\
-section.audit tr{display:grid;grid-template-columns:1fr 1fr;gap:.2rem .6rem;padding:.4rem 0;border-bottom:1px solid var(--line)}\
-section.audit td{display:block;border:0;padding:0;min-width:0}section.audit td.user{grid-column:1/-1}\
-section.audit td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted)}section.audit td.num{text-align:left}\
-}\
-";
-
-/// Who sends Slack, email and webhook notifications, when the replicas of apf-monitor elect one.
-fn notifier(report: &StatusReport) -> String {
-    let Some(n) = &report.notifier else {
-        return String::new();
-    };
-    let Some(lease) = &n.lease else {
-        return String::new();
-    };
-    let since = n
-        .leader_since
-        .as_deref()
-        .map(|t| format!(" since {t}"))
-        .unwrap_or_default();
-    let who = if n.leading {
-        format!("<b>this replica</b> sends the notifications{since}")
-    } else {
-        match &n.leader {
-            Some(leader) => format!(
-                "<b>{}</b> sends the notifications{since}; this replica stands by",
-                text(leader)
-            ),
-            None => "no replica holds the Lease: notifications wait for one".to_string(),
-        }
-    };
-    format!(
-        "<span class=\"notifier\" title=\"Lease {} · this replica: {}\">{who}</span>",
-        html_escape::encode_double_quoted_attribute(lease),
-        html_escape::encode_double_quoted_attribute(n.identity.as_deref().unwrap_or("")),
-    )
+#[derive(Template)]
+#[template(path = "status/page.html", whitespace = "minimize")]
+struct Page<'a> {
+    firing: usize,
+    pending: usize,
+    replicas: String,
+    worst_level: String,
+    notifier: Option<Notifier<'a>>,
+    no_replica: bool,
+    clusters: Vec<Cluster<'a>>,
+    alerts: Vec<alerts::Group<'a>>,
+    audits: Vec<audit::Audit<'a>>,
+    findings: Option<Findings<'a>>,
 }
 
-pub fn render(report: &StatusReport) -> String {
-    let mut h = String::with_capacity(32 * 1024);
-    let firing = report.alerts.iter().filter(|a| a.state == "firing").count();
-    let pending = report
-        .alerts
-        .iter()
-        .filter(|a| a.state == "pending")
-        .count();
-    let _ = write!(
-        h,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <meta http-equiv=\"refresh\" content=\"5\"><title>{}apf-monitor</title><style>{STYLE}</style></head><body>\
-         <header class=\"top\"><h1>apf-monitor</h1><span>{} · {firing} firing · {pending} pending</span>\
-         <span class=\"muted\">{}</span>\
-         <nav><a href=\"/metrics\">/metrics</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · \
-         <a href=\"/api/v1/silences\">/api/v1/silences</a></nav>{}</header>",
-        if firing > 0 {
-            format!("({firing} firing) ")
-        } else {
-            String::new()
-        },
-        plural(report.apiservers.len(), "replica", "replicas"),
-        text(&worst_level(report)),
-        notifier(report)
-    );
-    render_alerts(&mut h, &report.alerts);
-    render_audit(&mut h, &report.audit);
-    render_findings(
-        &mut h,
-        report.config_findings.as_deref().unwrap_or_default(),
-    );
-    if report.apiservers.is_empty() {
-        h.push_str("<p>No replica scraped yet.</p>");
-    }
+/// Who sends Slack, email and webhook notifications, when the replicas of apf-monitor elect one.
+struct Notifier<'a> {
+    lease: &'a str,
+    identity: &'a str,
+    leading: bool,
+    leader: Option<&'a str>,
+    since: Option<&'a str>,
+}
+
+fn notifier(report: &StatusReport) -> Option<Notifier<'_>> {
+    let n = report.notifier.as_ref()?;
+    Some(Notifier {
+        lease: n.lease.as_deref()?,
+        identity: n.identity.as_deref().unwrap_or(""),
+        leading: n.leading,
+        leader: n.leader.as_deref(),
+        since: n.leader_since.as_deref(),
+    })
+}
+
+/// A cluster's replicas under a heading of their own; `name` None: replicas without a cluster, no heading.
+struct Cluster<'a> {
+    name: Option<&'a str>,
+    replicas: Vec<levels::Replica<'a>>,
+    count: String,
+    status: String,
+}
+
+fn clusters(report: &StatusReport) -> Vec<Cluster<'_>> {
     // A fleet: each cluster under a heading of its own, the worst first; replicas without a cluster (and the
     // rows of a Prometheus that fails) come first, without one.
     let mut clusters: Vec<(Option<&str>, Vec<&ApiserverReport>)> = Vec::new();
@@ -161,26 +88,34 @@ pub fn render(report: &StatusReport) -> String {
             .then_with(|| worst(ys).cmp(&worst(xs)))
             .then_with(|| x.cmp(y))
     });
-    // One <main>; a grid of replicas per cluster inside it.
-    h.push_str("<main>");
-    for (cluster, replicas) in clusters {
-        if let Some(c) = cluster {
-            let status = format!("{:?}", worst(&replicas)).to_lowercase();
-            let _ = write!(
-                h,
-                "<h2 class=\"cluster\">cluster {} <small>{} · {status}</small></h2>",
-                text(c),
-                plural(replicas.len(), "replica", "replicas"),
-            );
-        }
-        h.push_str("<div class=\"replicas\">");
-        for a in replicas {
-            render_replica(&mut h, a);
-        }
-        h.push_str("</div>");
+    clusters
+        .into_iter()
+        .map(|(name, replicas)| Cluster {
+            name,
+            count: plural(replicas.len(), "replica", "replicas"),
+            status: format!("{:?}", worst(&replicas)).to_lowercase(),
+            replicas: replicas.into_iter().map(|a| levels::replica(a)).collect(),
+        })
+        .collect()
+}
+
+pub fn render(report: &StatusReport) -> String {
+    let count = |state: &str| report.alerts.iter().filter(|a| a.state == state).count();
+    Page {
+        firing: count("firing"),
+        pending: count("pending"),
+        replicas: plural(report.apiservers.len(), "replica", "replicas"),
+        worst_level: worst_level(report),
+        notifier: notifier(report),
+        no_replica: report.apiservers.is_empty(),
+        clusters: clusters(report),
+        alerts: alerts::alerts(&report.alerts),
+        audits: audit::audits(&report.audit),
+        findings: findings(report.config_findings.as_deref().unwrap_or_default()),
     }
-    h.push_str("</main></body></html>");
-    h
+    .render()
+    // Writing to a String fails only if a value's Display does, and none here does.
+    .expect("the status page renders")
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -214,73 +149,103 @@ pub(super) fn num(v: Option<f64>) -> String {
 }
 
 /// The configuration review, folded: what is wrong with the objects matters, but less than what is on fire now.
-fn render_findings(h: &mut String, findings: &[Finding]) {
-    if findings.is_empty() {
-        return;
-    }
-    let critical = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Critical)
-        .count();
-    let _ = write!(
-        h,
-        "<details class=\"findings\"><summary><b>Configuration review:</b> {} ({critical} critical)</summary><ul>",
-        plural(findings.len(), "finding", "findings")
-    );
-    for f in findings {
-        let _ = write!(
-            h,
-            "<li><span class=\"badge {}\">{}</span> <b>{}</b> <span class=\"muted\">{}</span><br>{}<br><b>Fix:</b> {}{}</li>",
-            f.severity.label(),
-            f.severity.label(),
-            text(&f.object),
-            text(f.check),
-            text(&f.why),
-            text(&f.fix),
-            f.manifest
-                .as_deref()
-                .map(|m| format!("<pre>{}</pre>", text(m)))
-                .unwrap_or_default()
-        );
-    }
-    h.push_str("</ul></details>");
+struct Findings<'a> {
+    count: String,
+    critical: usize,
+    findings: &'a [Finding],
+}
+
+fn findings(findings: &[Finding]) -> Option<Findings<'_>> {
+    (!findings.is_empty()).then(|| Findings {
+        count: plural(findings.len(), "finding", "findings"),
+        critical: findings
+            .iter()
+            .filter(|f| f.severity == Severity::Critical)
+            .count(),
+        findings,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::alerts::{groups, AlertGroup};
-    use super::levels::{seats_bar, trend_svg};
     use super::*;
-    use crate::analyze::{AlertReport, LevelReport, LevelStatus};
+    use crate::analyze::{AlertReport, FlowReport, LevelReport, LevelStatus};
 
+    /// Every string from outside (the cluster's objects and metrics, the config, audit events, the Lease) reaches
+    /// the page escaped: each is markup here, and the page must show it as text, whatever template field it lands
+    /// in. A template that passed one through `|safe` would put an `<i>` element on the page.
     #[test]
     fn values_are_escaped() {
+        let x = |what: &str| format!("<i>{what}</i>");
+        // askama writes `<` and `>` as numeric character references.
+        let escaped = |what: &str| format!("&#60;i&#62;{what}&#60;/i&#62;");
+        let advice = crate::analyze::ClientAdvice {
+            advice: x("advice"),
+            sustainable_requests_per_second: Some(1.0),
+            ..Default::default()
+        };
+        let alert = AlertReport {
+            labels: [
+                ("alertname", x("alertname")),
+                ("apiserver", x("alert replica")),
+                ("priority_level", x("alert level")),
+                ("severity", x("severity")),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .into(),
+            annotations: [
+                ("summary", x("summary")),
+                ("description", x("description")),
+                ("top_flows", x("top flows")),
+                ("remediation", x("remediation")),
+                ("remediation_manifest", x("manifest")),
+                ("runbook_url", "javascript:alert(1)".to_string()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .into(),
+            state: "firing\"><script>".into(),
+            active_since: Some(x("active since")),
+        };
+        let runbook = AlertReport {
+            annotations: [(
+                "runbook_url".to_string(),
+                "https://runbooks/\"><i>runbook</i>".to_string(),
+            )]
+            .into(),
+            state: "pending".into(),
+            ..Default::default()
+        };
         let report = StatusReport {
-            alerts: vec![AlertReport {
-                labels: [("alertname".to_string(), "<script>x</script>".to_string())].into(),
-                annotations: [
-                    ("summary".to_string(), "a & b".to_string()),
-                    ("runbook_url".to_string(), "javascript:alert(1)".to_string()),
-                    ("remediation_manifest".to_string(), "kind: <x>".to_string()),
-                ]
-                .into(),
-                state: "firing\"><script>".into(),
-                ..Default::default()
-            }],
+            alerts: vec![alert, runbook],
             apiservers: vec![ApiserverReport {
-                apiserver: "10.0.0.5:6443".into(),
+                apiserver: x("replica"),
+                cluster: Some(x("cluster")),
+                read_through: Some(x("prometheus")),
+                kubernetes_version: Some(x("version")),
+                scraped_at: Some(x("scraped at")),
                 errors: vec![crate::analyze::Problem::Scrape {
                     endpoint: crate::scrape::Endpoint::Metrics,
                     error: crate::scrape::ScrapeError::Http {
                         status: 500,
-                        detail: "<html>".into(),
+                        detail: x("scrape error"),
                     },
                 }],
                 levels: vec![LevelReport {
-                    priority_level: "level<1>\"".into(),
+                    priority_level: x("level"),
                     limit_seats: Some(10.0),
                     executing_seats: Some(3.0),
-                    rejected_per_second: Some([("a\"b".to_string(), 1.0)].into()),
+                    headroom_seats: Some(7.0),
+                    headroom_ratio: Some(0.7),
+                    rejected_per_second: Some([(x("reason\""), 1.0)].into()),
+                    top_flows: vec![FlowReport {
+                        flow_schema: x("flow schema"),
+                        flow: x("flow"),
+                        users: vec![x("flow user")],
+                        example_request: Some(x("request")),
+                        advice: Some(advice),
+                        ..Default::default()
+                    }],
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -288,21 +253,94 @@ mod tests {
             .into_iter()
             .map(std::sync::Arc::new)
             .collect(),
-            config_findings: None,
-            audit: Vec::new(),
+            config_findings: Some(vec![Finding {
+                check: "exempt_grant",
+                severity: Severity::Critical,
+                object: x("object"),
+                why: x("why"),
+                fix: x("fix"),
+                manifest: Some(x("finding manifest")),
+            }]),
+            audit: vec![crate::analyze::AuditReport {
+                cluster: Some(x("audit cluster")),
+                classified_on: Some(x("classified on")),
+                requests: 2,
+                rejected: 1,
+                levels: vec![crate::analyze::AuditLevel {
+                    priority_level: x("audit level"),
+                    users: vec![crate::analyze::AuditUser {
+                        user: x("user"),
+                        flow_schema: x("audit flow schema"),
+                        rejected: 1,
+                        user_agent: Some(x("user agent")),
+                        last_rejection: Some(x("last 429")),
+                        ..Default::default()
+                    }],
+                    users_not_shown: 0,
+                }],
+                ..Default::default()
+            }],
             clients: Vec::new(),
             recommendations: Vec::new(),
-            notifier: None,
+            notifier: Some(crate::analyze::NotifierReport {
+                lease: Some(x("lease")),
+                identity: Some(x("identity")),
+                leader: Some(x("leader")),
+                leader_since: Some(x("leader since")),
+                ..Default::default()
+            }),
         };
         let h = render(&report);
-        assert!(h.contains("&lt;script&gt;x&lt;/script&gt;"), "{h}");
+        assert!(!h.contains("<i>"), "{h}");
         assert!(!h.contains("<script>"), "{h}");
-        assert!(h.contains("a &amp; b"));
-        assert!(h.contains("metrics: HTTP 500: &lt;html&gt;"), "{h}");
-        assert!(h.contains("level&lt;1&gt;"));
-        assert!(h.contains("kind: &lt;x&gt;"));
+        for what in [
+            "alertname",
+            "alert replica",
+            "alert level",
+            "active since",
+            "summary",
+            "description",
+            "top flows",
+            "remediation",
+            "manifest",
+            "replica",
+            "cluster",
+            "prometheus",
+            "version",
+            "scraped at",
+            "level",
+            "flow schema",
+            "flow",
+            "flow user",
+            "request",
+            "advice",
+            "object",
+            "why",
+            "fix",
+            "finding manifest",
+            "audit cluster",
+            "classified on",
+            "audit level",
+            "user",
+            "audit flow schema",
+            "user agent",
+            "last 429",
+            "lease",
+            "identity",
+            "leader",
+            "leader since",
+        ] {
+            assert!(h.contains(&escaped(what)), "{what} not shown escaped: {h}");
+        }
+        assert!(
+            h.contains("metrics: HTTP 500: &#60;i&#62;scrape error"),
+            "{h}"
+        );
+        // In an attribute, a quote cannot close it.
+        assert!(h.contains("&#60;i&#62;reason&#34;&#60;/i&#62; 1"), "{h}");
         assert!(!h.contains("javascript:"), "{h}");
-        assert!(!h.contains("a\"b"), "{h}");
+        assert!(!h.contains("\"><i>runbook"), "{h}");
+        assert!(h.contains("href=\"https://runbooks/&#34;&#62;"), "{h}");
     }
 
     fn level(name: &str, limit: f64, nominal: f64, used: f64) -> LevelReport {
@@ -317,15 +355,30 @@ mod tests {
         }
     }
 
+    /// The page of one replica with these levels.
+    fn page_of(levels: Vec<LevelReport>) -> String {
+        render(&StatusReport {
+            apiservers: vec![std::sync::Arc::new(ApiserverReport {
+                apiserver: "a".into(),
+                levels,
+                ..Default::default()
+            })],
+            ..Default::default()
+        })
+    }
+
     #[test]
     fn the_bar_scales_to_the_larger_of_limit_and_nominal() {
         // Borrowed above nominal: the track is the limit, nominal marked at half.
-        let b = seats_bar(&level("workload-low", 200.0, 100.0, 150.0), "ok");
+        let b = page_of(vec![level("workload-low", 200.0, 100.0, 150.0)]);
         assert!(b.contains("class=\"limit\" style=\"width:100.0%\""), "{b}");
         assert!(b.contains("class=\"fill ok\" style=\"width:75.0%\""), "{b}");
         assert!(b.contains("class=\"nominal\" style=\"left:50.0%\""), "{b}");
         // Lent away: the limit covers half the track, seats in use measured on the same scale.
-        let b = seats_bar(&level("catch-all", 50.0, 100.0, 50.0), "critical");
+        let b = page_of(vec![LevelReport {
+            status: LevelStatus::Critical,
+            ..level("catch-all", 50.0, 100.0, 50.0)
+        }]);
         assert!(b.contains("class=\"limit\" style=\"width:50.0%\""), "{b}");
         assert!(
             b.contains("class=\"fill critical\" style=\"width:50.0%\""),
@@ -385,7 +438,7 @@ mod tests {
     fn the_trend_draws_the_window_and_the_header_names_the_worst_level() {
         let mut l = level("workload-low", 100.0, 100.0, 90.0);
         l.headroom_trend = vec![(-20.0, 60.0), (-10.0, 30.0), (0.0, 10.0)];
-        let svg = trend_svg(&l);
+        let svg = page_of(vec![l.clone()]);
         assert!(svg.contains("points=\"0.0,"), "{svg}");
         assert!(
             svg.contains("headroom 60 → 10 seats over the last 20 s"),
@@ -514,7 +567,7 @@ mod tests {
             h.contains("<b>Configuration review:</b> 1 finding (1 critical)"),
             "{h}"
         );
-        assert!(h.contains("FlowSchema/&lt;admins&gt;"), "{h}");
+        assert!(h.contains("FlowSchema/&#60;admins&#62;"), "{h}");
         assert!(
             h.contains("<b>Fix:</b> point it to workload-high<pre>kind: FlowSchema</pre>"),
             "{h}"
@@ -540,7 +593,7 @@ mod tests {
         };
         let h = with(false, Some("apf-monitor-b-<2>"));
         assert!(
-            h.contains("<b>apf-monitor-b-&lt;2&gt;</b> sends the notifications since 2026-11-27T21:04:11Z; this replica stands by"),
+            h.contains("<b>apf-monitor-b-&#60;2&#62;</b> sends the notifications since 2026-11-27T21:04:11Z; this replica stands by"),
             "{h}"
         );
         assert!(h.contains(

@@ -374,7 +374,15 @@ impl Analysis {
                 .flat_map(|p| p.flow_schema_rejected_total().map(|(key, _)| key))
                 .collect();
             for key in keys {
-                let series = points.iter().map(|p| (p.at, p.flow_schema_rejected(key)));
+                // kube-apiserver makes a reason's series at its first rejection: while the level is there, none yet
+                // is 0; before the level was made, it is not counted (a new level is rated over its own life).
+                let series = points.iter().map(|p| {
+                    let present = p.level(key.0).is_some();
+                    (
+                        p.at,
+                        present.then(|| p.flow_schema_rejected(key).unwrap_or(0.0)),
+                    )
+                });
                 let rate = counter_rate(series);
                 report.flow_schema_rejected_per_second.push((
                     key.0.to_string(),

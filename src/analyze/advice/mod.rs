@@ -199,14 +199,17 @@ pub(super) fn schema_costs(
                 .iter()
                 .map(|p| p.flow_schema(level, schema))
                 .collect();
-            // Over the schema's own samples: one made inside the window is not diluted by the time before it.
+            // Over the life of its level in the window: one made inside the window (a fix's new level) is not diluted
+            // by the time before it; while the level is there, a schema that has dispatched nothing yet (kube-apiserver
+            // makes the series at its first request) counts 0.
             let dispatched = (points.len() >= 2 && span > 0.0).then(|| {
-                counter_rate(
-                    points
-                        .iter()
-                        .zip(&totals)
-                        .map(|(p, t)| (p.at, t.and_then(|t| t.dispatched_total))),
-                )
+                counter_rate(points.iter().zip(&totals).map(|(p, t)| {
+                    let present = p.level(level).is_some();
+                    (
+                        p.at,
+                        present.then(|| t.and_then(|t| t.dispatched_total).unwrap_or(0.0)),
+                    )
+                }))
             });
             let rejected: f64 = rejected_per_second
                 .iter()

@@ -307,3 +307,47 @@ fn each_replica_is_told_the_clients_rate_there_and_the_client_one_recommendation
     );
     assert!(!quiet.advice.contains(" set "), "{}", quiet.advice);
 }
+
+#[test]
+fn a_schema_s_rate_counts_from_its_level_s_first_sample_not_its_own_first_request() {
+    // workload-low all minute; service-accounts' first request at 30 s (kube-apiserver makes the series then), 10
+    // requests/s after. Over the minute that is 5 requests/s, not 10: the level was there, sending nothing.
+    // A level made at 30 s (a fix's new one) is rated over its own 30 s: 10 requests/s.
+    let run = |level_from: f64| {
+        let mut h = ReplicaHistory::default();
+        for k in 0..=12u32 {
+            let t = f64::from(k) * 5.0;
+            let mut snap = ReplicaSnapshot::default();
+            if t >= level_from {
+                snap.levels.insert(
+                    "workload-low".into(),
+                    LevelSnapshot {
+                        limit_seats: Some(100.0),
+                        executing_seats: Some(10.0),
+                        ..Default::default()
+                    },
+                );
+            }
+            if t >= 30.0 {
+                snap.flow_schemas.insert(
+                    ("workload-low".into(), "service-accounts".into()),
+                    FlowSchemaTotals {
+                        dispatched_total: Some(10.0 * (t - 30.0)),
+                        ..Default::default()
+                    },
+                );
+            }
+            h.push(Point {
+                at: t,
+                wall_time: String::new(),
+                snapshot: Arc::new(snap),
+            });
+        }
+        let a = Analysis::default().analyze_replica("a", &h, 60.0);
+        a.levels[0].flow_schema_costs["service-accounts"]
+            .dispatched_per_second
+            .unwrap()
+    };
+    assert!((run(0.0) - 5.0).abs() < 1e-9, "{}", run(0.0));
+    assert!((run(30.0) - 10.0).abs() < 1e-9, "{}", run(30.0));
+}

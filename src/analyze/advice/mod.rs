@@ -44,8 +44,9 @@ pub struct ClientAdvice {
     pub seconds_per_request: Option<f64>,
     #[serde(serialize_with = "round::ratio")]
     pub sustainable_requests_per_second: Option<f64>,
-    /// From audit events where the user is audited, else what the flow is served (Little's law over its seats held)
-    /// plus its share of its flow schema's rejections.
+    /// What the client sends to this replica: its flow schema's counters when its flow is alone there, else what the
+    /// flow is served (Little's law over its seats held) plus its share of the schema's rejections; a user only
+    /// audit events show (or sharing its flow): the audited rate spread by this replica's part of its flow schema.
     #[serde(serialize_with = "round::ratio")]
     pub observed_requests_per_second: Option<f64>,
     /// How the rate on this replica was told, where not by the replica's own counters and dumps: audit events carry

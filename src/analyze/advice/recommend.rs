@@ -101,9 +101,12 @@ fn fill(r: &mut ClientRecommendation, rows: &[&ClientAdvice]) {
         .any(|c| c.priority_level != rows[0].priority_level);
     let labels: Vec<String> = rows
         .iter()
-        .map(|c| match (several_levels, &c.cluster) {
-            (true, _) => format!("{} in {}", c.apiserver, c.priority_level),
-            (false, _) => c.apiserver.clone(),
+        .map(|c| {
+            if several_levels {
+                format!("{} in {}", c.apiserver, c.priority_level)
+            } else {
+                c.apiserver.clone()
+            }
         })
         .collect();
     let user = rows.iter().find_map(|c| c.user.clone());

@@ -343,7 +343,7 @@ impl Collector for DerivedMetrics {
         type AdviceValue = fn(&crate::analyze::ClientAdvice) -> Option<f64>;
         let advice_gauges: [(&str, &str, AdviceValue); 3] = [
             ("apf_flow_sustainable_requests_per_second", "Requests per second the flow's fair share of its priority level sustains on the replica: share seats / (seats per request x seconds per request) (docs/guides/rate-advice.md); top flows only.", |a| a.sustainable_requests_per_second),
-            ("apf_flow_observed_requests_per_second", "Requests per second the flow sends to the replica over the window: its user's audit events, else what it is served (Little's law) plus its share of its flow schema's rejections; top flows only.", |a| a.observed_requests_per_second),
+            ("apf_flow_observed_requests_per_second", "Requests per second the flow sends to the replica over the window: its flow schema's dispatched and rejected requests when it is alone there, else what it is served (Little's law) plus its share of the schema's rejections; top flows only.", |a| a.observed_requests_per_second),
             ("apf_flow_recommended_qps", "The client-side QPS advised for the flow's client: 0.8 of the sustainable rate, rounded down; top flows only.", |a| a.recommended_qps),
         ];
         for (name, help, value) in advice_gauges {

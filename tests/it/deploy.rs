@@ -1345,9 +1345,15 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
         Config::from_yaml(config_map["data"]["apf-monitor.yaml"].as_str().unwrap()).unwrap();
     assert_eq!(config.targets.prometheus.len(), 1);
     assert!(config.targets.static_targets.is_empty());
+    // Its replicas elect a notifier through a Lease with the pod's apiserver access; here a kubeconfig stands in
+    // for it (checked, not contacted). Without any, the check refuses as serve would.
+    let dir = tempfile::tempdir().unwrap();
+    let (apiserver, url) = crate::common::untouched_apiserver();
+    let kubeconfig = crate::common::kubeconfig(dir.path(), &url);
     let out = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
         .args(["serve", "--check-config", "--config"])
         .arg(deploy_dir().join("fleet/apf-monitor.yaml"))
+        .env("KUBECONFIG", &kubeconfig)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1358,6 +1364,7 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    crate::common::assert_untouched(&apiserver);
 }
 
 /// `kubectl kustomize deploy/tls/`: the base served over HTTPS with a certificate cert-manager renews.

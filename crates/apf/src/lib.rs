@@ -122,6 +122,7 @@ pub mod parse;
 pub mod plan;
 pub mod review;
 pub mod share_move;
+pub mod shuffle;
 mod version;
 
 pub use objects::{

@@ -495,6 +495,26 @@ impl ReplicaHistory {
     }
 }
 
+/// Whether `level` is in each point's scrape.
+pub(super) fn level_present(points: &[&WindowPoint], level: &str) -> Vec<bool> {
+    points.iter().map(|p| p.level(level).is_some()).collect()
+}
+
+/// A counter of a level over the points, as [`super::counter_rate`] reads it. kube-apiserver makes a counter's series at its
+/// first event: while the level is there without it, it is 0; before the level was made (a fix's new level), it is
+/// not counted, so a new level is rated over its own life.
+pub(super) fn level_counter<'p>(
+    points: &'p [&WindowPoint],
+    present: &'p [bool],
+    values: impl Iterator<Item = Option<f64>> + 'p,
+) -> impl Iterator<Item = (f64, Option<f64>)> + 'p {
+    points
+        .iter()
+        .zip(present)
+        .zip(values)
+        .map(|((p, there), v)| (p.at, there.then(|| v.unwrap_or(0.0))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

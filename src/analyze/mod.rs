@@ -15,6 +15,7 @@ mod status;
 pub use advice::{advise, ClientAdvice, ClientRecommendation, ReplicaRate, SchemaCost};
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::FLOWS_PER_SCHEMA;
+use history::{level_counter, level_present};
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
 pub use math::{
     counter_increase, counter_rate, histogram_quantile, latest_trend, share_above, Trend,
@@ -373,17 +374,14 @@ impl Analysis {
                 .iter()
                 .flat_map(|p| p.flow_schema_rejected_total().map(|(key, _)| key))
                 .collect();
+            // The keys come level by level: each level's presence is looked up once.
+            let mut present: (&str, Vec<bool>) = ("", Vec::new());
             for key in keys {
-                // kube-apiserver makes a reason's series at its first rejection: while the level is there, none yet
-                // is 0; before the level was made, it is not counted (a new level is rated over its own life).
-                let series = points.iter().map(|p| {
-                    let present = p.level(key.0).is_some();
-                    (
-                        p.at,
-                        present.then(|| p.flow_schema_rejected(key).unwrap_or(0.0)),
-                    )
-                });
-                let rate = counter_rate(series);
+                if present.0 != key.0 {
+                    present = (key.0, level_present(&points, key.0));
+                }
+                let values = points.iter().map(|p| p.flow_schema_rejected(key));
+                let rate = counter_rate(level_counter(&points, &present.1, values));
                 report.flow_schema_rejected_per_second.push((
                     key.0.to_string(),
                     key.1.to_string(),

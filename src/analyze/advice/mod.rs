@@ -10,7 +10,7 @@ mod spread;
 
 pub use recommend::{ClientRecommendation, ReplicaRate};
 
-use super::history::WindowPoint;
+use super::history::{level_counter, level_present, WindowPoint};
 use super::{
     counter_increase, counter_rate, round, ApiserverReport, FlowReport, LevelReport, StatusReport,
 };
@@ -193,6 +193,7 @@ pub(super) fn schema_costs(
     let Some(last) = points.last() else {
         return BTreeMap::new();
     };
+    let present = level_present(points, level);
     last.flow_schemas_of(level)
         .map(|(schema, _)| {
             // Each point's totals looked up once: a window of 250 ms scrapes holds 240 points.
@@ -200,17 +201,10 @@ pub(super) fn schema_costs(
                 .iter()
                 .map(|p| p.flow_schema(level, schema))
                 .collect();
-            // Over the life of its level in the window: one made inside the window (a fix's new level) is not diluted
-            // by the time before it; while the level is there, a schema that has dispatched nothing yet (kube-apiserver
-            // makes the series at its first request) counts 0.
+            // Over the life of its level in the window (`level_counter`).
             let dispatched = (points.len() >= 2 && span > 0.0).then(|| {
-                counter_rate(points.iter().zip(&totals).map(|(p, t)| {
-                    let present = p.level(level).is_some();
-                    (
-                        p.at,
-                        present.then(|| t.and_then(|t| t.dispatched_total).unwrap_or(0.0)),
-                    )
-                }))
+                let values = totals.iter().map(|t| t.and_then(|t| t.dispatched_total));
+                counter_rate(level_counter(points, &present, values))
             });
             let rejected: f64 = rejected_per_second
                 .iter()

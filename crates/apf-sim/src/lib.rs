@@ -64,6 +64,7 @@ mod openapi;
 mod ownership;
 mod render;
 mod reviews;
+mod run;
 mod scenario;
 mod selector;
 mod server;
@@ -82,7 +83,10 @@ pub use cluster::{
 };
 pub use render::protobuf;
 pub use reviews::{Grant, SimUser};
-pub use scenario::{Arrivals, FlowSpec, RatePoint, Scenario, ScenarioSource, SimError};
+pub use run::{run, FlowRun, LevelRun, RunReport};
+pub use scenario::{
+    Arrivals, Dispatch, FlowSpec, LevelSpec, RatePoint, Scenario, ScenarioSource, SimError,
+};
 pub use server::serve;
 pub use simulator::{LevelTruth, SimOptions, Simulator};
 pub use tabwriter::tabwrite;

@@ -80,6 +80,20 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))
 }
 
+/// A duration that may be negative: `-1ns`, `-500ms`; in nanoseconds.
+fn de_signed_duration<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let s = String::deserialize(d)?;
+    let (sign, rest) = match s.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, s.as_str()),
+    };
+    let d = humantime::parse_duration(rest)
+        .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))?;
+    let ns = i64::try_from(d.as_nanos())
+        .map_err(|_| serde::de::Error::custom(format!("duration {s:?} is too long")))?;
+    Ok(sign * ns)
+}
+
 fn default_verb() -> String {
     "get".into()
 }
@@ -118,6 +132,8 @@ pub struct FlowSpec {
     /// The default FlowSchema the flow's requests match (checked when the simulation starts).
     #[serde(default)]
     pub flow_schema: Option<String>,
+    /// Required, except for a flow sent to a `priority_level` directly.
+    #[serde(default)]
     pub user: String,
     /// Groups of the user beyond those every authenticator adds ([`apf::matching::implied_groups`]).
     #[serde(default)]
@@ -138,9 +154,88 @@ pub struct FlowSpec {
     /// a second apart, which no apiserver serving real requests does.
     #[serde(default)]
     pub duration_spread: f64,
+    /// Open-loop requests/s over time; a flow has either `rate` or `threads`.
+    #[serde(default)]
     pub rate: Vec<RatePoint>,
     #[serde(default)]
     pub arrivals: Arrivals,
+    /// A priority level of the scenario's `priority_levels` to send to directly, bypassing the FlowSchemas: the
+    /// flow is then its own flow schema, by its name.
+    #[serde(default)]
+    pub priority_level: Option<String>,
+    /// The flow's hash for shuffle sharding, in place of the one kube-apiserver computes from the flow schema and
+    /// the distinguisher (kube-apiserver's own queueset tests set it so).
+    #[serde(default)]
+    pub hash: Option<u64>,
+    /// A closed loop: this many client threads, each calling, waiting for the answer, thinking, and calling again.
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// Calls per thread (unlimited when absent).
+    #[serde(default)]
+    pub calls: Option<u64>,
+    /// A thread's pause between the answer and its next call; may be negative (down to -duration): the next call
+    /// then goes out that long before the answer, as kube-apiserver's windup test does.
+    #[serde(default, deserialize_with = "de_signed_duration")]
+    pub think: i64,
+    /// When the flow's threads make their first call.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub start: Duration,
+    /// client-go's token bucket in front of the threads: `qps` tokens a second, up to `burst` saved (default 1).
+    #[serde(default)]
+    pub qps: Option<f64>,
+    #[serde(default)]
+    pub burst: Option<u32>,
+    /// Seats held after the execution, for `additional_latency` (a mutating request's watch notifications);
+    /// default: none.
+    #[serde(default)]
+    pub final_seats: Option<u32>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub additional_latency: Duration,
+}
+
+/// A priority level the scenario defines directly, outside the FlowSchema and PriorityLevelConfiguration objects:
+/// fixed seats (no share of the server's, no borrowing), as kube-apiserver's queueset tests configure one.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelSpec {
+    pub name: String,
+    /// Its seats.
+    pub concurrency_limit: u32,
+    /// 0: no queues, a request without a free seat is rejected at once (`concurrency-limit`).
+    #[serde(default)]
+    pub queues: u32,
+    #[serde(default = "default_hand_size")]
+    pub hand_size: u32,
+    #[serde(default = "default_queue_length_limit")]
+    pub queue_length_limit: u32,
+    /// How long a request may wait in a queue before it is rejected (`time-out`); default 15s.
+    #[serde(default = "default_wait_limit", deserialize_with = "de_duration")]
+    pub request_wait_limit: Duration,
+    /// Exempt: every request executes at once, whatever the limit.
+    #[serde(default)]
+    pub exempt: bool,
+}
+
+fn default_hand_size() -> u32 {
+    8
+}
+fn default_queue_length_limit() -> u32 {
+    50
+}
+fn default_wait_limit() -> Duration {
+    Duration::from_secs(15)
+}
+
+/// Which dispatch the simulated queues use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// kube-apiserver's fair queuing: the queue whose head finishes first in virtual time, only when its seats fit.
+    #[default]
+    FairQueuing,
+    /// The simulator before issue 51: the queues in turn, any head that fits. Kept to show what fair queuing
+    /// changes.
+    RoundRobin,
 }
 
 /// A loaded, validated scenario.
@@ -149,6 +244,14 @@ pub struct FlowSpec {
 pub struct Scenario {
     #[serde(deserialize_with = "de_duration")]
     pub duration: Duration,
+    /// The seed of the run's random draws, unless the command line gives one.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Priority levels defined directly (see [`LevelSpec`]), beside the version's.
+    #[serde(default)]
+    pub priority_levels: Vec<LevelSpec>,
+    #[serde(default)]
+    pub dispatch: Dispatch,
     pub flows: Vec<FlowSpec>,
 }
 
@@ -170,6 +273,13 @@ impl Scenario {
         for flow in &mut self.flows {
             for point in &mut flow.rate {
                 point.rps *= factor;
+            }
+            // A closed loop: as many more threads, and as much more room in their token bucket.
+            if let Some(threads) = &mut flow.threads {
+                *threads = ((f64::from(*threads) * factor).round() as u32).max(1);
+            }
+            if let Some(qps) = &mut flow.qps {
+                *qps *= factor;
             }
         }
         self
@@ -243,6 +353,31 @@ impl Scenario {
         if self.duration.is_zero() {
             return bad("duration must be greater than 0".into());
         }
+        let mut levels = std::collections::BTreeSet::new();
+        for l in &self.priority_levels {
+            let who = format!("priority level {:?}", l.name);
+            if l.name.is_empty() {
+                return bad("a priority level has an empty name".into());
+            }
+            if !levels.insert(l.name.as_str()) {
+                return bad(format!("{who}: defined twice"));
+            }
+            if l.request_wait_limit.is_zero() {
+                return bad(format!("{who}: request_wait_limit must be greater than 0"));
+            }
+            if l.exempt || l.queues == 0 {
+                continue;
+            }
+            if let Err(e) = apf::shuffle::Dealer::new(i64::from(l.queues), i64::from(l.hand_size)) {
+                return bad(format!(
+                    "{who}: queues {} and hand_size {}: {e}",
+                    l.queues, l.hand_size
+                ));
+            }
+            if l.queue_length_limit == 0 {
+                return bad(format!("{who}: queue_length_limit must be at least 1"));
+            }
+        }
         let mut names = std::collections::BTreeSet::new();
         // Flow schemas of any supported version; per-version checks happen when the simulator starts.
         let known = apf::defaults::known_flow_schemas();
@@ -272,8 +407,86 @@ impl Scenario {
             if f.duration.is_zero() {
                 return bad(format!("{who}: duration must be greater than 0"));
             }
-            if f.rate.is_empty() {
-                return bad(format!("{who}: rate needs at least one point"));
+            match (f.rate.is_empty(), f.threads) {
+                (true, None) => {
+                    return bad(format!(
+                        "{who}: give it a `rate` (requests/s over time) or `threads` (a closed loop)"
+                    ))
+                }
+                (false, Some(_)) => {
+                    return bad(format!(
+                        "{who}: `rate` and `threads` exclude each other: a flow is open-loop or closed-loop"
+                    ))
+                }
+                (_, Some(0)) => return bad(format!("{who}: threads must be at least 1")),
+                _ => {}
+            }
+            if f.threads.is_none() {
+                let closed_loop_only = [
+                    ("calls", f.calls.is_some()),
+                    ("think", f.think != 0),
+                    ("start", !f.start.is_zero()),
+                    ("qps", f.qps.is_some()),
+                    ("burst", f.burst.is_some()),
+                ];
+                if let Some((key, _)) = closed_loop_only.iter().find(|(_, set)| *set) {
+                    return bad(format!(
+                        "{who}: `{key}` is for a closed-loop flow (`threads`)"
+                    ));
+                }
+            }
+            if f.calls == Some(0) {
+                return bad(format!(
+                    "{who}: calls must be at least 1 (leave it out for no end)"
+                ));
+            }
+            if f.think < 0 && f.think.unsigned_abs() as u128 > f.duration.as_nanos() {
+                return bad(format!(
+                    "{who}: think may be negative only down to -duration: a call cannot go out before the one                      before it"
+                ));
+            }
+            if let Some(qps) = f.qps {
+                if !qps.is_finite() || qps <= 0.0 {
+                    return bad(format!(
+                        "{who}: qps must be a finite number above 0, got {qps}"
+                    ));
+                }
+            }
+            if f.burst == Some(0) {
+                return bad(format!("{who}: burst must be at least 1"));
+            }
+            if f.burst.is_some() && f.qps.is_none() {
+                return bad(format!(
+                    "{who}: burst needs qps (client-go's token bucket has both)"
+                ));
+            }
+            if f.final_seats.is_some() != !f.additional_latency.is_zero() {
+                return bad(format!(
+                    "{who}: final_seats and additional_latency go together: the seats held after the execution,                      and for how long"
+                ));
+            }
+            if f.final_seats == Some(0) {
+                return bad(format!("{who}: final_seats must be at least 1"));
+            }
+            match &f.priority_level {
+                Some(level) => {
+                    if !self.priority_levels.iter().any(|l| &l.name == level) {
+                        return bad(format!(
+                            "{who}: priority_level {level:?} is not one of the scenario's priority_levels"
+                        ));
+                    }
+                    if f.flow_schema.is_some() {
+                        return bad(format!(
+                            "{who}: flow_schema and priority_level exclude each other: a flow sent to a level \
+                             directly matches no FlowSchema"
+                        ));
+                    }
+                }
+                None if f.user.is_empty() => return bad(format!(
+                    "{who}: needs a user (its requests are matched against the FlowSchemas), or a \
+                         priority_level of the scenario's to send to directly"
+                )),
+                None => {}
             }
             for (i, p) in f.rate.iter().enumerate() {
                 if !p.rps.is_finite() || p.rps < 0.0 {

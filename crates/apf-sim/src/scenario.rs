@@ -460,7 +460,7 @@ impl Scenario {
                     "{who}: burst needs qps (client-go's token bucket has both)"
                 ));
             }
-            if f.final_seats.is_some() != !f.additional_latency.is_zero() {
+            if f.final_seats.is_some() == f.additional_latency.is_zero() {
                 return bad(format!(
                     "{who}: final_seats and additional_latency go together: the seats held after the execution,                      and for how long"
                 ));
@@ -482,10 +482,12 @@ impl Scenario {
                         ));
                     }
                 }
-                None if f.user.is_empty() => return bad(format!(
+                None if f.user.is_empty() => {
+                    return bad(format!(
                     "{who}: needs a user (its requests are matched against the FlowSchemas), or a \
                          priority_level of the scenario's to send to directly"
-                )),
+                ))
+                }
                 None => {}
             }
             for (i, p) in f.rate.iter().enumerate() {

@@ -221,7 +221,7 @@ impl State {
                     f,
                     "",
                     &format!("priority_level=\"{}\"", l.def.name),
-                    l.virtual_r,
+                    l.current_r_seat_seconds(),
                 );
             }
             let dispatched: Vec<&&Level> = levels
@@ -231,7 +231,7 @@ impl State {
             let last = |l: &Level| {
                 l.queues
                     .iter()
-                    .map(|q| q.next_dispatch_r)
+                    .map(|q| q.next_dispatch_seat_seconds())
                     .fold(0.0, f64::max)
             };
             let f = out.apf(
@@ -274,7 +274,7 @@ impl State {
                         let v = if bound == "max" {
                             last(l)
                         } else {
-                            l.queues.iter().map(|q| q.next_dispatch_r).fold(f64::INFINITY, f64::min)
+                            l.queues.iter().map(|q| q.next_dispatch_seat_seconds()).fold(f64::INFINITY, f64::min)
                         };
                         out.sample(f, "", &format!("bound=\"{bound}\",priority_level=\"{}\"", l.def.name), v);
                     }

@@ -11,7 +11,7 @@ impl State {
         let m = self.version.minor;
         let (mut ro, mut mu, mut qro, mut qmu) = (0, 0, 0, 0);
         for l in &self.levels {
-            for r in &l.executing {
+            for r in l.executing.values() {
                 if is_read_only_flow(self, r) {
                     ro += 1
                 } else {

@@ -3,7 +3,7 @@
 //! `pkg/util/flowcontrol/apf_controller_debug.go`), tab-aligned as Go's tabwriter does.
 use std::time::Duration;
 
-use super::go::{rfc3339_nano, seat_seconds};
+use super::go::{go_duration, rfc3339_nano, seat_seconds};
 use crate::scenario::api_group;
 use crate::simulator::{Level, Req, State};
 use crate::tabwriter::{row, tabwrite};
@@ -52,14 +52,17 @@ impl State {
                     l.executing.len().to_string(),
                 ]);
                 if wide {
-                    let (timedout, cancelled) = if self.version.timeouts_count_as_cancelled() {
-                        (0, l.timed_out)
-                    } else {
-                        (l.timed_out, 0)
-                    };
+                    // From 1.29 a time-out is a cancelled wait, counted among the rejected too (queueset.go,
+                    // `wait`).
+                    let (rejected, timedout, cancelled) =
+                        if self.version.timeouts_count_as_cancelled() {
+                            (l.rejected + l.timed_out, 0, l.timed_out)
+                        } else {
+                            (l.rejected, l.timed_out, 0)
+                        };
                     cells.extend([
                         l.dispatched.to_string(),
-                        l.rejected.to_string(),
+                        rejected.to_string(),
                         timedout.to_string(),
                         cancelled.to_string(),
                     ]);
@@ -114,20 +117,18 @@ impl State {
                 ];
                 if v.at_least(23) {
                     let seats: u32 = q.waiting.iter().map(|r| r.seats).sum();
-                    let work: f64 = q
-                        .waiting
-                        .iter()
-                        .map(|r| r.seats as f64 * r.dur_ns as f64 / 1e9)
-                        .sum();
+                    let max_seats: u32 = q.waiting_max_seats;
+                    // The work fair queuing counts, in seat-seconds (kube-apiserver's TotalWorkSum).
+                    let work = q.waiting_work as f64 / 1e9;
                     cells.extend([
                         q.seats_in_use.to_string(),
-                        seat_seconds(q.next_dispatch_r),
+                        seat_seconds(q.next_dispatch_seat_seconds()),
                         seats.to_string(),
-                        seats.to_string(),
+                        max_seats.to_string(),
                         seat_seconds(work),
                     ]);
                 } else {
-                    cells.push(format!("{:.4}", q.next_dispatch_r));
+                    cells.push(format!("{:.4}", q.next_dispatch_seat_seconds()));
                 }
                 text += &row(&cells);
                 text.push('\n');
@@ -181,7 +182,11 @@ impl State {
                 at(r.arrive_ns),
             ];
             if v.at_least(23) {
-                cells.extend([r.seats.to_string(), "0".into(), "0s".into()]);
+                cells.extend([
+                    r.seats.to_string(),
+                    r.final_seats.to_string(),
+                    go_duration(r.additional_latency_ns),
+                ]);
             }
             if v.at_least(28) {
                 cells.push(if executing {
@@ -220,7 +225,7 @@ impl State {
             if l.queues.is_empty() {
                 // Exempt (no queueSet before 1.28) and Reject-type levels: only executing requests, from 1.28.
                 if v.at_least(28) {
-                    for r in &l.executing {
+                    for r in l.executing.values() {
                         line(l, r, -1, -1, true);
                     }
                 }
@@ -231,7 +236,7 @@ impl State {
                     line(l, r, qi as i64, ri as i64, false);
                 }
                 if v.at_least(28) {
-                    for r in l.executing.iter().filter(|r| r.queue == Some(qi)) {
+                    for r in l.executing.values().filter(|r| r.queue == Some(qi)) {
                         line(l, r, qi as i64, -1, true);
                     }
                 }

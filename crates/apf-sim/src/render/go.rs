@@ -115,3 +115,51 @@ mod tests {
         assert_eq!(seat_seconds(0.0), "0.00000000ss");
     }
 }
+
+/// Go's `time.Duration.String()`: `0s`, `750ns`, `1.5µs`, `20ms`, `1.5s`, `2m0.5s`, `1h0m0s`.
+pub(super) fn go_duration(ns: u64) -> String {
+    fn fraction(whole: u64, part: u64, digits: usize) -> String {
+        let frac = format!("{part:0digits$}");
+        let frac = frac.trim_end_matches('0');
+        if frac.is_empty() {
+            whole.to_string()
+        } else {
+            format!("{whole}.{frac}")
+        }
+    }
+    match ns {
+        0 => "0s".into(),
+        n if n < 1_000 => format!("{n}ns"),
+        n if n < 1_000_000 => format!("{}µs", fraction(n / 1_000, n % 1_000, 3)),
+        n if n < 1_000_000_000 => format!("{}ms", fraction(n / 1_000_000, n % 1_000_000, 6)),
+        n => {
+            let secs = fraction(n / 1_000_000_000 % 60, n % 1_000_000_000, 9);
+            let (minutes, hours) = (n / 60_000_000_000 % 60, n / 3_600_000_000_000);
+            match (hours, minutes) {
+                (0, 0) => format!("{secs}s"),
+                (0, m) => format!("{m}m{secs}s"),
+                (h, m) => format!("{h}h{m}m{secs}s"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::go_duration;
+
+    #[test]
+    fn durations_read_as_go_prints_them() {
+        for (ns, want) in [
+            (0, "0s"),
+            (750, "750ns"),
+            (1_500, "1.5µs"),
+            (20_000_000, "20ms"),
+            (1_500_000_000, "1.5s"),
+            (120_500_000_000, "2m0.5s"),
+            (3_600_000_000_000, "1h0m0s"),
+        ] {
+            assert_eq!(go_duration(ns), want);
+        }
+    }
+}

@@ -244,10 +244,11 @@ mod tests {
         let idle = metrics(33, ScenarioSource::Idle, 30);
         assert!(!idle.contains("rejected_requests_total"));
         let storm = metrics(33, ScenarioSource::Storm, 30);
+        // 10-seat LISTs stall the level with a few seats free (no narrower head jumps a wider one), so the queues
+        // never count as full: the requests wait out their 15 s.
         assert!(storm.contains(
-            "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\",reason=\"queue-full\"}"
+            "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\",reason=\"time-out\"}"
         ));
-        assert!(storm.contains("execute=\"false\",flow_schema=\"service-accounts\""));
         assert!(storm.contains("apiserver_request_terminations_total{code=\"429\""));
         assert!(storm.contains("apiserver_request_total{code=\"429\""));
         let old = metrics(23, ScenarioSource::Storm, 30);
@@ -310,11 +311,12 @@ mod tests {
         let mut sorted = names.clone();
         sorted.sort();
         assert_eq!(names, sorted);
-        // Time-outs land in CancelledRequests from 1.29.
+        // Time-outs land in CancelledRequests from 1.29, and among the rejected.
         let wl = d.lines().find(|l| l.starts_with("workload-low,")).unwrap();
         let cells: Vec<&str> = wl.split(',').map(str::trim).collect();
         assert_eq!(cells[8], "0");
-        assert_ne!(cells[7], "0");
+        assert_ne!(cells[9], "0");
+        assert!(cells[7].parse::<u64>().unwrap() >= cells[9].parse::<u64>().unwrap());
     }
 
     #[test]
@@ -383,7 +385,7 @@ mod tests {
         assert!(d.contains("/api/v1/pods"));
         // Exempt executing rows have queue -1 and an empty distinguisher.
         let s = sim(29, ScenarioSource::Idle, 1);
-        for _ in 0..200 {
+        for _ in 0..2000 {
             s.step(Duration::from_millis(10));
             let d = s.render_dump_requests(false);
             if let Some(l) = d.lines().find(|l| l.starts_with("exempt,")) {

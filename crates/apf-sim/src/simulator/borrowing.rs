@@ -7,7 +7,8 @@ impl State {
     /// then a fair fraction so the limits of the non-exempt levels add up to their Σ NominalCL.
     pub(super) fn adjust_limits(&mut self) {
         for l in self.levels.iter_mut() {
-            let n = l.period_n.max(1) as f64;
+            // The seat demand's time average and deviation over the period (kube-apiserver integrates it).
+            let n = l.period_ns.max(1) as f64;
             let avg = l.period_sum / n;
             let var = (l.period_sum_sq / n - avg * avg).max(0.0);
             let stdev = var.sqrt();
@@ -18,7 +19,7 @@ impl State {
             l.demand_smoothed = envelope.max(0.977 * l.demand_smoothed + 0.023 * envelope);
             l.period_sum = 0.0;
             l.period_sum_sq = 0.0;
-            l.period_n = 0;
+            l.period_ns = 0;
             l.period_hwm = l.seats_in_use + l.waiting_seats;
         }
         let items: Vec<(usize, f64, f64, f64)> = self
@@ -26,7 +27,7 @@ impl State {
             .iter()
             .enumerate()
             // A retired level drains at the limit it had; the others share what the configured levels have.
-            .filter(|(_, l)| !l.def.exempt && !l.retired)
+            .filter(|(_, l)| !l.def.exempt && !l.retired && !l.fixed)
             .map(|(i, l)| {
                 let lb = (l.lower as f64).max((l.nominal as f64).min(l.demand_hwm));
                 let target = lb.max(l.demand_smoothed);
@@ -36,7 +37,7 @@ impl State {
         let total: f64 = self
             .levels
             .iter()
-            .filter(|l| !l.def.exempt && !l.retired)
+            .filter(|l| !l.def.exempt && !l.retired && !l.fixed)
             .map(|l| l.nominal as f64)
             .sum();
         let alloc = |ff: f64| -> f64 {
@@ -73,7 +74,7 @@ impl State {
         for l in self
             .levels
             .iter_mut()
-            .filter(|l| l.def.exempt && !l.retired)
+            .filter(|l| l.def.exempt && !l.retired && !l.fixed)
         {
             l.target = l.demand_hwm;
             l.current_cl = (l.lower as f64).max(l.demand_hwm).round() as u32;

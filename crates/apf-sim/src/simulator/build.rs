@@ -9,7 +9,8 @@ use apf::matching::match_request;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use super::state::{Flow, State, TICK_NS};
+use super::clients::Source;
+use super::state::{Flow, State};
 use super::{SimOptions, Simulator};
 use crate::scenario::SimError;
 
@@ -20,6 +21,17 @@ impl Simulator {
             opts.scenario.validate_for(v)?;
         }
         let (schemas, levels) = crate::objects::default_configuration(v);
+        if let Some(clash) = opts
+            .scenario
+            .priority_levels
+            .iter()
+            .find(|s| levels.iter().any(|l| l.name == s.name))
+        {
+            return Err(SimError::Scenario(format!(
+                "priority level {:?} is one of Kubernetes {v}'s own: give the scenario's level another name",
+                clash.name
+            )));
+        }
         // A flow's stated flow schema is checked against kube-apiserver's matching on the default objects.
         for spec in &opts.scenario.flows {
             let Some(stated) = spec.flow_schema.as_deref() else {
@@ -48,6 +60,7 @@ impl Simulator {
             }
             tracing::warn!("{problem}; its requests go where they match");
         }
+        let scenario_ns = (opts.scenario.duration.as_nanos() as u64).max(1);
         let flows = opts
             .scenario
             .flows
@@ -57,20 +70,25 @@ impl Simulator {
                 fs: 0,
                 level: None,
                 seats: spec.seats.max(1),
+                final_seats: 0,
+                additional_latency_ns: spec.additional_latency.as_nanos() as u64,
                 dur_ns: (spec.duration.as_nanos() as u64).max(1),
                 user: spec.user.clone(),
                 verb: spec.verb.clone(),
                 resource: spec.resource.clone(),
                 namespace: spec.namespace.clone(),
                 distinguisher: String::new(),
+                hash: 0,
                 hand: Vec::new(),
+                source: Source::new(spec, scenario_ns),
                 rate: spec.clone(),
-                rate_scale: if v.at_least(23) {
+                // Before 1.23 a request has no width: an open-loop flow sends as many more instead.
+                rate_scale: if v.at_least(23) || spec.threads.is_some() {
                     1.0
                 } else {
                     spec.seats.max(1) as f64
                 },
-                owed: 0.0,
+                run: Default::default(),
             })
             .collect();
         let mut wait_buckets = vec![0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0];
@@ -99,13 +117,20 @@ impl Simulator {
             terminations_total: BTreeMap::new(),
             now_ns: 0,
             target_ns: 0,
-            scenario_ns: (opts.scenario.duration.as_nanos() as u64).max(TICK_NS),
+            scenario_ns,
             rng: StdRng::seed_from_u64(opts.seed),
             wall_start: SystemTime::now(),
             audit: None,
             load_share: 1.0,
+            events: Default::default(),
+            next_req_id: 0,
+            next_level_uid: 0,
+            dispatch: opts.scenario.dispatch,
+            scenario_levels: opts.scenario.priority_levels.clone(),
+            keep_waits: false,
         };
         state.configure(schemas, levels);
+        state.schedule_start();
         Ok(Simulator {
             state: Arc::new(Mutex::new(state)),
         })

@@ -6,14 +6,14 @@
 use apf::limits::{max_seats, seat_limits, SeatLimits};
 use apf::matching::match_request;
 use apf::{FlowSchema, PriorityLevelConfig};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
-use super::state::{Histogram, Level, Queue, State, SEAT_UTILIZATION_BUCKETS};
+use super::state::{Histogram, Level, Queue, State, QUEUE_WAIT_LIMIT_NS, SEAT_UTILIZATION_BUCKETS};
+use crate::scenario::LevelSpec;
 
 impl Level {
-    fn new(def: PriorityLevelConfig, limits: SeatLimits, max_seats: u32) -> Level {
+    fn new(uid: u64, def: PriorityLevelConfig, limits: SeatLimits, max_seats: u32) -> Level {
         let mut level = Level {
+            uid,
             queues: Vec::new(),
             nominal: limits.nominal,
             lower: limits.lower,
@@ -21,8 +21,11 @@ impl Level {
             // Before 1.26 there is no lendablePercent: the limit stays at NominalCL.
             current_cl: limits.initial_current(),
             max_seats,
+            fixed: false,
+            wait_limit_ns: QUEUE_WAIT_LIMIT_NS,
             def,
-            executing: Vec::new(),
+            executing: Default::default(),
+            finishing: Default::default(),
             seats_in_use: 0,
             waiting: 0,
             waiting_seats: 0,
@@ -31,11 +34,16 @@ impl Level {
             timed_out: 0,
             rejected_by_reason: Default::default(),
             admitted_over_limit: 0,
-            rr: 0,
-            virtual_r: 0.0,
+            current_r: 0,
+            r_synced_ns: 0,
+            // Before the first dispatch: the first scan starts at queue 0.
+            robin_index: -1,
+            enqueues: 0,
+            dealer: None,
+            integrated_ns: 0,
+            period_ns: 0,
             period_sum: 0.0,
             period_sum_sq: 0.0,
-            period_n: 0,
             period_hwm: 0,
             demand_hwm: 0.0,
             demand_avg: 0.0,
@@ -43,9 +51,42 @@ impl Level {
             demand_smoothed: 0.0,
             target: 0.0,
             seat_utilization: Histogram::new(SEAT_UTILIZATION_BUCKETS.len()),
+            run_seats_ns: 0.0,
+            run_waiting_ns: 0.0,
             retired: false,
         };
         level.grow_queues();
+        level
+    }
+
+    /// A level the scenario defines directly: its fixed limit, queues and wait limit.
+    pub(super) fn from_spec(uid: u64, spec: &LevelSpec) -> Level {
+        let def = PriorityLevelConfig {
+            name: spec.name.clone(),
+            queuing: !spec.exempt && spec.queues > 0,
+            exempt: spec.exempt,
+            queues: (spec.queues > 0).then_some(spec.queues),
+            hand_size: (spec.queues > 0).then_some(spec.hand_size),
+            queue_length_limit: (spec.queues > 0).then_some(spec.queue_length_limit),
+            shares: None,
+            lendable_percent: None,
+            borrowing_limit_percent: None,
+        };
+        let limit = spec.concurrency_limit;
+        let limits = SeatLimits {
+            nominal: limit,
+            lower: limit,
+            upper: limit,
+            lendable: 0,
+            borrowing: 0,
+        };
+        let mut level = Level::new(uid, def, limits, limit.max(1));
+        level.current_cl = limit;
+        level.fixed = true;
+        level.wait_limit_ns = spec
+            .request_wait_limit
+            .as_nanos()
+            .min(u128::from(u64::MAX / 4)) as u64;
         level
     }
 
@@ -72,24 +113,24 @@ impl Level {
         self.grow_queues();
     }
 
+    /// More queues at once when the configuration asks for more (`setConfiguration`); fewer go one by one as they
+    /// empty ([`Level::remove_queue_if_surplus`]). The dealer deals hands of the configured queues.
     fn grow_queues(&mut self) {
         let desired = self.desired_queues();
         if self.queues.len() < desired {
-            self.queues.resize(desired, Queue::default());
+            let r = self.current_r;
+            self.queues.resize(
+                desired,
+                Queue {
+                    next_dispatch_r: r,
+                    ..Queue::default()
+                },
+            );
         }
-    }
-
-    /// Drops trailing queues beyond the configured number once they hold nothing (executing requests name their
-    /// queue by index, so only the last ones can go).
-    pub(super) fn shed_surplus_queues(&mut self) {
-        while self.queues.len() > self.desired_queues()
-            && self
-                .queues
-                .last()
-                .is_some_and(|q| q.waiting.is_empty() && q.executing_requests == 0)
-        {
-            self.queues.pop();
-        }
+        self.dealer = match (desired, self.def.hand_size) {
+            (0, _) | (_, None) => None,
+            (deck, Some(hand)) => apf::shuffle::Dealer::new(deck as i64, i64::from(hand)).ok(),
+        };
     }
 }
 
@@ -100,18 +141,36 @@ impl State {
         schemas: Vec<FlowSchema>,
         configs: Vec<PriorityLevelConfig>,
     ) {
+        let now = self.now_ns;
+        for l in &mut self.levels {
+            l.integrate(now);
+            l.sync_r(now);
+        }
         let limits = seat_limits(&configs, self.server_concurrency);
         let mut old = std::mem::take(&mut self.levels);
         let mut levels = Vec::with_capacity(configs.len() + old.len());
         for (def, limits) in configs.into_iter().zip(limits) {
             let cap = max_seats(self.version, &def, limits.nominal);
-            match old.iter().position(|l| l.def.name == def.name) {
+            match old.iter().position(|l| !l.fixed && l.def.name == def.name) {
                 Some(i) => {
                     let mut level = old.remove(i);
                     level.reconfigure(def, limits, cap, self.version.at_least(26));
                     levels.push(level);
                 }
-                None => levels.push(Level::new(def, limits, cap)),
+                None => {
+                    self.next_level_uid += 1;
+                    levels.push(Level::new(self.next_level_uid, def, limits, cap));
+                }
+            }
+        }
+        // The scenario's own levels stand beside the objects' and outside their share of the seats.
+        for spec in &self.scenario_levels {
+            match old.iter().position(|l| l.fixed && l.def.name == spec.name) {
+                Some(i) => levels.push(old.remove(i)),
+                None => {
+                    self.next_level_uid += 1;
+                    levels.push(Level::from_spec(self.next_level_uid, spec));
+                }
             }
         }
         // Levels whose object is gone come last, so that dropping them once idle moves no other level's index.
@@ -122,6 +181,12 @@ impl State {
         self.levels = levels;
         self.flow_schemas = schemas;
         self.rematch_flows();
+        // New limits may admit what waits (`setConfiguration` dispatches as much as it can).
+        for li in 0..self.levels.len() {
+            self.dispatch(li);
+        }
+        // A retired level already idle goes at once.
+        self.levels.retain(|l| !(l.retired && l.is_idle()));
         // The gauges of every flow schema exist from its creation, as in the captures; counters appear on first use.
         for i in 0..self.flow_schemas.len() {
             let name = self.flow_schemas[i].name.clone();
@@ -136,7 +201,7 @@ impl State {
     fn active_level(&self, name: &str) -> Option<usize> {
         self.levels
             .iter()
-            .position(|l| !l.retired && l.def.name == name)
+            .position(|l| !l.retired && !l.fixed && l.def.name == name)
     }
 
     pub(super) fn intern_flow_schema(&mut self, name: &str) -> usize {
@@ -158,6 +223,10 @@ impl State {
             .map(|l| l.def.clone())
             .collect();
         for fi in 0..self.flows.len() {
+            if let Some(level) = self.flows[fi].rate.priority_level.clone() {
+                self.send_directly(fi, &level);
+                continue;
+            }
             let request = self.flows[fi].rate.request();
             let found = match_request(&self.flow_schemas, &configs, &request)
                 .ok()
@@ -172,50 +241,53 @@ impl State {
                 continue;
             };
             let fs = self.intern_flow_schema(&m.flow_schema);
-            let level = &self.levels[li];
-            let hand = deal_hand(
-                hash_str(
-                    self.seed,
-                    &format!("{}/{}", m.flow_schema, m.flow_distinguisher),
-                ),
-                level.desired_queues(),
-                level.def.hand_size.unwrap_or(0) as usize,
-            );
-            let seats = self.flows[fi].rate.seats.clamp(1, level.max_seats.max(1));
-            let flow = &mut self.flows[fi];
-            flow.fs = fs;
-            flow.level = Some(li);
-            flow.distinguisher = m.flow_distinguisher;
-            flow.hand = hand;
-            flow.seats = seats;
+            let hash = self.flows[fi]
+                .rate
+                .hash
+                .unwrap_or_else(|| apf::shuffle::flow_hash(&m.flow_schema, &m.flow_distinguisher));
+            self.flows[fi].distinguisher = m.flow_distinguisher;
+            self.place(fi, li, fs, hash);
         }
     }
-}
 
-fn hash_str(seed: u64, s: &str) -> u64 {
-    // FNV-1a: stable across runs and Rust versions, unlike DefaultHasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
-    for b in s.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    /// A flow sent to one of the scenario's levels: its own flow schema, by its name.
+    fn send_directly(&mut self, fi: usize, level: &str) {
+        let Some(li) = self
+            .levels
+            .iter()
+            .position(|l| l.fixed && !l.retired && l.def.name == level)
+        else {
+            self.flows[fi].level = None;
+            return;
+        };
+        let name = self.flows[fi].name.clone();
+        let fs = self.intern_flow_schema(&name);
+        let hash = self.flows[fi]
+            .rate
+            .hash
+            .unwrap_or_else(|| apf::shuffle::flow_hash(&name, ""));
+        self.place(fi, li, fs, hash);
     }
-    h
-}
 
-/// Shuffle sharding: deal `hand_size` distinct queues of `queues`, from the flow's hash.
-fn deal_hand(hash: u64, queues: usize, hand_size: usize) -> Vec<usize> {
-    if queues == 0 {
-        return Vec::new();
+    /// The flow's requests go to level `li` through flow schema `fs`, dealt the hand of queues `hash` gives.
+    fn place(&mut self, fi: usize, li: usize, fs: usize, hash: u64) {
+        let level = &self.levels[li];
+        let hand = level
+            .dealer
+            .map(|d| d.deal(hash).into_iter().map(|q| q as usize).collect())
+            .unwrap_or_default();
+        let cap = level.max_seats.max(1);
+        let spec = &self.flows[fi].rate;
+        let seats = spec.seats.clamp(1, cap);
+        let final_seats = spec.final_seats.unwrap_or(0);
+        let flow = &mut self.flows[fi];
+        flow.fs = fs;
+        flow.level = Some(li);
+        flow.hash = hash;
+        flow.hand = hand;
+        flow.seats = seats;
+        flow.final_seats = final_seats;
     }
-    let mut rng = StdRng::seed_from_u64(hash);
-    let mut all: Vec<usize> = (0..queues).collect();
-    let n = hand_size.clamp(1, queues);
-    for i in 0..n {
-        let j = rng.gen_range(i..queues);
-        all.swap(i, j);
-    }
-    all.truncate(n);
-    all
 }
 
 #[cfg(test)]
@@ -363,11 +435,10 @@ mod tests {
             l.hand_size = Some(2);
         }
         s.configure(schemas.clone(), levels);
-        assert_eq!(
-            level(&s.truth(), "workload-low").queues,
-            128,
-            "kept while they hold requests"
-        );
+        // As kube-apiserver's queueset: a surplus queue goes when a request of its own ends and leaves it empty,
+        // and the queues behind it move down (into the hands dealt from the first 8).
+        assert_eq!(level(&s.truth(), "workload-low").queues, 128);
+        let mut queues = 128;
         for _ in 0..300 {
             s.step(Duration::from_millis(100));
             let st = s.lock();
@@ -376,12 +447,22 @@ mod tests {
                 .iter()
                 .find(|l| l.def.name == "workload-low")
                 .unwrap();
+            assert!(wl.queues.len() <= queues && wl.queues.len() >= 8);
+            queues = wl.queues.len();
             let waiting: usize = wl.queues.iter().map(|q| q.waiting.len()).sum();
             assert_eq!(waiting as u32, wl.waiting);
-            let seats: u32 = wl.executing.iter().map(|r| r.seats).sum();
+            let waiting_seats: u32 = wl.queues.iter().map(|q| q.waiting_max_seats).sum();
+            assert_eq!(waiting_seats, wl.waiting_seats);
+            let held = wl.executing.values().chain(wl.finishing.values());
+            let seats: u32 = held.clone().map(|r| r.max_seats()).sum();
             assert_eq!(seats, wl.seats_in_use);
+            for (qi, q) in wl.queues.iter().enumerate() {
+                let of_queue = held.clone().filter(|r| r.queue == Some(qi));
+                assert_eq!(of_queue.map(|r| r.max_seats()).sum::<u32>(), q.seats_in_use);
+                assert!(q.waiting.iter().all(|r| r.queue == Some(qi)));
+            }
         }
-        assert_eq!(level(&s.truth(), "workload-low").queues, 8);
+        assert!(queues < 128, "no queue went");
         // Back to the defaults: the queues are added at once.
         let (_, defaults) = crate::objects::default_configuration(v);
         s.configure(schemas, defaults);

@@ -8,7 +8,6 @@ use rand::rngs::StdRng;
 
 use crate::scenario::FlowSpec;
 
-pub(crate) const TICK_NS: u64 = 10_000_000;
 /// borrowingAdjustmentPeriod: CurrentCL is recomputed this often (1.26+).
 pub(super) const ADJUST_NS: u64 = 10_000_000_000;
 /// requestWaitLimit = --request-timeout/4 with the default 60 s.
@@ -22,27 +21,62 @@ pub(crate) const SEAT_UTILIZATION_BUCKETS: [f64; 13] = [
     0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0,
 ];
 
+/// One request, from its arrival to the end of its additional latency.
 #[derive(Debug, Clone)]
 pub(crate) struct Req {
+    /// Unique in the replica, in arrival order.
+    pub id: u64,
     pub flow: usize,
     /// The flow schema it matched when it arrived ([`State::fs_names`]): a change of the FlowSchemas re-matches
     /// the flow, not the requests already admitted.
     pub fs: usize,
+    /// Its initial seats: held while it executes.
     pub seats: u32,
+    /// Seats held after the execution, for `additional_latency_ns` (0 without).
+    pub final_seats: u32,
+    pub additional_latency_ns: u64,
     pub dur_ns: u64,
     pub arrive_ns: u64,
     pub start_ns: u64,
     /// The queue the flow was shuffle-sharded to; None on levels without queues.
     pub queue: Option<usize>,
+    /// The level's virtual time at its arrival, in seat-nanoseconds.
+    pub arrival_r: i128,
+    /// Its work as fair queuing counts it: initial seats x 3 ms + final seats x additional latency, seat-ns.
+    pub work: i128,
+    /// The closed-loop thread that sent it.
+    pub thread: Option<u32>,
+}
+
+impl Req {
+    /// The seats it holds from dispatch to the end of its additional latency.
+    pub fn max_seats(&self) -> u32 {
+        self.seats.max(self.final_seats)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
     pub waiting: VecDeque<Req>,
+    /// Requests of this queue executing (not those in their additional latency).
     pub executing_requests: u32,
+    /// Seats held by its requests, additional latency included.
     pub seats_in_use: u32,
-    /// Virtual time (seat-seconds) of the level when this queue last dispatched.
-    pub next_dispatch_r: f64,
+    /// Virtual time at which its head may start (seat-nanoseconds).
+    pub next_dispatch_r: i128,
+    /// Sums over its waiting requests: their work, and their widest seats.
+    pub waiting_work: i128,
+    pub waiting_max_seats: u32,
+}
+
+impl Queue {
+    /// The virtual start of its head, in seat-seconds (as the dumps and metrics show it).
+    pub fn next_dispatch_seat_seconds(&self) -> f64 {
+        self.next_dispatch_r as f64 / 1e9
+    }
+    pub(super) fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.executing_requests == 0
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -97,14 +131,21 @@ pub(crate) struct FsStats {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Level {
+    /// Stable across configurations (levels move in the list when the objects change); events name levels by it.
+    pub uid: u64,
     pub def: PriorityLevelConfig,
     pub nominal: u32,
     pub lower: u32,
     pub upper: u32,
     pub current_cl: u32,
     pub max_seats: u32,
+    /// A level the scenario defines directly: fixed limit, outside the share division and borrowing.
+    pub fixed: bool,
+    pub wait_limit_ns: u64,
     pub queues: Vec<Queue>,
-    pub executing: Vec<Req>,
+    /// Executing requests by id, and those past their execution holding final seats (additional latency).
+    pub executing: BTreeMap<u64, Req>,
+    pub finishing: BTreeMap<u64, Req>,
     pub seats_in_use: u32,
     pub waiting: u32,
     pub waiting_seats: u32,
@@ -115,20 +156,31 @@ pub(crate) struct Level {
     /// Admissions that left more seats in use than the limit (must stay 0; tests check it). Seats in use can still
     /// exceed a limit that was lowered afterwards: APF never preempts.
     pub admitted_over_limit: u64,
-    pub(super) rr: usize,
-    pub virtual_r: f64,
-    // Demand statistics of the current adjustment period and the last one's results.
+    // Fair queuing (kube-apiserver's queueset): the virtual clock in seat-nanoseconds and when it was last
+    // advanced, the round-robin index, the count of enqueues (where a hand is first visited).
+    pub current_r: i128,
+    pub(super) r_synced_ns: u64,
+    pub(super) robin_index: isize,
+    pub(super) enqueues: u64,
+    pub(super) dealer: Option<apf::shuffle::Dealer>,
+    /// When the time integrals below were last brought up to date.
+    pub(super) integrated_ns: u64,
+    // Seat demand (seats in use + waiting) of the current adjustment period, integrated over time, and the last
+    // period's results.
+    pub(super) period_ns: u64,
     pub(super) period_sum: f64,
     pub(super) period_sum_sq: f64,
-    pub(super) period_n: u64,
     pub(super) period_hwm: u32,
     pub demand_hwm: f64,
     pub demand_avg: f64,
     pub demand_stdev: f64,
     pub demand_smoothed: f64,
     pub target: f64,
-    /// Seats in use / CurrentCL over time, integrated every tick.
+    /// Seats in use / CurrentCL over time.
     pub seat_utilization: Histogram,
+    /// Over the whole run: seats in use and requests waiting, integrated over time (seat-ns, request-ns).
+    pub(super) run_seats_ns: f64,
+    pub(super) run_waiting_ns: f64,
     /// Its PriorityLevelConfiguration is gone: it takes no new requests, and goes once those it holds are done
     /// (kube-apiserver's quiescing level).
     pub retired: bool,
@@ -138,9 +190,9 @@ impl Level {
     pub fn enforced_limit(&self) -> u32 {
         self.current_cl
     }
-    pub(super) fn fits(&self, seats: u32) -> bool {
-        // A request wider than the whole limit is still admitted when nothing executes (Q).
-        self.def.exempt || self.seats_in_use == 0 || self.seats_in_use + seats <= self.current_cl
+    /// The virtual clock in seat-seconds.
+    pub fn current_r_seat_seconds(&self) -> f64 {
+        self.current_r as f64 / 1e9
     }
     /// The queues its configuration asks for: 0 for exempt and Reject levels. A level that had more keeps the
     /// surplus until they are empty, as kube-apiserver's queueset does.
@@ -151,12 +203,9 @@ impl Level {
             0
         }
     }
-    pub(super) fn has_queues(&self) -> bool {
-        self.desired_queues() > 0
-    }
-    /// Nothing executes and nothing waits.
+    /// Nothing executes, nothing holds final seats, nothing waits.
     pub(super) fn is_idle(&self) -> bool {
-        self.executing.is_empty() && self.waiting == 0
+        self.executing.is_empty() && self.finishing.is_empty() && self.waiting == 0
     }
     /// queueLengthLimit; 0 on levels without queues.
     pub fn queue_length_limit(&self) -> u32 {
@@ -180,14 +229,33 @@ pub(crate) struct Flow {
     pub resource: String,
     pub namespace: String,
     pub distinguisher: String,
+    /// Its hash for shuffle sharding: the scenario's `hash`, else kube-apiserver's from flow schema and
+    /// distinguisher.
+    pub hash: u64,
     /// The queues this flow is dealt by shuffle sharding (handSize of them).
     pub hand: Vec<usize>,
+    pub final_seats: u32,
+    pub additional_latency_ns: u64,
     pub(super) rate: FlowSpec,
     /// Before 1.23 every request takes one seat; a flow of width N is then sent N times as often so that a
     /// scenario keeps the same seat demand (and pressure) on every version.
     pub(super) rate_scale: f64,
-    /// Evenly spaced arrivals: the part of the next request the rate has accumulated so far.
-    pub(super) owed: f64,
+    /// How its requests come: at a rate (open loop) or from threads that wait for their answers (closed loop).
+    pub(super) source: super::clients::Source,
+    /// What it got over the run (for `simulate --run`).
+    pub(super) run: FlowRunStats,
+}
+
+/// A flow's tallies over a run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FlowRunStats {
+    pub dispatched: u64,
+    pub rejected: BTreeMap<&'static str, u64>,
+    /// Initial seats x execution time of its requests that finished (seat-ns).
+    pub executed_seat_ns: f64,
+    /// The waits of its dispatched requests (ns), kept only in a virtual-time run.
+    pub waits: Vec<u64>,
+    pub wait_sum_ns: f64,
 }
 
 pub(crate) struct State {
@@ -219,4 +287,13 @@ pub(crate) struct State {
     pub(super) load_share: f64,
     /// The requests that ended since the audit sink last drained them; `None` while no sink is attached.
     pub(crate) audit: Option<crate::audit::Outbox>,
+    /// What happens next, in time order.
+    pub(super) events: super::events::Events,
+    pub(super) next_req_id: u64,
+    pub(super) next_level_uid: u64,
+    pub(super) dispatch: crate::scenario::Dispatch,
+    /// The levels the scenario defines directly.
+    pub(super) scenario_levels: Vec<crate::scenario::LevelSpec>,
+    /// A virtual-time run keeps every wait for its percentiles; a served replica does not.
+    pub(super) keep_waits: bool,
 }

@@ -15,7 +15,7 @@ COPY crates/apf-sim/Cargo.toml crates/apf-sim/
 RUN mkdir -p src benches crates/apf/src crates/apf/benches crates/apf-sim/src crates/apf-sim/benches \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs crates/apf/src/lib.rs crates/apf-sim/src/lib.rs \
-    && for b in benches/round.rs benches/watch_cost.rs crates/apf/benches/parse.rs crates/apf/benches/audit.rs crates/apf-sim/benches/audit.rs; do \
+    && for b in benches/round.rs benches/watch_cost.rs crates/apf/benches/parse.rs crates/apf/benches/audit.rs crates/apf-sim/benches/audit.rs crates/apf-sim/benches/engine.rs; do \
          echo 'fn main() {}' > "$b"; done \
     && cargo build --release --locked \
     && rm -rf src crates

@@ -5,8 +5,8 @@
 //! driven by a load scenario, and serves `/metrics`, the three debug dumps, `/version` and the flowcontrol API
 //! objects exactly as that version spells them.
 //!
-//! Simulated time only advances through [`Simulator::step`] (tests) or [`Simulator::spawn_clock`] (serving), so a
-//! run is deterministic for a seed (dump times also need [`Simulator::set_wall_start`]).
+//! Simulated time only advances through [`Simulator::step`] (tests), [`Simulator::spawn_clock`] (serving) or [`run`]
+//! (virtual time), so a run is deterministic for a seed (dump times also need [`Simulator::set_wall_start`]).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -47,10 +47,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Simplifications, each invisible to a scraper: priority levels are printed in definition order where a real
-//! server uses random map order (before 1.27); dispatch is round-robin over queues rather than virtual-finish-time
-//! fair queuing, and the virtual-clock values are approximate; queued requests time out after 15 s (no client
-//! deadlines, so no `cancelled`); before 1.23 a flow of width N sends N times the requests of width 1.
+//! A level is kube-apiserver's queueset (fair queuing by virtual finish time, shuffle sharding of the flow's hash,
+//! queue-full only with every seat in use, the wait limit, additional latency); time moves from event to event; flows
+//! are open-loop rates or closed-loop client threads behind client-go's token bucket. [`run`] runs a scenario in
+//! virtual time and reports what each flow got (`apf-monitor simulate --run`). Simplifications, each invisible to a
+//! scraper: priority levels are printed in definition order where a real server uses random map order (before
+//! 1.27); queued requests wait the level's limit (15 s: no client deadlines, so no `cancelled`); a request's seats
+//! are the scenario's (no work estimator for LISTs); before 1.23 a flow of width N sends N times the requests of
+//! width 1.
 
 mod admission;
 mod api;

@@ -19,7 +19,28 @@
 //!     duration_spread: 0.5  # optional: each request's time uniform in duration x [0.5, 1.5] (default 0)
 //!     rate: [ {at: 0s, rps: 5}, {at: 60s, rps: 40}, {at: 200s, rps: 5} ]  # requests/s, linear in between
 //!     arrivals: poisson   # default; `even`: evenly spaced, as a client held to a steady pace sends them
+//!   - name: operator      # a closed loop instead of a rate: client-go workers that wait for their answers
+//!     user: system:serviceaccount:ops:operator
+//!     threads: 4          # each calls, waits for the answer, thinks, calls again
+//!     think: 100ms        # may be negative down to -duration (the next call before the answer)
+//!     calls: 1000         # per thread; unlimited when absent
+//!     start: 10s          # the first calls (default 0s)
+//!     qps: 20             # client-go's token bucket in front of the threads (optional)
+//!     burst: 30           # default 1
+//!     duration: 200ms
+//!     final_seats: 2      # seats held after the execution (a write's watch notifications) ...
+//!     additional_latency: 50ms  # ... for this long
+//!     hash: 1001001001    # optional: the shuffle-sharding hash, in place of kube-apiserver's from flow schema
+//!                         # and distinguisher
+//! seed: 1                 # optional: the random draws' seed, unless the command line gives one
+//! dispatch: fair-queuing  # default; `round-robin`: the simulator before kube-apiserver's queueset, for comparison
+//! priority_levels:        # optional: levels outside the objects, with fixed seats (no shares, no borrowing)
+//!   - {name: test, concurrency_limit: 4, queues: 9, hand_size: 1, queue_length_limit: 8, request_wait_limit: 15s}
+//!     # queues: 0 rejects at the limit (`concurrency-limit`); `exempt: true` runs everything at once.
+//!     # A flow with `priority_level: test` goes there directly (no FlowSchema; its flow schema is its name).
 //! ```
+//! A closed-loop thread's next call goes out `think` after its answer; a rejected call is retried after 1 s (the
+//! least `Retry-After` kube-apiserver sends).
 //! Arrivals are Poisson with the seeded RNG, or evenly spaced (`arrivals: even`: a controller's workers, a client-go
 //! token bucket held at its QPS; its seats in use then follow the rate without a Poisson flow's scatter of about the
 //! square root of their number). Before the first point the first rate holds, after the last the last.
@@ -316,10 +337,12 @@ impl Scenario {
         )
     }
 
-    /// An immediate LIST storm in workload-low plus pressure on global-default: rejections within seconds.
+    /// An immediate LIST storm in workload-low plus pressure on global-default: rejections within seconds. Narrow
+    /// requests beside the wide ones fill the seats the LISTs leave: with seats free, a full queue takes more
+    /// (kube-apiserver's queueset), and the LISTs would only time out.
     fn builtin_storm() -> String {
         format!(
-            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 3s, rate: [{{at: 0s, rps: 100}}]}}\n  - {{name: ci, flow_schema: service-accounts, user: \"system:serviceaccount:ci:runner\", verb: list, resource: configmaps, namespace: ci, seats: 10, duration: 3s, rate: [{{at: 0s, rps: 30}}]}}\n  - {{name: batch, flow_schema: global-default, user: bob, verb: list, resource: secrets, namespace: batch, seats: 4, duration: 2s, rate: [{{at: 0s, rps: 80}}]}}\n"
+            "duration: 300s\nflows:{BACKGROUND}  - {{name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, resource: pods, seats: 10, duration: 3s, rate: [{{at: 0s, rps: 100}}]}}\n  - {{name: ci, flow_schema: service-accounts, user: \"system:serviceaccount:ci:runner\", verb: list, resource: configmaps, namespace: ci, seats: 10, duration: 3s, rate: [{{at: 0s, rps: 30}}]}}\n  - {{name: batch, flow_schema: global-default, user: bob, verb: list, resource: secrets, namespace: batch, seats: 4, duration: 2s, rate: [{{at: 0s, rps: 80}}]}}\n  - {{name: controller, flow_schema: service-accounts, user: \"system:serviceaccount:ops:controller\", verb: get, resource: configmaps, namespace: ops, duration: 200ms, rate: [{{at: 0s, rps: 100}}]}}\n  - {{name: cli, flow_schema: global-default, user: carol, verb: get, resource: configmaps, namespace: batch, duration: 100ms, rate: [{{at: 0s, rps: 50}}]}}\n"
         )
     }
 

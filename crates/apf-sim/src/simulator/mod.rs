@@ -569,10 +569,21 @@ mod debug_timeline {
     #[test]
     #[ignore]
     fn print_ramp() {
+        print(ScenarioSource::Ramp, 10, 30);
+    }
+
+    /// `cargo test print_storm -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn print_storm() {
+        print(ScenarioSource::Storm, 2, 30);
+    }
+
+    fn print(source: ScenarioSource, every: u64, times: u64) {
         for minor in [20, 24, 29] {
-            let s = sim(minor, ScenarioSource::Ramp, 1);
-            for t in 0..30 {
-                s.step(Duration::from_secs(10));
+            let s = sim(minor, source.clone(), 1);
+            for t in 0..times {
+                s.step(Duration::from_secs(every));
                 let tr = s.truth();
                 let wl = tr
                     .iter()
@@ -580,7 +591,7 @@ mod debug_timeline {
                     .unwrap();
                 println!(
                     "1.{minor} t={} limit={} exec={} wait={} fullest={} rej={:?}",
-                    (t + 1) * 10,
+                    (t + 1) * every,
                     wl.current_limit_seats,
                     wl.executing_seats,
                     wl.inqueue_requests,

@@ -1,0 +1,154 @@
+//! What the simulator's engine costs:
+//! - `virtual-run`: `simulate --run` of 300 s of 8 priority levels under 2,000 requests/s (issue 51 asks under 5 s);
+//! - `serve-300s`: a served replica's work over 5 minutes of the ramp: the clock stepping every 100 ms and a
+//!   scrape of `/metrics` every second, as `simulate` and a scraper do.
+//!
+//! Run: `cargo bench -p apf-sim --bench engine -- --warm-up-time 1 --measurement-time 10`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use apf_sim::{KubeVersion, Scenario, ScenarioSource, SimOptions, Simulator};
+use criterion::{criterion_group, criterion_main, Criterion};
+
+/// 2,000 requests/s over the version's 8 levels: each flow lands in its own level by its user and verb.
+fn eight_levels() -> Scenario {
+    let flows = [
+        // (name, flow schema, user, groups, verb, resource, namespace, seats, duration, rps)
+        (
+            "admin",
+            "exempt",
+            "system:admin",
+            "[system:masters]",
+            "get",
+            "pods",
+            "",
+            1,
+            "20ms",
+            100,
+        ),
+        (
+            "kubelet",
+            "system-nodes",
+            "system:node:n1",
+            "[system:nodes]",
+            "get",
+            "pods",
+            "",
+            1,
+            "20ms",
+            300,
+        ),
+        (
+            "node-high",
+            "system-node-high",
+            "system:node:n1",
+            "[system:nodes]",
+            "update",
+            "nodes",
+            "",
+            1,
+            "10ms",
+            200,
+        ),
+        (
+            "leases",
+            "system-leader-election",
+            "system:kube-scheduler",
+            "[]",
+            "update",
+            "leases",
+            "kube-system",
+            1,
+            "10ms",
+            100,
+        ),
+        (
+            "kcm",
+            "kube-controller-manager",
+            "system:kube-controller-manager",
+            "[]",
+            "list",
+            "endpoints",
+            "kube-system",
+            1,
+            "40ms",
+            400,
+        ),
+        (
+            "agents",
+            "service-accounts",
+            "system:serviceaccount:monitoring:agent",
+            "[]",
+            "list",
+            "pods",
+            "",
+            10,
+            "2s",
+            30,
+        ),
+        (
+            "operator",
+            "global-default",
+            "alice",
+            "[]",
+            "get",
+            "configmaps",
+            "default",
+            1,
+            "30ms",
+            800,
+        ),
+        (
+            "other",
+            "service-accounts",
+            "system:serviceaccount:ci:runner",
+            "[]",
+            "get",
+            "configmaps",
+            "ci",
+            1,
+            "50ms",
+            70,
+        ),
+    ];
+    let mut yaml = String::from("duration: 300s\nflows:\n");
+    for (name, fs, user, groups, verb, resource, ns, seats, dur, rps) in flows {
+        yaml += &format!(
+            "- {{name: {name}, flow_schema: {fs}, user: \"{user}\", groups: {groups}, verb: {verb}, resource: \
+             {resource}, namespace: \"{ns}\", seats: {seats}, duration: {dur}, rate: [{{at: 0s, rps: {rps}}}]}}\n"
+        );
+    }
+    Scenario::from_yaml(&yaml).unwrap_or_else(|e| panic!("scenario: {e}"))
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("engine");
+    group.sample_size(10);
+    let scenario = eight_levels();
+    group.bench_function("virtual-run 300s, 8 levels, 2000 rps", |b| {
+        b.iter(|| {
+            let report = apf_sim::run(SimOptions::new(KubeVersion::new(34, 0), scenario.clone()))
+                .unwrap_or_else(|e| panic!("run: {e}"));
+            black_box(report.flows.len())
+        })
+    });
+    let ramp = Scenario::load(&ScenarioSource::Ramp).unwrap_or_else(|e| panic!("ramp: {e}"));
+    group.bench_function("serve-300s ramp, 100 ms clock, scraped every second", |b| {
+        b.iter(|| {
+            let sim = Simulator::new(SimOptions::new(KubeVersion::new(34, 0), ramp.clone()));
+            let mut bytes = 0;
+            for _second in 0..300 {
+                for _ in 0..10 {
+                    sim.step(Duration::from_millis(100));
+                }
+                bytes += sim.render_metrics().len();
+            }
+            black_box(bytes)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

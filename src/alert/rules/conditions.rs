@@ -73,9 +73,19 @@ impl Rule {
                 let (full, limit) = (l.fullest_queue_requests?, l.queue_length_limit?);
                 // At the threshold counts: a queue at queueLengthLimit refuses the very next request.
                 (limit > 0.0 && full >= t * limit).then(|| {
+                    // kube-apiserver refuses an arrival for a full queue only while every seat is in use
+                    // (queueset.go, `rejectOrEnqueueToBoundLocked`); with seats free that the heads do not fit, the
+                    // queue takes more and its requests wait out their limit instead.
+                    let next = match l.headroom_seats {
+                        Some(free) if free >= 1.0 => format!(
+                            "{free:.0} seats are free but too few for the requests that wait, so the queue takes \
+                             more and they wait out their limit (time-out 429s)"
+                        ),
+                        _ => "the next requests get queue-full 429s".to_string(),
+                    };
                     format!(
                         "{pl} on {server}: the fullest queue holds {full:.0} of queueLengthLimit {limit:.0} \
-                         ({:.0}%); the next requests get queue-full 429s",
+                         ({:.0}%); {next}",
                         full / limit * 100.0
                     )
                 })

@@ -881,6 +881,25 @@ mod tests {
         assert_eq!(c[2].for_, Duration::from_secs(15));
         assert!(c[2].annotations["summary"]
             .contains("the fullest queue holds 40 of queueLengthLimit 50 (80%)"));
+        // With 8 seats free a full queue is not refused: its 10-seat LISTs wait out their limit.
+        assert!(
+            c[2].annotations["summary"].contains(
+                "8 seats are free but too few for the requests that wait, so the queue takes more and they wait \
+                 out their limit (time-out 429s)"
+            ),
+            "{}",
+            c[2].annotations["summary"]
+        );
+        // With none free, the next are refused.
+        let mut full = l.clone();
+        full.executing_seats = Some(100.0);
+        full.headroom_seats = Some(0.0);
+        let refused = r.evaluate(&report(vec![full]), |_| false);
+        let near_full = refused
+            .iter()
+            .find(|c| c.labels["alertname"] == "APFQueueNearFull")
+            .unwrap();
+        assert!(near_full.annotations["summary"].ends_with("the next requests get queue-full 429s"));
         assert!(
             c[1].annotations["summary"]
                 .contains("30 requests wait for 300 seats (10 seats each); 8 of 100 seats free"),

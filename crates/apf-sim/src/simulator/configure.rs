@@ -59,6 +59,13 @@ impl Level {
         level
     }
 
+    /// A level that comes into being at `now`: its clocks and time integrals start there.
+    fn born(mut self, now: u64) -> Level {
+        self.r_synced_ns = now;
+        self.integrated_ns = now;
+        self
+    }
+
     /// A level the scenario defines directly: its fixed limit, queues and wait limit.
     pub(super) fn from_spec(uid: u64, spec: &LevelSpec) -> Level {
         let def = PriorityLevelConfig {
@@ -159,7 +166,7 @@ impl State {
                 }
                 None => {
                     self.next_level_uid += 1;
-                    levels.push(Level::new(self.next_level_uid, def, limits, cap));
+                    levels.push(Level::new(self.next_level_uid, def, limits, cap).born(now));
                 }
             }
         }
@@ -169,7 +176,7 @@ impl State {
                 Some(i) => levels.push(old.remove(i)),
                 None => {
                     self.next_level_uid += 1;
-                    levels.push(Level::from_spec(self.next_level_uid, spec));
+                    levels.push(Level::from_spec(self.next_level_uid, spec).born(now));
                 }
             }
         }
@@ -467,6 +474,29 @@ mod tests {
         let (_, defaults) = crate::objects::default_configuration(v);
         s.configure(schemas, defaults);
         assert_eq!(level(&s.truth(), "workload-low").queues, 128);
+    }
+
+    #[test]
+    fn a_level_made_later_holds_its_time_from_then() {
+        let s = sim(34, ScenarioSource::Idle, 2);
+        s.step(Duration::from_secs(60));
+        let (schemas, levels) = isolation(KubeVersion::new(34, 0));
+        s.configure(schemas, levels);
+        s.step(Duration::from_secs(10));
+        let st = s.lock();
+        let new = st
+            .levels
+            .iter()
+            .find(|l| l.def.name == "isolate-agent")
+            .unwrap();
+        // Its seat utilization covers the 10 s it has existed, not the minute before.
+        assert_eq!(new.seat_utilization.count, 10_000_000_000);
+        let old = st
+            .levels
+            .iter()
+            .find(|l| l.def.name == "workload-low")
+            .unwrap();
+        assert_eq!(old.seat_utilization.count, 70_000_000_000);
     }
 
     #[test]

@@ -60,3 +60,73 @@ pub fn run(opts: SimOptions) -> Result<RunReport, SimError> {
     let sim = Simulator::try_new(opts)?;
     Ok(sim.run_to_end())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+    use apf::KubeVersion;
+
+    fn run_yaml(yaml: &str) -> RunReport {
+        let scenario = Scenario::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"));
+        run(SimOptions::new(KubeVersion::new(34, 0), scenario)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn flow<'a>(r: &'a RunReport, name: &str) -> &'a FlowRun {
+        r.flows.iter().find(|f| f.name == name).unwrap()
+    }
+
+    #[test]
+    fn a_thread_calls_waits_thinks_and_stops_after_its_calls() {
+        // Plenty of seats: 2 threads x 5 calls of 1 s with 1 s between, from 2 s in: all done by 11 s.
+        let r = run_yaml(
+            "duration: 20s\npriority_levels: [{name: roomy, concurrency_limit: 10, queues: 4, hand_size: 2}]\n\
+             flows:\n- {name: a, priority_level: roomy, threads: 2, calls: 5, start: 2s, duration: 1s, think: 1s, seats: 2}\n",
+        );
+        let a = flow(&r, "a");
+        assert_eq!((a.dispatched, a.rejected.len()), (10, 0));
+        // 2 threads x 5 s executing x 2 seats over 20 s.
+        assert!((a.mean_executing_seats - 1.0).abs() < 1e-9, "{a:?}");
+        assert_eq!((a.mean_wait_seconds, a.p99_wait_seconds), (0.0, 0.0));
+        assert_eq!(
+            (a.priority_level.as_str(), a.flow_schema.as_str()),
+            ("roomy", "a")
+        );
+    }
+
+    #[test]
+    fn a_token_bucket_paces_the_threads_at_its_qps() {
+        // 10 threads with nothing to wait for but a bucket of 5/s, burst 1: 5 calls a second.
+        let r = run_yaml(
+            "duration: 60s\npriority_levels: [{name: roomy, concurrency_limit: 100, queues: 4, hand_size: 2}]\n\
+             flows:\n- {name: a, priority_level: roomy, threads: 10, duration: 100ms, qps: 5, burst: 1}\n",
+        );
+        let a = flow(&r, "a");
+        assert!((299..=301).contains(&a.dispatched), "{a:?}");
+    }
+
+    #[test]
+    fn a_rejected_call_is_tried_again_after_a_second() {
+        // One seat, no queues, two threads calling 10 s requests without a pause: the first holds the seat (at 0,
+        // 10 and 20 s its answer and its next call come together, the seat freed first), the second is refused at
+        // 0 s and at each second after, 21 times by 20 s.
+        let r = run_yaml(
+            "duration: 20s\npriority_levels: [{name: tight, concurrency_limit: 1, queues: 0}]\n\
+             flows:\n- {name: a, priority_level: tight, threads: 2, duration: 10s}\n",
+        );
+        let a = flow(&r, "a");
+        assert_eq!(a.dispatched, 3, "{a:?}");
+        assert_eq!(a.rejected.get("concurrency-limit"), Some(&21), "{a:?}");
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_report_and_another_seed_another() {
+        let yaml = |seed: u64| {
+            format!(
+                "duration: 30s\nseed: {seed}\nflows:\n- {{name: a, user: alice, duration: 1s, rate: [{{at: 0s, rps: 20}}]}}\n"
+            )
+        };
+        assert_eq!(run_yaml(&yaml(3)), run_yaml(&yaml(3)));
+        assert_ne!(run_yaml(&yaml(3)), run_yaml(&yaml(4)));
+    }
+}

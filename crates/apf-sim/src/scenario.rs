@@ -684,6 +684,55 @@ mod tests {
         assert!(e.contains("rps must be a finite number >= 0"), "{e}");
         let e = err("duration: soon\nflows: []\n");
         assert!(e.contains("invalid duration"), "{e}");
+        // The keys of closed loops and of the scenario's own levels.
+        for (yaml, want) in [
+            ("- {name: a, user: u, duration: 1s}", "give it a `rate`"),
+            (
+                "- {name: a, user: u, duration: 1s, threads: 2, rate: [{at: 0s, rps: 1}]}",
+                "exclude each other",
+            ),
+            (
+                "- {name: a, user: u, duration: 1s, rate: [{at: 0s, rps: 1}], qps: 5}",
+                "`qps` is for a closed-loop",
+            ),
+            (
+                "- {name: a, user: u, duration: 1s, threads: 1, burst: 5}",
+                "burst needs qps",
+            ),
+            (
+                "- {name: a, user: u, duration: 1s, threads: 1, think: -2s}",
+                "down to -duration",
+            ),
+            (
+                "- {name: a, user: u, duration: 1s, threads: 1, final_seats: 2}",
+                "go together",
+            ),
+            ("- {name: a, duration: 1s, threads: 1}", "needs a user"),
+            (
+                "- {name: a, duration: 1s, threads: 1, priority_level: nope}",
+                "not one of the scenario's",
+            ),
+            (
+                "- {name: a, user: u, duration: 1s, threads: 1, think: soon}",
+                "invalid duration",
+            ),
+        ] {
+            let e = err(&format!("duration: 60s\nflows:\n{yaml}\n"));
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+        let e = err("duration: 60s\npriority_levels: [{name: t, concurrency_limit: 4, queues: 4, hand_size: 5}]\nflows: []\n");
+        assert!(e.contains("handSize 5 is greater than deckSize 4"), "{e}");
+        let e = err("duration: 60s\npriority_levels: [{name: t, concurrency_limit: 4}, {name: t, concurrency_limit: 2}]\nflows: []\n");
+        assert!(e.contains("defined twice"), "{e}");
+        let sc = Scenario::from_yaml(
+            "duration: 60s\npriority_levels: [{name: workload-low, concurrency_limit: 4}]\nflows: []\n",
+        )
+        .unwrap();
+        let e = crate::Simulator::try_new(crate::SimOptions::new(apf::KubeVersion::new(34, 0), sc))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("one of Kubernetes 1.34.0's own"), "{e}");
         let e = Scenario::load(&ScenarioSource::File("/nonexistent/s.yaml".into()))
             .unwrap_err()
             .to_string();

@@ -365,3 +365,37 @@ pub fn prometheus_answer(data: &[u8]) {
         assert_eq!(whole.0.len(), samples, "{kind}: samples delivered");
     }
 }
+
+/// A load scenario (`simulate --scenario FILE`): parsed and validated as the simulator reads it; one it takes is
+/// built and runs two seconds of virtual time without a panic, its counters only growing.
+pub fn scenario(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(scenario) = apf_sim::Scenario::from_yaml(text) else {
+        return;
+    };
+    // A bounded run: few flows (each at most 50,000 requests/s by the scenario's own bounds).
+    if scenario.flows.len() > 8 {
+        return;
+    }
+    let Ok(sim) = apf_sim::Simulator::try_new(apf_sim::SimOptions::new(
+        apf_sim::KubeVersion::new(34, 0),
+        scenario,
+    )) else {
+        return;
+    };
+    let mut before = sim.truth();
+    for _ in 0..4 {
+        sim.step(Duration::from_millis(500));
+        let now = sim.truth();
+        for (a, b) in before.iter().zip(&now) {
+            if a.priority_level == b.priority_level {
+                assert!(b.dispatched_total >= a.dispatched_total, "{a:?} -> {b:?}");
+            }
+        }
+        before = now;
+    }
+    let _ = sim.render_metrics();
+    let _ = sim.render_dump_requests(true);
+}

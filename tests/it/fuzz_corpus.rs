@@ -39,6 +39,7 @@ fn every_corpus_input_passes_its_target_check() {
         ("silence", apf_monitor::fuzzing::silence),
         ("audit", apf_monitor::fuzzing::audit),
         ("prometheus_answer", apf_monitor::fuzzing::prometheus_answer),
+        ("scenario", apf_monitor::fuzzing::scenario),
     ] {
         assert!(replay(target, check) > 0, "no corpus for {target}");
     }

@@ -22,7 +22,7 @@
 //!   - name: operator      # a closed loop instead of a rate: client-go workers that wait for their answers
 //!     user: system:serviceaccount:ops:operator
 //!     threads: 4          # each calls, waits for the answer, thinks, calls again
-//!     think: 100ms        # may be negative down to -duration (the next call before the answer)
+//!     think: 100ms        # may be negative, down to 1µs - duration (the next call before the answer)
 //!     calls: 1000         # per thread; unlimited when absent
 //!     start: 10s          # the first calls (default 0s)
 //!     qps: 20             # client-go's token bucket in front of the threads (optional)
@@ -54,6 +54,14 @@ use serde::{Deserialize, Deserializer};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
+
+/// The longest time a scenario may give: its nanoseconds, added up over a run, stay within 64 bits.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The shortest execution: a closed loop's calls follow each other at least this far apart.
+const MIN_DURATION: Duration = Duration::from_micros(1);
+/// Bounds that keep a run's events countable: requests/s of one flow, threads of one closed loop.
+const MAX_RPS: f64 = 50_000.0;
+const MAX_THREADS: u32 = 100_000;
 
 /// Everything that can go wrong when setting up a simulation.
 #[derive(Debug, thiserror::Error)]
@@ -194,8 +202,8 @@ pub struct FlowSpec {
     /// Calls per thread (unlimited when absent).
     #[serde(default)]
     pub calls: Option<u64>,
-    /// A thread's pause between the answer and its next call; may be negative (down to -duration): the next call
-    /// then goes out that long before the answer, as kube-apiserver's windup test does.
+    /// A thread's pause between the answer and its next call; may be negative (duration + think at least 1µs):
+    /// the next call then goes out that long before the answer, as kube-apiserver's windup test does.
     #[serde(default, deserialize_with = "de_signed_duration")]
     pub think: i64,
     /// When the flow's threads make their first call.
@@ -376,6 +384,31 @@ impl Scenario {
         if self.duration.is_zero() {
             return bad("duration must be greater than 0".into());
         }
+        // Every time of the run fits in nanoseconds of 64 bits with room to add them up.
+        let too_long = |d: &Duration| *d > MAX_DURATION;
+        let mut durations: Vec<(String, &Duration)> = vec![("duration".into(), &self.duration)];
+        for l in &self.priority_levels {
+            durations.push((
+                format!("priority level {:?}: request_wait_limit", l.name),
+                &l.request_wait_limit,
+            ));
+        }
+        for f in &self.flows {
+            durations.push((format!("flow {:?}: duration", f.name), &f.duration));
+            durations.push((format!("flow {:?}: start", f.name), &f.start));
+            durations.push((
+                format!("flow {:?}: additional_latency", f.name),
+                &f.additional_latency,
+            ));
+            for p in &f.rate {
+                durations.push((format!("flow {:?}: rate's at", f.name), &p.at));
+            }
+        }
+        if let Some((what, _)) = durations.iter().find(|(_, d)| too_long(d)) {
+            return bad(format!(
+                "{what} is longer than the simulator's bound of 100 years"
+            ));
+        }
         let mut levels = std::collections::BTreeSet::new();
         for l in &self.priority_levels {
             let who = format!("priority level {:?}", l.name);
@@ -427,8 +460,24 @@ impl Scenario {
             if f.seats == 0 {
                 return bad(format!("{who}: seats must be at least 1"));
             }
-            if f.duration.is_zero() {
-                return bad(format!("{who}: duration must be greater than 0"));
+            if f.duration < MIN_DURATION {
+                return bad(format!("{who}: duration must be at least 1µs"));
+            }
+            if f.threads.is_some_and(|t| t > MAX_THREADS) {
+                return bad(format!("{who}: threads must be at most {MAX_THREADS}"));
+            }
+            if f.think.unsigned_abs() as u128 > MAX_DURATION.as_nanos() {
+                return bad(format!(
+                    "{who}: think is longer than the simulator's bound of 100 years"
+                ));
+            }
+            if f.threads.is_some()
+                && (f.duration.as_nanos() as i128 + i128::from(f.think))
+                    < MIN_DURATION.as_nanos() as i128
+            {
+                return bad(format!(
+                    "{who}: duration + think must be at least 1µs: a thread's calls must follow each other"
+                ));
             }
             match (f.rate.is_empty(), f.threads) {
                 (true, None) => {
@@ -461,11 +510,6 @@ impl Scenario {
             if f.calls == Some(0) {
                 return bad(format!(
                     "{who}: calls must be at least 1 (leave it out for no end)"
-                ));
-            }
-            if f.think < 0 && f.think.unsigned_abs() as u128 > f.duration.as_nanos() {
-                return bad(format!(
-                    "{who}: think may be negative only down to -duration: a call cannot go out before the one                      before it"
                 ));
             }
             if let Some(qps) = f.qps {
@@ -514,9 +558,9 @@ impl Scenario {
                 None => {}
             }
             for (i, p) in f.rate.iter().enumerate() {
-                if !p.rps.is_finite() || p.rps < 0.0 {
+                if !p.rps.is_finite() || p.rps < 0.0 || p.rps > MAX_RPS {
                     return bad(format!(
-                        "{who}: rate[{i}].rps must be a finite number >= 0, got {}",
+                        "{who}: rate[{i}].rps must be a number from 0 to {MAX_RPS}, got {}",
                         p.rps
                     ));
                 }
@@ -681,7 +725,7 @@ mod tests {
         let e = err("duration: 300s\nflows:\n- {name: a, flow_schema: global-default, user: u, seats: 0, duration: 1s, rate: [{at: 0s, rps: 1}]}\n");
         assert!(e.contains("seats must be at least 1"), "{e}");
         let e = err("duration: 300s\nflows:\n- {name: a, flow_schema: global-default, user: u, duration: 1s, rate: [{at: 0s, rps: -1}]}\n");
-        assert!(e.contains("rps must be a finite number >= 0"), "{e}");
+        assert!(e.contains("rps must be a number from 0 to 50000"), "{e}");
         let e = err("duration: soon\nflows: []\n");
         assert!(e.contains("invalid duration"), "{e}");
         // The keys of closed loops and of the scenario's own levels.
@@ -701,7 +745,7 @@ mod tests {
             ),
             (
                 "- {name: a, user: u, duration: 1s, threads: 1, think: -2s}",
-                "down to -duration",
+                "duration + think must be at least 1µs",
             ),
             (
                 "- {name: a, user: u, duration: 1s, threads: 1, final_seats: 2}",

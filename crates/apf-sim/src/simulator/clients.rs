@@ -10,6 +10,9 @@ use rand::Rng;
 
 use crate::scenario::{Arrivals, FlowSpec};
 
+/// The least time between two arrivals of one open-loop flow.
+const MIN_GAP_NS: u64 = 20_000;
+
 /// A flow's source of requests.
 #[derive(Debug, Clone)]
 pub(crate) enum Source {
@@ -181,7 +184,10 @@ impl OpenLoop {
         if !scale.is_finite() || scale <= 0.0 {
             return None;
         }
-        self.curve.walk(now, needed / scale, None).map(|(at, _)| at)
+        // At most one arrival every 20 µs (50,000 a second): a flow scaled past that cannot flood the run.
+        self.curve
+            .walk(now, needed / scale, None)
+            .map(|(at, _)| at.max(now + MIN_GAP_NS))
     }
 
     /// The pending arrival again, at a new scale from `now`: what has accumulated at the old scale counts.

@@ -87,7 +87,8 @@ impl Level {
             lendable: 0,
             borrowing: 0,
         };
-        let mut level = Level::new(uid, def, limits, limit.max(1));
+        // No work estimator stands before it: a request's seats are the scenario's, however wide.
+        let mut level = Level::new(uid, def, limits, u32::MAX);
         level.current_cl = limit;
         level.fixed = true;
         level.wait_limit_ns = spec

@@ -193,7 +193,7 @@ impl State {
         }
     }
 
-    /// The thread calls again `after` from now.
+    /// The thread calls again at `at` (now, if `at` has passed).
     pub(super) fn call_again(&mut self, flow: usize, thread: u32, at: u64) {
         self.events
             .push(at.max(self.now_ns), Event::Call { flow, thread });

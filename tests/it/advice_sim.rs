@@ -35,6 +35,8 @@ const LAG: f64 = 5.0;
 struct Seen {
     sustainable: f64,
     recommended: f64,
+    /// The advised client-go Burst.
+    burst: f64,
     observed: f64,
     /// Its flow's mean waiting requests and executing requests over the daemon's window (`top_flows`).
     waiting: f64,
@@ -72,6 +74,7 @@ fn seen(status: &Value) -> Option<Seen> {
     Some(Seen {
         sustainable,
         recommended: number(&entry["recommended_qps"])?,
+        burst: number(&entry["recommended_burst"])?,
         observed: number(&entry["observed_requests_per_second"])?,
         waiting: number(&flow["waiting_requests"])?,
         executing: number(&flow["executing_seats"])? / seats,
@@ -424,7 +427,6 @@ async fn the_advised_rate_is_served_and_twice_the_sustainable_one_is_held_back()
         (two_after.rate - q).abs() < 0.15 * q,
         "the client did not send at {q}: {two_after:?}"
     );
-    eprintln!("at the advised rate: {two:?}\n{two_after:?}");
     // Served: nothing of it rejected, and its requests wait under a tenth of their execution (by Little's law, under
     // a tenth as many of them wait as execute). Not "no wait": in a full level every
     // request waits for a seat, and fair queuing dispatches the busy queues in turn, so a client inside its share
@@ -440,4 +442,54 @@ async fn the_advised_rate_is_served_and_twice_the_sustainable_one_is_held_back()
     assert!(two.waiting < two.executing / 4.0, "{two:?}\n{}", logs());
     // Twice the sustainable rate is held back, as the step past it was.
     assert!(three_after.rejected > 0 && three.waiting > three.executing);
+
+    // 4. The client as client-go runs it with the advice: threads that wait for their answers (more of them than
+    // the rate needs, so that the token bucket alone sets the pace) behind QPS Q and Burst B, beside the same
+    // background, through `simulate --run` in virtual time: nothing of it rejected, and it sends at Q.
+    let closed = dir.path().join("step-closed-loop.yaml");
+    std::fs::write(&closed, closed_loop(&text, q, one.burst)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
+        .args(["simulate", "--run", "--output", "json", "--scenario"])
+        .arg(&closed)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let provider = report["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "provider-aws")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    let duration = report["duration_seconds"].as_f64().unwrap();
+    let sent = provider["dispatched"].as_f64().unwrap() / duration;
+    eprintln!("closed loop at QPS {q} and Burst {}: {provider}", one.burst);
+    assert_eq!(provider["rejected"], serde_json::json!({}), "{provider}");
+    assert!((sent - q).abs() < 0.05 * q, "sent {sent}/s at QPS {q}: {provider}");
+    assert!(
+        provider["mean_wait_seconds"].as_f64().unwrap() < execution,
+        "{provider}"
+    );
+}
+
+/// `step.yaml` with the client a closed loop at QPS `qps` and Burst `burst`, for two minutes.
+fn closed_loop(scenario: &Value, qps: f64, burst: f64) -> String {
+    let mut s = scenario.clone();
+    s["duration"] = "120s".into();
+    let client = s["flows"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|f| f["user"] == CLIENT)
+        .unwrap();
+    let fields = client.as_object_mut().unwrap();
+    fields.remove("rate");
+    fields.insert("threads".into(), ((2.0 * qps.max(burst)).ceil() as u64).into());
+    fields.insert("qps".into(), qps.into());
+    fields.insert("burst".into(), (burst as u64).into());
+    serde_json::to_string_pretty(&s).unwrap()
 }

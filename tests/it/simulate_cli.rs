@@ -253,3 +253,46 @@ fn run_of_a_bad_scenario_names_the_problem() {
         "{err}"
     );
 }
+
+/// The shipped example of the simulator's page: with fair queuing the narrow and the wide client each get about
+/// half of the 6 seats; with the former round robin the narrow one takes them all and the wide one times out.
+#[test]
+fn the_fair_queuing_example_shares_the_level_and_round_robin_starves_the_wide_client() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("config/scenarios/fair-queuing.yaml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fq.yaml"), &text).unwrap();
+    std::fs::write(
+        dir.path().join("rr.yaml"),
+        format!("dispatch: round-robin\n{text}"),
+    )
+    .unwrap();
+    let flows = |file: &str| {
+        let (code, out, err) = simulate_in(
+            dir.path(),
+            &["--run", "--output", "json", "--scenario", file],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let get = |name: &str| {
+            report["flows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name)
+                .unwrap_or_else(|| panic!("{name}: {out}"))
+                .clone()
+        };
+        (get("narrow"), get("wide"), out)
+    };
+    let (narrow, wide, out) = flows("fq.yaml");
+    for f in [&narrow, &wide] {
+        let seats = f["mean_executing_seats"].as_f64().unwrap();
+        assert!((2.7..=3.0).contains(&seats), "{out}");
+        assert_eq!(f["rejected"], serde_json::json!({}), "{out}");
+    }
+    let (narrow, wide, out) = flows("rr.yaml");
+    assert_eq!(narrow["mean_executing_seats"], 6.0, "{out}");
+    assert_eq!(wide["mean_executing_seats"], 0.0, "{out}");
+    assert!(wide["rejected"]["time-out"].as_u64().unwrap() > 0, "{out}");
+}

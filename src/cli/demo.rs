@@ -19,8 +19,13 @@ fn cluster_load(scenario: &apf_sim::Scenario, replicas: usize) -> apf_sim::Scena
 }
 
 pub async fn simulate(args: SimulateArgs) -> Result<()> {
+    if args.run {
+        init_logging(LogFormat::Text, "warn")?;
+        return super::virtual_run::run(&args).await;
+    }
     init_logging(LogFormat::Text, "info")?;
     let (version, scenario) = version_and_scenario(&args.kubernetes_version, &args.scenario)?;
+    let seed = seed(args.seed, &scenario);
     let replicas = usize::from(args.replicas);
     let first_address = first_replica_address(args.listen.ip(), replicas)?;
     // Held before the cluster starts: a second simulate with the same file is refused, not let overwrite it.
@@ -44,7 +49,7 @@ pub async fn simulate(args: SimulateArgs) -> Result<()> {
     let audit = audit_options(&args)?;
     let cluster = apf_sim::Cluster::start(apf_sim::ClusterOptions {
         audit,
-        seed: args.seed,
+        seed,
         server_concurrency: args.server_concurrency,
         replicas,
         first_address,
@@ -218,8 +223,13 @@ fn absolute(path: &std::path::Path) -> std::path::PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// The run's seed: `--seed` wins, else the scenario's `seed`, else 1.
+pub(super) fn seed(flag: Option<u64>, scenario: &apf_sim::Scenario) -> u64 {
+    flag.or(scenario.seed).unwrap_or(1)
+}
+
 /// `--kubernetes-version` and `--scenario`, read; errors name the flag.
-fn version_and_scenario(
+pub(super) fn version_and_scenario(
     version: &str,
     scenario: &str,
 ) -> Result<(apf_sim::KubeVersion, apf_sim::Scenario)> {

@@ -1,9 +1,9 @@
 //! The command line: argument parsing and the exit status here, one file per subcommand (`serve`, `check` with
-//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig and
-//! `live.rs` for the demo's live lines, `plan`, `match` in `matching.rs`, `audit`), `output.rs` for what they print,
-//! `table.rs` for the terminal table and `objects.rs` for the flowcontrol objects `plan`, `match` and the review
-//! read; `conveniences.rs` for completions, man pages and the config's JSON Schema, `reference.rs` for the book's
-//! generated reference pages; the work itself is the library's.
+//! `review.rs` for `--review`, `simulate` and `demo` in `demo.rs` with `held.rs` for simulate's kubeconfig,
+//! `virtual_run.rs` for `simulate --run` and `live.rs` for the demo's live lines, `plan`, `match` in `matching.rs`,
+//! `audit`), `output.rs` for what they print, `table.rs` for the terminal table and `objects.rs` for the flowcontrol
+//! objects `plan`, `match` and the review read; `conveniences.rs` for completions, man pages and the config's JSON
+//! Schema, `reference.rs` for the book's generated reference pages; the work itself is the library's.
 mod advise;
 mod audit;
 mod check;
@@ -20,6 +20,7 @@ mod report;
 mod review;
 mod serve;
 mod table;
+mod virtual_run;
 
 pub use check::exit_status;
 
@@ -230,12 +231,34 @@ pub struct SimulateArgs {
     /// a free port of its own.
     #[arg(long, default_value = "127.0.0.1:8001")]
     pub listen: SocketAddr,
-    /// Seed of the random arrivals: the same seed gives the same run (replica i uses seed + i).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Seed of the random arrivals: the same seed gives the same run (replica i uses seed + i). Default: the
+    /// scenario's `seed`, else 1.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// --max-requests-inflight + --max-mutating-requests-inflight of each simulated apiserver.
     #[arg(long, default_value_t = 600)]
     pub server_concurrency: u32,
+    /// Run the scenario's `duration` once in virtual time, as fast as the CPU goes (one replica, no listener, no
+    /// kubeconfig), print what each flow and priority level got, and exit 0. The flags of a served cluster
+    /// (--listen, --replicas, --tls, tokens, --kubeconfig-out, audit) are refused with it.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "listen",
+            "replicas",
+            "tls",
+            "require_token",
+            "token_file",
+            "kubeconfig_out",
+            "audit_log",
+            "audit_webhook",
+        ]
+    )]
+    pub run: bool,
+    /// With --run: `table` (a row per flow, then per priority level), or `json`: {"duration_seconds", "seed",
+    /// "kubernetes_version", "flows": [...], "levels": [...]}.
+    #[arg(long, value_enum, default_value = "table", requires = "run")]
+    pub output: RunOutput,
     /// How many kube-apiserver replicas: each its own simulator on its own address, the first the hottest (of n
     /// replicas the k-th receives (n - k) / (1 + ... + n) of the load: 50 / 33 / 17 % for 3).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=200))]
@@ -279,6 +302,13 @@ pub struct SimulateArgs {
     /// With --audit-webhook: the longest a batch waits before it is sent (kube-apiserver's default is 30s).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = values::parse_interval, requires = "audit_webhook")]
     pub audit_webhook_batch_max_wait: values::Interval,
+}
+
+/// What `simulate --run` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunOutput {
+    Table,
+    Json,
 }
 
 #[derive(Debug, Args)]

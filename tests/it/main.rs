@@ -35,6 +35,7 @@ mod plan_cli;
 mod polite_scrape;
 mod prometheus_scrape;
 mod prometheus_source;
+mod queueset_fairness;
 mod readme_simulate;
 mod recurring_saturation;
 mod report_cli;

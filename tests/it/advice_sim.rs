@@ -469,7 +469,10 @@ async fn the_advised_rate_is_served_and_twice_the_sustainable_one_is_held_back()
     let sent = provider["dispatched"].as_f64().unwrap() / duration;
     eprintln!("closed loop at QPS {q} and Burst {}: {provider}", one.burst);
     assert_eq!(provider["rejected"], serde_json::json!({}), "{provider}");
-    assert!((sent - q).abs() < 0.05 * q, "sent {sent}/s at QPS {q}: {provider}");
+    assert!(
+        (sent - q).abs() < 0.05 * q,
+        "sent {sent}/s at QPS {q}: {provider}"
+    );
     assert!(
         provider["mean_wait_seconds"].as_f64().unwrap() < execution,
         "{provider}"
@@ -488,7 +491,10 @@ fn closed_loop(scenario: &Value, qps: f64, burst: f64) -> String {
         .unwrap();
     let fields = client.as_object_mut().unwrap();
     fields.remove("rate");
-    fields.insert("threads".into(), ((2.0 * qps.max(burst)).ceil() as u64).into());
+    fields.insert(
+        "threads".into(),
+        ((2.0 * qps.max(burst)).ceil() as u64).into(),
+    );
     fields.insert("qps".into(), qps.into());
     fields.insert("burst".into(), (burst as u64).into());
     serde_json::to_string_pretty(&s).unwrap()

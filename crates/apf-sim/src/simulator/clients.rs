@@ -228,6 +228,9 @@ pub(crate) struct Thread {
 /// second up to `burst`; a call takes one, waiting for it when there is none (reservations queue up).
 #[derive(Debug, Clone)]
 pub(crate) struct TokenBucket {
+    /// As the scenario gives them, and as this replica's share of the client runs them.
+    configured_qps: f64,
+    configured_burst: f64,
     qps: f64,
     burst: f64,
     tokens: f64,
@@ -237,11 +240,21 @@ pub(crate) struct TokenBucket {
 impl TokenBucket {
     fn new(qps: f64, burst: u32) -> TokenBucket {
         TokenBucket {
+            configured_qps: qps,
+            configured_burst: f64::from(burst),
             qps,
             burst: f64::from(burst),
             tokens: f64::from(burst),
             last_ns: 0,
         }
+    }
+
+    /// The bucket of the replica's `share` of the client (a cluster splits a client's calls among its replicas):
+    /// that share of its QPS and of its burst (at least one token).
+    pub(super) fn share(&mut self, share: f64) {
+        self.qps = self.configured_qps * share;
+        self.burst = (self.configured_burst * share).max(1.0);
+        self.tokens = self.tokens.min(self.burst);
     }
 
     /// Takes a token at `now`: how long the call waits for it (ns).
@@ -251,8 +264,13 @@ impl TokenBucket {
         self.tokens = (self.tokens + elapsed * self.qps).min(self.burst) - 1.0;
         if self.tokens >= 0.0 {
             0
+        } else if self.qps > 0.0 {
+            (-self.tokens / self.qps * 1e9)
+                .ceil()
+                .min(u64::MAX as f64 / 4.0) as u64
         } else {
-            (-self.tokens / self.qps * 1e9).ceil() as u64
+            // No share of the client's rate here: its calls never get a token.
+            u64::MAX / 4
         }
     }
 }

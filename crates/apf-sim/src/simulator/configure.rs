@@ -36,8 +36,8 @@ impl Level {
             admitted_over_limit: 0,
             current_r: 0,
             r_synced_ns: 0,
-            // Before the first dispatch: the first scan starts at queue 0.
-            robin_index: -1,
+            // As kube-apiserver's queueSet starts it (Go's zero value): the first scan starts at queue 1.
+            robin_index: 0,
             enqueues: 0,
             dealer: None,
             integrated_ns: 0,

@@ -109,6 +109,9 @@ impl State {
             Source::Closed(closed) => {
                 closed.active = ((f64::from(closed.configured) * self.load_share).round() as u32)
                     .min(closed.configured);
+                if let Some(bucket) = &mut closed.bucket {
+                    bucket.share(self.load_share);
+                }
                 for thread in 0..closed.active {
                     let t = &mut closed.threads[thread as usize];
                     if !t.running {
@@ -189,7 +192,8 @@ impl State {
         if wait == 0 {
             self.arrive(flow, Some(thread));
         } else {
-            self.events.push(now + wait, Event::Send { flow, thread });
+            self.events
+                .push(now.saturating_add(wait), Event::Send { flow, thread });
         }
     }
 

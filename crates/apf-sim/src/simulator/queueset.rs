@@ -1,7 +1,7 @@
 //! One priority level's queues as kube-apiserver's queueset serves them (k8s.io/apiserver
 //! `pkg/util/flowcontrol/fairqueuing/queueset/queueset.go`), written from its behaviour, function by function:
 //!
-//! - the virtual clock R (seat-nanoseconds) advances, before every decision, by the time since the last one x
+//! - the virtual clock R (in 1e-8 seat-seconds, kube-apiserver's unit) advances, before every decision, by the time since the last one x
 //!   min(seats requested, limit) / active queues (`syncTimeLocked`);
 //! - an arrival joins the queue of its flow's hand with the least waiting work, the hand visited from
 //!   `enqueues % handSize` (`shuffleShardLocked`); it is rejected `queue-full` only when every seat is in use and that
@@ -19,7 +19,23 @@ use super::state::{Level, Req};
 use crate::scenario::Dispatch;
 
 /// G: the service time a request is assumed to take when dispatched (`estimatedServiceDuration`, 3 ms).
-pub(super) const ESTIMATED_SERVICE_NS: i128 = 3_000_000;
+const ESTIMATED_SERVICE_NS: u64 = 3_000_000;
+
+/// Work and virtual time count in kube-apiserver's unit, 1e-8 seat-seconds (`fcrequest.SeatSeconds`): 10
+/// seat-nanoseconds. Kept to the unit, ties between queues fall as they fall there.
+pub(super) const SEAT_SECONDS: i128 = 100_000_000;
+
+/// `seats` held for `ns` nanoseconds, in that unit, rounded (`SeatsTimesDuration`).
+pub(super) fn seats_times_duration(seats: f64, ns: i128) -> i128 {
+    (seats * ns as f64 / 10.0).round() as i128
+}
+
+/// A request's work (`completeWorkEstimate`): its initial seats for G, plus its final seats for its additional
+/// latency.
+pub(super) fn work(initial_seats: u32, final_seats: u32, additional_latency_ns: u64) -> i128 {
+    seats_times_duration(f64::from(initial_seats), i128::from(ESTIMATED_SERVICE_NS))
+        + seats_times_duration(f64::from(final_seats), i128::from(additional_latency_ns))
+}
 
 /// What became of an arrival.
 #[derive(Debug)]
@@ -50,7 +66,7 @@ impl Level {
             return;
         }
         let ratio = (requested as f64).min(f64::from(self.current_cl)) / active as f64;
-        self.current_r += (ratio * elapsed as f64).round() as i128;
+        self.current_r += seats_times_duration(ratio, i128::from(elapsed));
     }
 
     /// A request of `seats` may start now (`canAccommodateSeatsLocked`): exempt always; one wider than the whole
@@ -242,7 +258,10 @@ impl Level {
             let took = i128::from(now.saturating_sub(req.start_ns));
             let q = &mut self.queues[qi];
             q.executing_requests -= 1;
-            q.next_dispatch_r -= i128::from(req.seats) * (ESTIMATED_SERVICE_NS - took);
+            q.next_dispatch_r -= seats_times_duration(
+                f64::from(req.seats),
+                i128::from(ESTIMATED_SERVICE_NS) - took,
+            );
             self.bound_next_dispatch(qi);
         }
         if req.additional_latency_ns == 0 {
@@ -364,7 +383,7 @@ mod tests {
             start_ns: 0,
             queue: None,
             arrival_r: 0,
-            work: i128::from(seats) * ESTIMATED_SERVICE_NS,
+            work: work(seats, 0, 0),
             thread: None,
         }
     }
@@ -382,7 +401,7 @@ mod tests {
         });
     }
 
-    const SECOND: i128 = 1_000_000_000;
+    const SECOND: i128 = SEAT_SECONDS;
 
     /// kube-apiserver's TestFindDispatchQueueLocked, case by case: which queue is picked and where the round-robin
     /// index ends.
@@ -412,6 +431,8 @@ mod tests {
         ];
         for (limit, in_use, queues, attempts) in cases {
             let mut l = level(limit, 2, 1, 10);
+            // The Go test starts the scan at queue 0.
+            l.robin_index = -1;
             l.seats_in_use = in_use;
             for (qi, (r, seats)) in queues.into_iter().enumerate() {
                 l.queues[qi].next_dispatch_r = r * SECOND;
@@ -426,6 +447,7 @@ mod tests {
         }
         // The same as seats come free before the third attempt: picked then.
         let mut l = level(50, 2, 1, 10);
+        l.robin_index = -1;
         l.seats_in_use = 26;
         l.queues[0].next_dispatch_r = 200 * SECOND;
         l.queues[1].next_dispatch_r = 100 * SECOND;
@@ -452,8 +474,7 @@ mod tests {
             let r = Req {
                 final_seats,
                 additional_latency_ns: latency,
-                work: i128::from(initial) * ESTIMATED_SERVICE_NS
-                    + i128::from(final_seats) * i128::from(latency),
+                work: work(initial, final_seats, latency),
                 ..req(7, initial)
             };
             l.take_seats(r.clone(), Some(0), 0);
@@ -539,8 +560,8 @@ mod tests {
         let mut l = level(10, 1, 1, 50);
         wait_in(&mut l, 0, req(1, 2));
         assert_eq!(l.dispatch_as_much(0, Dispatch::FairQueuing).0, vec![1]);
-        assert_eq!(l.queues[0].next_dispatch_r, 2 * ESTIMATED_SERVICE_NS);
+        assert_eq!(l.queues[0].next_dispatch_r, 2 * 3 * SECOND / 1000);
         l.finish(500_000_000, 1);
-        assert_eq!(l.queues[0].next_dispatch_r, 2 * 500_000_000);
+        assert_eq!(l.queues[0].next_dispatch_r, SECOND);
     }
 }

@@ -9,7 +9,7 @@ use crate::audit::AuditRecord;
 use rand::Rng;
 
 use super::events::Event;
-use super::queueset::{Start, ESTIMATED_SERVICE_NS};
+use super::queueset::{work, Start};
 use super::state::{
     FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS, SEAT_UTILIZATION_BUCKETS,
 };
@@ -88,8 +88,7 @@ impl State {
             f.dur_ns
         };
         let f = &self.flows[fi];
-        let work = i128::from(f.seats) * ESTIMATED_SERVICE_NS
-            + i128::from(f.final_seats) * i128::from(f.additional_latency_ns);
+        let work = work(f.seats, f.final_seats, f.additional_latency_ns);
         let req = Req {
             id: self.next_req_id,
             flow: fi,

@@ -40,9 +40,9 @@ pub(crate) struct Req {
     pub start_ns: u64,
     /// The queue the flow was shuffle-sharded to; None on levels without queues.
     pub queue: Option<usize>,
-    /// The level's virtual time at its arrival, in seat-nanoseconds.
+    /// The level's virtual time at its arrival (1e-8 seat-seconds).
     pub arrival_r: i128,
-    /// Its work as fair queuing counts it: initial seats x 3 ms + final seats x additional latency, seat-ns.
+    /// Its work as fair queuing counts it: initial seats x 3 ms + final seats x additional latency (1e-8 seat-seconds).
     pub work: i128,
     /// The closed-loop thread that sent it.
     pub thread: Option<u32>,
@@ -62,7 +62,7 @@ pub(crate) struct Queue {
     pub executing_requests: u32,
     /// Seats held by its requests, additional latency included.
     pub seats_in_use: u32,
-    /// Virtual time at which its head may start (seat-nanoseconds).
+    /// Virtual time at which its head may start (1e-8 seat-seconds).
     pub next_dispatch_r: i128,
     /// Sums over its waiting requests: their work, and their widest seats.
     pub waiting_work: i128,
@@ -72,7 +72,7 @@ pub(crate) struct Queue {
 impl Queue {
     /// The virtual start of its head, in seat-seconds (as the dumps and metrics show it).
     pub fn next_dispatch_seat_seconds(&self) -> f64 {
-        self.next_dispatch_r as f64 / 1e9
+        self.next_dispatch_r as f64 / super::queueset::SEAT_SECONDS as f64
     }
     pub(super) fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.executing_requests == 0
@@ -156,7 +156,7 @@ pub(crate) struct Level {
     /// Admissions that left more seats in use than the limit (must stay 0; tests check it). Seats in use can still
     /// exceed a limit that was lowered afterwards: APF never preempts.
     pub admitted_over_limit: u64,
-    // Fair queuing (kube-apiserver's queueset): the virtual clock in seat-nanoseconds and when it was last
+    // Fair queuing (kube-apiserver's queueset): the virtual clock in 1e-8 seat-seconds and when it was last
     // advanced, the round-robin index, the count of enqueues (where a hand is first visited).
     pub current_r: i128,
     pub(super) r_synced_ns: u64,
@@ -192,7 +192,7 @@ impl Level {
     }
     /// The virtual clock in seat-seconds.
     pub fn current_r_seat_seconds(&self) -> f64 {
-        self.current_r as f64 / 1e9
+        self.current_r as f64 / super::queueset::SEAT_SECONDS as f64
     }
     /// The queues its configuration asks for: 0 for exempt and Reject levels. A level that had more keeps the
     /// surplus until they are empty, as kube-apiserver's queueset does.

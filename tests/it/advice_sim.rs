@@ -1,16 +1,19 @@
-//! Rate advice proven in the simulator (issue 39): `config/scenarios/step.yaml` run by `apf-monitor simulate`, watched
-//! by `apf-monitor serve` (which also follows the simulator's audit log, as it would kube-apiserver's), three times.
+//! Rate advice proven in the simulator (issue 39; on kube-apiserver's queueset since issue 51):
+//! `config/scenarios/step.yaml` run by `apf-monitor simulate`, watched by `apf-monitor serve` (which also follows the
+//! simulator's audit log, as it would kube-apiserver's), three times, then once more in virtual time.
 //! 1. As shipped: the Crossplane provider steps up to about twice its share of the busy workload-low. The daemon's
 //!    `clients` names it above its share, with the sustainable rate S and the advised rate Q; its requests wait
 //!    longer than they execute, and the simulator rejects them (429 in its audit log).
-//! 2. The same scenario with the step going to Q: nothing of the provider's is rejected, and its requests wait under
-//!    a tenth of their execution (57 ms for 1 s). Not zero: in a full level every request waits for a seat to free,
-//!    and fair queuing dispatches the busy queues in turn, so a client within its share waits for its queues' turns
-//!    (a model of kube-apiserver's queueset gives 54 ms here); what it never does is fill them.
+//! 2. The same scenario with the step going to Q: nothing of the provider's is rejected, and once the level has
+//!    borrowed for its new demand its requests wait under a tenth of their execution (43 ms for 1 s in one run). Not
+//!    zero: in a full level every request waits for a seat to free, and fair queuing serves the busy queues by their
+//!    virtual finish, so a client within its share waits for its queues' turns; what it never does is fill them.
 //! 3. The step going to 2 x S: its requests wait and are rejected again.
+//! 4. The provider as client-go runs it with the advice, a closed loop of threads behind QPS Q and Burst B, through
+//!    `simulate --run`: nothing rejected, and it sends at Q.
 //!
-//! Phases 2 and 3 run side by side. The measure is taken after the step, once the daemon's window holds only it: the
-//! 15 s before the step let the level settle (its borrowed seats come with the first adjustment, at 10 s).
+//! Phases 2 and 3 run side by side. The measure is taken after the step, once the daemon's window holds only it and
+//! the level has borrowed the seats the step asks for (every 10 s, smoothed: 25 s after the step).
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 

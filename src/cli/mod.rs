@@ -23,6 +23,7 @@ mod table;
 mod virtual_run;
 
 pub use check::exit_status;
+pub use demo::{DemoArgs, RunOutput, SimulateArgs};
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -215,124 +216,6 @@ pub struct CheckArgs {
     /// --max-mutating-requests-inflight); against a cluster it is inferred from the limits the replica serves.
     #[arg(long, value_name = "N", requires = "review", value_parser = clap::value_parser!(u32).range(1..))]
     pub server_concurrency: Option<u32>,
-}
-
-#[derive(Debug, Args)]
-pub struct SimulateArgs {
-    /// The Kubernetes version whose metrics, dumps and default objects are served (1.20 to 1.36).
-    #[arg(long, default_value = "1.34")]
-    pub kubernetes_version: String,
-    /// Load scenario: idle, ramp, storm, or a YAML file (see config/scenarios/example.yaml). It is the load of one
-    /// replica, as in `demo`: the cluster receives it once per replica, split unevenly (the first is the hot one).
-    #[arg(long, default_value = "ramp")]
-    pub scenario: String,
-    /// Where the simulated apiserver listens. With --replicas above 1, replica i listens on the i-th address from
-    /// 127.0.0.2 (or from this address when it is another 127.x.y.z), all on this port; port 0 gives each replica
-    /// a free port of its own.
-    #[arg(long, default_value = "127.0.0.1:8001")]
-    pub listen: SocketAddr,
-    /// Seed of the random arrivals: the same seed gives the same run (replica i uses seed + i). Default: the
-    /// scenario's `seed`, else 1.
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
-    /// --max-requests-inflight + --max-mutating-requests-inflight of each simulated apiserver.
-    #[arg(long, default_value_t = 600)]
-    pub server_concurrency: u32,
-    /// Run the scenario's `duration` once in virtual time, as fast as the CPU goes (one replica, no listener, no
-    /// kubeconfig), print what each flow and priority level got, and exit 0. The flags of a served cluster
-    /// (--listen, --replicas, --tls, tokens, --kubeconfig-out, audit) are refused with it.
-    #[arg(
-        long,
-        conflicts_with_all = [
-            "listen",
-            "replicas",
-            "tls",
-            "require_token",
-            "token_file",
-            "kubeconfig_out",
-            "audit_log",
-            "audit_webhook",
-        ]
-    )]
-    pub run: bool,
-    /// With --run: `table` (a row per flow, then per priority level), or `json`: {"duration_seconds", "seed",
-    /// "kubernetes_version", "flows": [...], "levels": [...]}.
-    #[arg(long, value_enum, default_value = "table", requires = "run")]
-    pub output: RunOutput,
-    /// How many kube-apiserver replicas: each its own simulator on its own address, the first the hottest (of n
-    /// replicas the k-th receives (n - k) / (1 + ... + n) of the load: 50 / 33 / 17 % for 3).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=200))]
-    pub replicas: u16,
-    /// Serve HTTPS with a CA made at start (written beside the kubeconfig, and into it).
-    #[arg(long)]
-    pub tls: bool,
-    /// Require a bearer token: a generated one, written beside the kubeconfig and into it.
-    #[arg(long)]
-    pub require_token: bool,
-    /// Require the bearer token held in this file (implies --require-token).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    /// Where to write a kubeconfig for the simulated cluster (kubectl --kubeconfig FILE ...).
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "apf-monitor-sim.kubeconfig"
-    )]
-    pub kubeconfig_out: PathBuf,
-    /// Write an audit event for every request, as kube-apiserver's --audit-log-path with --audit-log-format=json
-    /// does (level Metadata, stage ResponseComplete), every replica into this file.
-    #[arg(long, value_name = "FILE")]
-    pub audit_log: Option<PathBuf>,
-    /// With --audit-log: rotate past this many MiB, into NAME-2006-01-02T15-04-05.000.log (0: never).
-    #[arg(long, value_name = "MB", default_value_t = 100, requires = "audit_log")]
-    pub audit_log_maxsize: u64,
-    /// With --audit-log: rotated files kept (0: every one).
-    #[arg(long, value_name = "N", default_value_t = 10, requires = "audit_log")]
-    pub audit_log_maxbackup: usize,
-    /// With --audit-log: gzip the rotated files.
-    #[arg(long, requires = "audit_log")]
-    pub audit_log_compress: bool,
-    /// POST the audit events in EventList batches to this URL, as kube-apiserver's audit webhook does, e.g.
-    /// http://127.0.0.1:9864/api/v1/audit (apf-monitor serve).
-    #[arg(long, value_name = "URL")]
-    pub audit_webhook: Option<String>,
-    /// With --audit-webhook: a bearer token to present, read from this file.
-    #[arg(long, value_name = "FILE", requires = "audit_webhook")]
-    pub audit_webhook_token_file: Option<PathBuf>,
-    /// With --audit-webhook: the longest a batch waits before it is sent (kube-apiserver's default is 30s).
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = values::parse_interval, requires = "audit_webhook")]
-    pub audit_webhook_batch_max_wait: values::Interval,
-}
-
-/// What `simulate --run` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RunOutput {
-    Table,
-    Json,
-}
-
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    #[arg(long, default_value = "1.34")]
-    pub kubernetes_version: String,
-    /// Load scenario: idle, ramp, storm, or a YAML file. It is the load of one replica, as in `simulate`: the
-    /// cluster receives it once per replica, split unevenly (the first is the hot one).
-    #[arg(long, default_value = "ramp")]
-    pub scenario: String,
-    /// Where apf-monitor serves /metrics and its status page (a free port is taken if this one is busy).
-    #[arg(long, default_value = "127.0.0.1:9864")]
-    pub listen: SocketAddr,
-    /// Scrape interval of the demo.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = values::parse_interval)]
-    pub interval: values::Interval,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// kube-apiserver replicas of the simulated cluster (on 127.0.0.2, 127.0.0.3, ...), the first one the hottest.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=20))]
-    pub replicas: u16,
-    /// Stop after this long (e.g. 5m); default: until Ctrl-C.
-    #[arg(long, value_name = "DURATION", value_parser = values::parse_interval)]
-    pub duration: Option<values::Interval>,
 }
 
 /// The command line as parsed, and as the completions, man pages and the book's reference describe it: the derived

@@ -93,7 +93,7 @@ impl Level {
             return Start::Executing;
         }
         let Some(qi) = self.shuffle_shard(hand) else {
-            // A flow dealt no queue here (a configuration caught mid-change): as kube-apiserver, never lose it.
+            // A flow dealt no queue (a level without a hand size): refused as a full queue would refuse it.
             return Start::Rejected(req, QUEUE_FULL);
         };
         let q = &self.queues[qi];

@@ -118,8 +118,7 @@ impl State {
                 if v.at_least(23) {
                     let seats: u32 = q.waiting.iter().map(|r| r.seats).sum();
                     let max_seats: u32 = q.waiting_max_seats;
-                    // The work fair queuing counts, in seat-seconds (kube-apiserver's TotalWorkSum).
-                    let work = q.waiting_work as f64 / 1e8;
+                    let work = q.waiting_work_seat_seconds();
                     cells.extend([
                         q.seats_in_use.to_string(),
                         seat_seconds(q.next_dispatch_seat_seconds()),

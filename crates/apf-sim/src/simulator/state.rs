@@ -74,6 +74,10 @@ impl Queue {
     pub fn next_dispatch_seat_seconds(&self) -> f64 {
         self.next_dispatch_r as f64 / super::queueset::SEAT_SECONDS as f64
     }
+    /// The work of its waiting requests, in seat-seconds (kube-apiserver's TotalWorkSum).
+    pub fn waiting_work_seat_seconds(&self) -> f64 {
+        self.waiting_work as f64 / super::queueset::SEAT_SECONDS as f64
+    }
     pub(super) fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.executing_requests == 0
     }

@@ -777,6 +777,21 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("one of Kubernetes 1.34.0's own"), "{e}");
+        // Served (lenient), the clashing level is left out, and nothing panics.
+        let sc = Scenario::from_yaml(
+            "duration: 60s\npriority_levels: [{name: workload-low, concurrency_limit: 4}]\n\
+             flows:\n- {name: a, priority_level: workload-low, threads: 1, duration: 1s}\n",
+        )
+        .unwrap();
+        let s = crate::Simulator::new(crate::SimOptions::new(apf::KubeVersion::new(34, 0), sc));
+        s.step(Duration::from_secs(5));
+        assert_eq!(
+            s.truth()
+                .iter()
+                .filter(|l| l.priority_level == "workload-low")
+                .count(),
+            1
+        );
         let e = Scenario::load(&ScenarioSource::File("/nonexistent/s.yaml".into()))
             .unwrap_err()
             .to_string();

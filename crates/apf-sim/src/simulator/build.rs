@@ -21,16 +21,20 @@ impl Simulator {
             opts.scenario.validate_for(v)?;
         }
         let (schemas, levels) = crate::objects::default_configuration(v);
-        if let Some(clash) = opts
-            .scenario
-            .priority_levels
+        let mut scenario_levels = opts.scenario.priority_levels.clone();
+        if let Some(clash) = scenario_levels
             .iter()
             .find(|s| levels.iter().any(|l| l.name == s.name))
         {
-            return Err(SimError::Scenario(format!(
+            let problem = format!(
                 "priority level {:?} is one of Kubernetes {v}'s own: give the scenario's level another name",
                 clash.name
-            )));
+            );
+            if strict {
+                return Err(SimError::Scenario(problem));
+            }
+            tracing::warn!("{problem}; the scenario's level is left out");
+            scenario_levels.retain(|s| !levels.iter().any(|l| l.name == s.name));
         }
         // A flow's stated flow schema is checked against kube-apiserver's matching on the default objects.
         for spec in &opts.scenario.flows {
@@ -126,7 +130,7 @@ impl Simulator {
             next_req_id: 0,
             next_level_uid: 0,
             dispatch: opts.scenario.dispatch,
-            scenario_levels: opts.scenario.priority_levels.clone(),
+            scenario_levels,
             keep_waits: false,
         };
         state.configure(schemas, levels);

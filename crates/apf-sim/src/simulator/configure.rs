@@ -151,8 +151,7 @@ impl State {
     ) {
         let now = self.now_ns;
         for l in &mut self.levels {
-            l.integrate(now);
-            l.sync_r(now);
+            l.catch_up(now);
         }
         let limits = seat_limits(&configs, self.server_concurrency);
         let mut old = std::mem::take(&mut self.levels);

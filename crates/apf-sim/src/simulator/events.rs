@@ -132,8 +132,7 @@ impl State {
         }
         self.now_ns = target;
         for l in &mut self.levels {
-            l.integrate(target);
-            l.sync_r(target);
+            l.catch_up(target);
         }
     }
 
@@ -163,8 +162,7 @@ impl State {
             Event::Adjust => {
                 self.events.push(now + ADJUST_NS, Event::Adjust);
                 for l in &mut self.levels {
-                    l.integrate(now);
-                    l.sync_r(now);
+                    l.catch_up(now);
                 }
                 self.adjust_limits();
                 // A raised limit admits queued requests at once.

@@ -18,6 +18,13 @@ use super::state::{
 const RETRY_AFTER_NS: u64 = 1_000_000_000;
 
 impl Level {
+    /// Brings the level to `now` before a change: its time integrals and its virtual clock, each at the state held
+    /// since the last change.
+    pub(super) fn catch_up(&mut self, now: u64) {
+        self.integrate(now);
+        self.sync_r(now);
+    }
+
     /// Brings the level's time integrals to `now`: its seat utilization, its seat demand of the adjustment period,
     /// and the run's seats in use and waiting requests, each held since the last change.
     pub(super) fn integrate(&mut self, now: u64) {
@@ -112,8 +119,7 @@ impl State {
             .work_seats
             .observe(&work_bounds, f64::from(seats));
         let l = &mut self.levels[li];
-        l.integrate(now);
-        l.sync_r(now);
+        l.catch_up(now);
         let started = l.start(req, &hand);
         self.flows[fi].hand = hand;
         match started {
@@ -143,8 +149,7 @@ impl State {
         if l.waiting == 0 {
             return;
         }
-        l.integrate(now);
-        l.sync_r(now);
+        l.catch_up(now);
         let (ids, refused) = l.dispatch_as_much(now, policy);
         for id in ids {
             self.dispatched(li, id, true);
@@ -195,13 +200,10 @@ impl State {
     /// The end of request `id`'s execution.
     pub(super) fn complete(&mut self, uid: u64, id: u64) {
         let now = self.now_ns;
-        let Some(li) = self.level_index(uid) else {
+        let Some(li) = self.caught_up_level(uid) else {
             return;
         };
-        let l = &mut self.levels[li];
-        l.integrate(now);
-        l.sync_r(now);
-        let Some(r) = l.finish(now, id) else {
+        let Some(r) = self.levels[li].finish(now, id) else {
             return;
         };
         if r.additional_latency_ns > 0 {
@@ -227,44 +229,48 @@ impl State {
                 waited_ns: (r.queue.is_some() && waited > 0).then_some(waited),
             });
         }
-        self.dispatch(li);
-        self.levels[li].note_demand();
-        self.drop_if_retired_and_idle(li);
+        self.after_seats_freed(li);
     }
 
     /// The end of request `id`'s additional latency.
     pub(super) fn release(&mut self, uid: u64, id: u64) {
-        let now = self.now_ns;
-        let Some(li) = self.level_index(uid) else {
+        let Some(li) = self.caught_up_level(uid) else {
             return;
         };
-        let l = &mut self.levels[li];
-        l.integrate(now);
-        l.sync_r(now);
-        if l.release(id).is_none() {
-            return;
+        if self.levels[li].release(id).is_some() {
+            self.after_seats_freed(li);
         }
-        self.dispatch(li);
-        self.levels[li].note_demand();
-        self.drop_if_retired_and_idle(li);
     }
 
     /// Request `id` reached its wait limit: if it still waits, it is rejected `time-out`.
     pub(super) fn time_out(&mut self, uid: u64, id: u64) {
         let now = self.now_ns;
-        let Some(li) = self.level_index(uid) else {
+        let Some(li) = self.caught_up_level(uid) else {
             return;
         };
-        let l = &mut self.levels[li];
-        l.integrate(now);
-        l.sync_r(now);
-        let Some(r) = l.time_out(id) else {
+        let Some(r) = self.levels[li].time_out(id) else {
             return;
         };
         let st = self.stats(li, r.fs);
         st.inqueue_requests -= 1;
         st.inqueue_seats -= r.seats;
         self.reject(li, &r, TIME_OUT, now - r.arrive_ns);
+        self.drop_if_retired_and_idle(li);
+    }
+
+    /// The level of `uid`, brought to now: `None` once it has gone.
+    fn caught_up_level(&mut self, uid: u64) -> Option<usize> {
+        let li = self.level_index(uid)?;
+        let now = self.now_ns;
+        self.levels[li].catch_up(now);
+        Some(li)
+    }
+
+    /// Seats came free on level `li`: what waits is dispatched, the demand noted, and a retired level that is now
+    /// idle goes.
+    fn after_seats_freed(&mut self, li: usize) {
+        self.dispatch(li);
+        self.levels[li].note_demand();
         self.drop_if_retired_and_idle(li);
     }
 

@@ -14,7 +14,7 @@ mod status;
 
 pub use advice::{advise, ClientAdvice, ClientRecommendation, ReplicaRate, SchemaCost};
 pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
-pub use flows::FLOWS_PER_SCHEMA;
+pub use flows::{verb_and_resource, FLOWS_PER_SCHEMA};
 use history::{level_counter, level_present};
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
 pub use math::{

@@ -21,6 +21,7 @@ mod review;
 mod serve;
 mod table;
 mod virtual_run;
+mod window;
 
 pub use check::exit_status;
 pub use demo::{DemoArgs, RunOutput, SimulateArgs};

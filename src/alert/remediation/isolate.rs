@@ -3,11 +3,12 @@
 //! matching; or, once that is in force, say so instead of proposing it again.
 use serde_json::json;
 
-use super::{client_advice, verb_and_resource, Remediation};
+use super::{client_advice, Remediation};
+use crate::analyze::verb_and_resource;
 use crate::analyze::{FlowReport, LevelReport, ListCosts};
 use apf::defaults::default_precedence;
 use apf::endpoints::flowcontrol_api_version;
-use apf::matching::{implied_groups, match_request, Match, Request, Target};
+use apf::matching::{match_request, Match};
 use apf::model::FlowcontrolObjects;
 use apf::{object_name, subject_of};
 
@@ -117,35 +118,9 @@ fn already_moved(flow: &FlowReport, level: &str, now: &Match) -> Remediation {
     }
 }
 
-/// The request the flow's example stands for: its user (with the groups authenticators add) and `verb resource`.
-fn example_request(flow: &FlowReport, user: &str) -> Option<Request> {
-    let (verb, what) = flow
-        .example_request
-        .as_deref()
-        .and_then(verb_and_resource)?;
-    let target = if what.starts_with('/') {
-        Target::NonResource { path: what.into() }
-    } else {
-        // `deployments.apps` names the group after the first dot; core resources have none.
-        let (resource, group) = what.split_once('.').unwrap_or((what, ""));
-        Target::Resource {
-            api_group: group.into(),
-            resource: resource.into(),
-            subresource: None,
-            namespace: None,
-        }
-    };
-    Some(Request {
-        user: user.into(),
-        groups: implied_groups(user),
-        verb: verb.into(),
-        target,
-    })
-}
-
 /// The FlowSchema, its precedence and its level that the flow's example request matches on the cluster's objects.
 fn matched_today(flow: &FlowReport, user: &str, objects: &FlowcontrolObjects) -> Option<Match> {
-    let request = example_request(flow, user)?;
+    let request = flow.request_of(user)?;
     match_request(&objects.flow_schemas, &objects.priority_levels, &request).ok()
 }
 
@@ -156,7 +131,7 @@ fn lands_in_new_schema(
     objects: &FlowcontrolObjects,
     manifest: &str,
 ) -> Option<bool> {
-    let request = example_request(flow, user)?;
+    let request = flow.request_of(user)?;
     let added = apf::model::parse_flowcontrol_documents(manifest).ok()?;
     let new_schema = added.flow_schemas.first()?.name.clone();
     let mut schemas = objects.flow_schemas.clone();

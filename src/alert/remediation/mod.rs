@@ -40,12 +40,6 @@ pub fn dominant_flow(level: &LevelReport) -> Option<&FlowReport> {
     (total > 0.0 && pressure(top) > 0.5 * total).then_some(top)
 }
 
-/// `list pods` → (`list`, `pods`); anything that is not `verb resource` gives `None`.
-fn verb_and_resource(example: &str) -> Option<(&str, &str)> {
-    let (verb, what) = example.split_once(' ')?;
-    (!verb.is_empty() && !what.is_empty() && !what.contains(' ')).then_some((verb, what))
-}
-
 /// The proposal for one level of one replica; `replica_levels` are all levels of that replica (to find donors).
 pub fn remediate(
     level: &LevelReport,
@@ -174,7 +168,8 @@ fn client_advice(flow: &FlowReport, level: &LevelReport, lists: &ListCosts) -> O
     }
     let mut advice =
         "have the client paginate its LIST (limit/continue) or read from an informer's cache instead".to_string();
-    let resource = verb_and_resource(example).map(|(_, r)| r.split('.').next().unwrap_or(r));
+    let resource =
+        crate::analyze::verb_and_resource(example).map(|(_, r)| r.split('.').next().unwrap_or(r));
     if let Some(cost) = resource.and_then(|r| list_cost(r, level, lists)) {
         advice.push_str(&cost);
     }

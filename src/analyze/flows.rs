@@ -479,6 +479,43 @@ impl FlowWindow {
     }
 }
 
+/// `list pods` as (`list`, `pods`): the verb and what a flow's example request reads (a resource, `deployments.apps`
+/// with its group, or a non-resource path).
+pub fn verb_and_resource(example: &str) -> Option<(&str, &str)> {
+    let (verb, what) = example.split_once(' ')?;
+    (!verb.is_empty() && !what.is_empty() && !what.contains(' ')).then_some((verb, what))
+}
+
+impl FlowReport {
+    /// The request the flow's example stands for, sent by `user` (with the groups authenticators add): what the
+    /// remediation and the predictions match against FlowSchemas. Without an example, none.
+    pub fn request_of(&self, user: &str) -> Option<apf::matching::Request> {
+        use apf::matching::{implied_groups, Request, Target};
+        let (verb, what) = self
+            .example_request
+            .as_deref()
+            .and_then(verb_and_resource)?;
+        let target = if what.starts_with('/') {
+            Target::NonResource { path: what.into() }
+        } else {
+            // `deployments.apps` names the group after the first dot; core resources have none.
+            let (resource, group) = what.split_once('.').unwrap_or((what, ""));
+            Target::Resource {
+                api_group: group.into(),
+                resource: resource.into(),
+                subresource: None,
+                namespace: None,
+            }
+        };
+        Some(Request {
+            user: user.into(),
+            groups: implied_groups(user),
+            verb: verb.into(),
+            target,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,39 +671,3 @@ mod tests {
     }
 }
 
-/// `list pods` as (`list`, `pods`): the verb and what a flow's example request reads (a resource, `deployments.apps`
-/// with its group, or a non-resource path).
-pub fn verb_and_resource(example: &str) -> Option<(&str, &str)> {
-    let (verb, what) = example.split_once(' ')?;
-    (!verb.is_empty() && !what.is_empty() && !what.contains(' ')).then_some((verb, what))
-}
-
-impl FlowReport {
-    /// The request the flow's example stands for, sent by `user` (with the groups authenticators add): what the
-    /// remediation and the predictions match against FlowSchemas. Without an example, none.
-    pub fn request_of(&self, user: &str) -> Option<apf::matching::Request> {
-        use apf::matching::{implied_groups, Request, Target};
-        let (verb, what) = self
-            .example_request
-            .as_deref()
-            .and_then(verb_and_resource)?;
-        let target = if what.starts_with('/') {
-            Target::NonResource { path: what.into() }
-        } else {
-            // `deployments.apps` names the group after the first dot; core resources have none.
-            let (resource, group) = what.split_once('.').unwrap_or((what, ""));
-            Target::Resource {
-                api_group: group.into(),
-                resource: resource.into(),
-                subresource: None,
-                namespace: None,
-            }
-        };
-        Some(Request {
-            user: user.into(),
-            groups: implied_groups(user),
-            verb: verb.into(),
-            target,
-        })
-    }
-}

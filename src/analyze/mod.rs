@@ -6,6 +6,7 @@ mod flows;
 mod history;
 pub mod incidents;
 mod math;
+pub mod predict;
 mod problem;
 pub mod round;
 mod saturation;

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serializer;
 
-fn round(v: f64, decimals: i32) -> f64 {
+/// `v` to `decimals` places, without the sign of a negative zero.
+pub fn round(v: f64, decimals: i32) -> f64 {
     let scale = 10f64.powi(decimals);
     let r = (v * scale).round() / scale;
     // -0.0 reads as a sign error.

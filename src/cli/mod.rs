@@ -15,6 +15,7 @@ mod matching;
 mod objects;
 mod output;
 mod plan;
+mod plan_load;
 pub mod reference;
 mod report;
 mod review;

@@ -2,13 +2,14 @@
 //! PriorityLevelConfigurations or on files; the arithmetic is `apf::plan`'s (kube-apiserver's own).
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use super::output::{out, outln};
-use super::{init_logging, load_config, TargetArgs};
+use super::{init_logging, load_config, SourceArgs, TargetArgs};
 use apf::endpoints::flowcontrol_api_version;
 use apf::plan::{self, Change, PlanRow, DEFAULT_SERVER_CONCURRENCY};
 use apf::PriorityLevelConfig;
@@ -29,6 +30,25 @@ pub struct PlanArgs {
     /// inferred from the nominal limits the cluster serves, else 600 (kube-apiserver's default).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub server_concurrency: Option<u32>,
+    /// Predict what the change does under the load the replicas carry: watch them for --window (or read
+    /// --prometheus), then replay each replica's load through its objects and through the changed ones, in the
+    /// simulator (kube-apiserver's queueset): 429s, waits, limits and headroom per level and per flow, before and
+    /// after.
+    #[arg(long)]
+    pub load: bool,
+    /// With --load: how long to watch the replicas (default: the config's analysis.window, 1m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::values::parse_duration, requires = "load")]
+    pub window: Option<Duration>,
+    /// With --load: FlowSchemas and PriorityLevelConfigurations to put in force, as `kubectl apply -f FILE` would
+    /// (an object of the same kind and name replaced), e.g. a remediation's manifests. Repeatable.
+    #[arg(long = "apply", value_name = "FILE", requires = "load")]
+    pub apply: Vec<PathBuf>,
+    /// With --load and --prometheus: the cluster's FlowSchemas and PriorityLevelConfigurations (`kubectl get
+    /// flowschemas,prioritylevelconfigurations -o yaml`), which a Prometheus does not hold. Repeatable.
+    #[arg(long = "objects", value_name = "FILE", requires = "load")]
+    pub objects: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub output: PlanOutput,
 }
@@ -64,6 +84,12 @@ struct Input {
 }
 
 pub async fn plan(args: PlanArgs) -> Result<()> {
+    if args.load {
+        return super::plan_load::plan_load(args).await;
+    }
+    if !args.source.prometheus.is_empty() {
+        bail!("--prometheus goes with --load: without it, plan reads the objects from a replica or --file");
+    }
     let input = if args.files.is_empty() {
         let config = load_config(&args.common, None, None)?;
         init_logging(config.log.format, "warn")?;

@@ -33,6 +33,7 @@ mod notify_http;
 mod objects_follow;
 mod plan_cli;
 mod polite_scrape;
+mod prediction;
 mod prometheus_scrape;
 mod prometheus_source;
 mod queueset_fairness;

@@ -50,7 +50,8 @@
 //! A level is kube-apiserver's queueset (fair queuing by virtual finish time, shuffle sharding of the flow's hash,
 //! queue-full only with every seat in use, the wait limit, additional latency); time moves from event to event; flows
 //! are open-loop rates or closed-loop client threads behind client-go's token bucket. [`run`] runs a scenario in
-//! virtual time and reports what each flow got (`apf-monitor simulate --run`). Simplifications, each invisible to a
+//! virtual time and reports what each flow got (`apf-monitor simulate --run`); [`replay`] runs a load observed on a
+//! replica through a configuration, to predict what a change does (`apf-monitor plan --load`). Simplifications, each invisible to a
 //! scraper: priority levels are printed in definition order where a real server uses random map order (before
 //! 1.27); queued requests wait the level's limit (15 s: no client deadlines, so no `cancelled`); a request's seats
 //! are the scenario's (no work estimator for LISTs); before 1.23 a flow of width N sends N times the requests of
@@ -67,6 +68,7 @@ mod objects;
 mod openapi;
 mod ownership;
 mod render;
+mod replay;
 mod reviews;
 mod run;
 mod scenario;
@@ -86,6 +88,7 @@ pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
 pub use render::protobuf;
+pub use replay::{replay, FlowOutcome, LevelOutcome, ObservedFlow, Replay, ReplayRun};
 pub use reviews::{Grant, SimUser};
 pub use run::{run, FlowRun, LevelRun, RunReport};
 pub use scenario::{

@@ -220,6 +220,15 @@ pub struct FlowSpec {
     pub final_seats: Option<u32>,
     #[serde(default, deserialize_with = "de_duration")]
     pub additional_latency: Duration,
+    /// A replayed flow ([`crate::replay`]) seen in a flow schema with a distinguisher, whose requests are not known
+    /// well enough to be matched: they go to that flow schema by name, with that distinguisher, for as long as it
+    /// exists (to the catch-all when it does not). Not a scenario key.
+    #[serde(skip)]
+    pub pinned: Option<(String, String)>,
+    /// A replayed flow's request as it was seen (any API group, a non-resource URL), in place of the one `user`,
+    /// `verb`, `resource` and `namespace` make. Not a scenario key.
+    #[serde(skip)]
+    pub seen_request: Option<apf::matching::Request>,
 }
 
 /// A priority level the scenario defines directly, outside the FlowSchema and PriorityLevelConfiguration objects:
@@ -593,6 +602,9 @@ impl FlowSpec {
 
     /// The request APF sees from this flow.
     pub(crate) fn request(&self) -> apf::matching::Request {
+        if let Some(seen) = &self.seen_request {
+            return seen.clone();
+        }
         let mut groups = apf::matching::implied_groups(&self.user);
         groups.extend(self.groups.iter().cloned());
         apf::matching::Request {

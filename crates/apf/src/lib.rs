@@ -134,6 +134,10 @@ pub use version::{KubeVersion, VersionError};
 /// The priority level that is never limited: it gets executing seats only (docs/reference/metrics.md).
 pub const EXEMPT: &str = "exempt";
 
+/// The FlowSchema (and priority level) that takes every request no other schema matches; kube-apiserver keeps it
+/// in force.
+pub const CATCH_ALL: &str = "catch-all";
+
 /// The `reason` label of `apiserver_flowcontrol_rejected_requests_total`.
 pub mod reason {
     /// The flow's queue held queueLengthLimit requests already.

@@ -53,6 +53,7 @@ impl Level {
             seat_utilization: Histogram::new(SEAT_UTILIZATION_BUCKETS.len()),
             run_seats_ns: 0.0,
             run_waiting_ns: 0.0,
+            run_limit_ns: 0.0,
             retired: false,
         };
         level.grow_queues();
@@ -234,6 +235,10 @@ impl State {
                 self.send_directly(fi, &level);
                 continue;
             }
+            if let Some((schema, distinguisher)) = self.flows[fi].rate.pinned.clone() {
+                self.send_pinned(fi, &schema, distinguisher, &configs);
+                continue;
+            }
             let request = self.flows[fi].rate.request();
             let found = match_request(&self.flow_schemas, &configs, &request)
                 .ok()
@@ -255,6 +260,32 @@ impl State {
             self.flows[fi].distinguisher = m.flow_distinguisher;
             self.place(fi, li, fs, hash);
         }
+    }
+
+    /// A replayed flow whose requests are not known well enough to be matched: to the flow schema it was seen in,
+    /// by name, with the distinguisher it was seen with; to the catch-all when that flow schema is gone (what a
+    /// request no other schema takes gets).
+    fn send_pinned(
+        &mut self,
+        fi: usize,
+        schema: &str,
+        distinguisher: String,
+        configs: &[PriorityLevelConfig],
+    ) {
+        let found = [schema, apf::CATCH_ALL].into_iter().find_map(|name| {
+            let fs = self.flow_schemas.iter().find(|s| s.name == name)?;
+            configs.iter().find(|c| c.name == fs.priority_level)?;
+            let li = self.active_level(&fs.priority_level)?;
+            Some((fs.name.clone(), li))
+        });
+        let Some((name, li)) = found else {
+            self.flows[fi].level = None;
+            return;
+        };
+        let fs = self.intern_flow_schema(&name);
+        let hash = apf::shuffle::flow_hash(&name, &distinguisher);
+        self.flows[fi].distinguisher = distinguisher;
+        self.place(fi, li, fs, hash);
     }
 
     /// A flow sent to one of the scenario's levels: its own flow schema, by its name.

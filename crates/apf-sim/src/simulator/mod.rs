@@ -69,6 +69,40 @@ pub struct LevelTruth {
     pub dispatched_total: u64,
 }
 
+/// A flow's tallies since the run began ([`Simulator::tallies`]).
+#[derive(Debug, Clone)]
+pub(crate) struct FlowTally {
+    pub name: String,
+    pub flow_schema: String,
+    pub priority_level: String,
+    pub dispatched: u64,
+    pub rejected: BTreeMap<String, u64>,
+    pub wait_sum_ns: f64,
+    /// Every dispatched request's wait, in order, since waits are kept.
+    pub waits: Vec<u64>,
+}
+
+/// A level's tallies since the run began: counts, and seats in use, requests waiting and the enforced limit
+/// integrated over time (seat-ns, request-ns).
+#[derive(Debug, Clone)]
+pub(crate) struct LevelTally {
+    pub name: String,
+    pub exempt: bool,
+    pub nominal: u32,
+    pub dispatched: u64,
+    pub rejected: BTreeMap<String, u64>,
+    pub seats_ns: f64,
+    pub waiting_ns: f64,
+    pub limit_ns: f64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Tallies {
+    pub now_ns: u64,
+    pub flows: Vec<FlowTally>,
+    pub levels: Vec<LevelTally>,
+}
+
 /// The simulated apiserver's APF state, shared between the clock, the HTTP handlers and tests.
 #[derive(Clone)]
 pub struct Simulator {
@@ -235,6 +269,60 @@ impl Simulator {
         };
         self.step(Duration::from_nanos(duration));
         self.lock().run_report()
+    }
+
+    /// Every flow's and level's tallies of the run so far, the levels' integrals brought to now: a replay
+    /// ([`crate::replay`]) takes them at the end of its warm-up and at its end, and measures the difference. Keeps
+    /// every wait from the first call on.
+    pub(crate) fn tallies(&self) -> Tallies {
+        let mut st = self.lock();
+        st.keep_waits = true;
+        let now = st.now_ns;
+        for l in &mut st.levels {
+            l.catch_up(now);
+        }
+        let level_name = |li: Option<usize>| {
+            li.map(|li| st.levels[li].def.name.clone())
+                .unwrap_or_default()
+        };
+        Tallies {
+            now_ns: now,
+            flows: st
+                .flows
+                .iter()
+                .map(|f| FlowTally {
+                    name: f.name.clone(),
+                    flow_schema: f
+                        .level
+                        .and_then(|_| st.fs_names.get(f.fs).cloned())
+                        .unwrap_or_default(),
+                    priority_level: level_name(f.level),
+                    dispatched: f.run.dispatched,
+                    rejected: f
+                        .run
+                        .rejected
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect(),
+                    wait_sum_ns: f.run.wait_sum_ns,
+                    waits: f.run.waits.clone(),
+                })
+                .collect(),
+            levels: st
+                .levels
+                .iter()
+                .map(|l| LevelTally {
+                    name: l.def.name.clone(),
+                    exempt: l.def.exempt,
+                    nominal: l.nominal,
+                    dispatched: l.dispatched,
+                    rejected: l.rejected_by_reason.clone(),
+                    seats_ns: l.run_seats_ns,
+                    waiting_ns: l.run_waiting_ns,
+                    limit_ns: l.run_limit_ns,
+                })
+                .collect(),
+        }
     }
 
     /// What the served numbers are right now.

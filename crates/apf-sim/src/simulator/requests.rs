@@ -43,6 +43,7 @@ impl Level {
         self.period_ns += held;
         self.run_seats_ns += f64::from(self.seats_in_use) * ns;
         self.run_waiting_ns += f64::from(self.waiting) * ns;
+        self.run_limit_ns += f64::from(self.current_cl) * ns;
     }
 
     /// The highest seat demand of the period, after a change.

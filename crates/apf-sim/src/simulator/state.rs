@@ -185,6 +185,8 @@ pub(crate) struct Level {
     /// Over the whole run: seats in use and requests waiting, integrated over time (seat-ns, request-ns).
     pub(super) run_seats_ns: f64,
     pub(super) run_waiting_ns: f64,
+    /// The enforced limit, integrated the same way (seat-ns): a replay's mean limit, borrowing included.
+    pub(super) run_limit_ns: f64,
     /// Its PriorityLevelConfiguration is gone: it takes no new requests, and goes once those it holds are done
     /// (kube-apiserver's quiescing level).
     pub retired: bool,

@@ -1,0 +1,544 @@
+//! A replay: the load observed on a replica, replayed in virtual time through a configuration of FlowSchemas and
+//! PriorityLevelConfigurations (the ones in force, or changed ones), to predict what each level and flow gets.
+//! `apf-monitor plan --load` and the alerts' remediations run it twice, before and after a change, over several
+//! seeds. The same inputs give the same runs.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::scenario::{Arrivals, Dispatch, FlowSpec, RatePoint, Scenario, SimError};
+use crate::simulator::{FlowTally, LevelTally, SimOptions, Simulator, Tallies};
+use apf::{FlowSchema, KubeVersion, PriorityLevelConfig};
+
+/// The most requests a replay sends per second, all flows together: the scenarios' own bound per flow.
+const MAX_TOTAL_RATE: f64 = 50_000.0;
+
+/// One flow of the load observed on a replica.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObservedFlow {
+    /// Unique among the flows; names the flow in the outcome.
+    pub name: String,
+    /// The flow schema and flow distinguisher its requests were seen in.
+    pub flow_schema: String,
+    pub flow: String,
+    /// Who sends and what, when known: its requests are then matched against the configuration replayed as
+    /// kube-apiserver matches them, so a new FlowSchema that takes its user takes them. `None`: they keep going to
+    /// `flow_schema` (by name) with `flow` as the distinguisher, for as long as that flow schema exists (then to
+    /// the catch-all).
+    #[serde(skip)]
+    pub request: Option<apf::matching::Request>,
+    /// Requests arriving per second (dispatched and rejected: rejected demand counts), open loop, Poisson.
+    pub requests_per_second: f64,
+    pub seats: u32,
+    /// Mean execution time.
+    #[serde(serialize_with = "seconds")]
+    pub execution: Duration,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub version: KubeVersion,
+    pub server_concurrency: u32,
+    pub flows: Vec<ObservedFlow>,
+    /// Simulated first and not measured: the queues fill and the borrowing settles as they had when observed.
+    pub warm_up: Duration,
+    /// Measured after the warm-up.
+    pub measured: Duration,
+    pub seeds: Vec<u64>,
+    /// Each request's execution time drawn uniformly from `execution` x [1 - spread, 1 + spread] (0 to below 1).
+    pub execution_spread: f64,
+}
+
+impl Replay {
+    /// 20 s of warm-up, 60 s measured, seeds 1 to 3, execution times ±50 %.
+    pub fn new(version: KubeVersion, server_concurrency: u32, flows: Vec<ObservedFlow>) -> Replay {
+        Replay {
+            version,
+            server_concurrency,
+            flows,
+            warm_up: Duration::from_secs(20),
+            measured: Duration::from_secs(60),
+            seeds: vec![1, 2, 3],
+            execution_spread: 0.5,
+        }
+    }
+}
+
+/// What a level did over the measured part of one seed's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelOutcome {
+    pub priority_level: String,
+    pub exempt: bool,
+    pub nominal_limit_seats: u32,
+    /// Time average of the enforced limit (CurrentCL from 1.26, borrowing included; NominalCL before).
+    pub mean_limit_seats: f64,
+    /// Time average of the seats in use (the widest of each request, additional latency included).
+    pub mean_seats_in_use: f64,
+    pub mean_waiting_requests: f64,
+    pub dispatched_per_second: f64,
+    /// By reason (`queue-full`, `time-out`, `concurrency-limit`); reasons with none absent.
+    pub rejected_per_second: BTreeMap<String, f64>,
+    /// Of its requests dispatched in the measured part (0 when none was).
+    pub mean_wait_seconds: f64,
+    pub p99_wait_seconds: f64,
+}
+
+/// What a flow got over the measured part of one seed's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowOutcome {
+    pub name: String,
+    /// Where it went in the configuration replayed.
+    pub flow_schema: String,
+    pub priority_level: String,
+    pub dispatched_per_second: f64,
+    pub rejected_per_second: BTreeMap<String, f64>,
+    pub mean_wait_seconds: f64,
+    pub p99_wait_seconds: f64,
+}
+
+/// One seed's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayRun {
+    pub seed: u64,
+    pub measured_seconds: f64,
+    pub levels: Vec<LevelOutcome>,
+    pub flows: Vec<FlowOutcome>,
+}
+
+/// Replays the flows through `schemas` and `levels` once per seed, the seeds on threads of their own.
+pub fn replay(
+    r: &Replay,
+    schemas: &[FlowSchema],
+    levels: &[PriorityLevelConfig],
+) -> Result<Vec<ReplayRun>, SimError> {
+    let scenario = scenario_of(r)?;
+    std::thread::scope(|s| {
+        let runs: Vec<_> = r
+            .seeds
+            .iter()
+            .map(|&seed| {
+                let scenario = scenario.clone();
+                s.spawn(move || one_run(r, scenario, seed, schemas, levels))
+            })
+            .collect();
+        runs.into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| SimError::Scenario("a replay's run stopped".into()))
+            })
+            .collect()
+    })
+}
+
+/// The flows as a scenario of steady open-loop rates, checked.
+fn scenario_of(r: &Replay) -> Result<Scenario, SimError> {
+    let bad = |m: String| Err(SimError::Scenario(format!("replay: {m}")));
+    if r.flows.is_empty() {
+        return bad("no flow to replay".into());
+    }
+    if r.seeds.is_empty() {
+        return bad("no seed".into());
+    }
+    if r.measured.is_zero() {
+        return bad("nothing measured: give a measured time above 0".into());
+    }
+    if !(0.0..1.0).contains(&r.execution_spread) {
+        return bad(format!(
+            "execution spread {} must be at least 0 and below 1",
+            r.execution_spread
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    let mut total = 0.0;
+    for f in &r.flows {
+        let who = format!("flow {:?}", f.name);
+        if !names.insert(f.name.as_str()) {
+            return bad(format!("{who} is named twice"));
+        }
+        if !f.requests_per_second.is_finite() || f.requests_per_second < 0.0 {
+            return bad(format!(
+                "{who}: {} requests/s is not a rate",
+                f.requests_per_second
+            ));
+        }
+        if f.seats == 0 {
+            return bad(format!("{who}: seats must be at least 1"));
+        }
+        if f.execution < Duration::from_micros(1) {
+            return bad(format!("{who}: execution must be at least 1µs"));
+        }
+        total += f.requests_per_second;
+    }
+    if total > MAX_TOTAL_RATE {
+        return bad(format!(
+            "{total:.0} requests/s together is more than the simulator's bound of {MAX_TOTAL_RATE:.0}"
+        ));
+    }
+    let flows = r
+        .flows
+        .iter()
+        .map(|f| {
+            let (user, verb, resource) = match &f.request {
+                Some(q) => (q.user.clone(), q.verb.clone(), String::new()),
+                None => (String::new(), "get".into(), String::new()),
+            };
+            FlowSpec {
+                name: f.name.clone(),
+                flow_schema: None,
+                user,
+                groups: Vec::new(),
+                verb,
+                resource,
+                namespace: String::new(),
+                seats: f.seats,
+                duration: f.execution,
+                duration_spread: r.execution_spread,
+                rate: vec![RatePoint {
+                    at: Duration::ZERO,
+                    rps: f.requests_per_second,
+                }],
+                arrivals: Arrivals::Poisson,
+                priority_level: None,
+                hash: None,
+                threads: None,
+                calls: None,
+                think: 0,
+                start: Duration::ZERO,
+                qps: None,
+                burst: None,
+                final_seats: None,
+                additional_latency: Duration::ZERO,
+                pinned: f
+                    .request
+                    .is_none()
+                    .then(|| (f.flow_schema.clone(), f.flow.clone())),
+                seen_request: f.request.clone(),
+            }
+        })
+        .collect();
+    Ok(Scenario {
+        duration: r.warm_up + r.measured,
+        seed: None,
+        priority_levels: Vec::new(),
+        dispatch: Dispatch::FairQueuing,
+        flows,
+    })
+}
+
+fn one_run(
+    r: &Replay,
+    scenario: Scenario,
+    seed: u64,
+    schemas: &[FlowSchema],
+    levels: &[PriorityLevelConfig],
+) -> ReplayRun {
+    let sim = Simulator::new(SimOptions {
+        seed,
+        server_concurrency: r.server_concurrency,
+        ..SimOptions::new(r.version, scenario)
+    });
+    // The replayed objects in force from the start, in place of the version's defaults.
+    sim.configure(schemas.to_vec(), levels.to_vec());
+    sim.step(r.warm_up);
+    let start = sim.tallies();
+    sim.step(r.measured);
+    let end = sim.tallies();
+    outcome(seed, &start, &end)
+}
+
+/// The 99th percentile of waits by nearest rank, in seconds (the smallest at or above 99 % of them).
+fn p99(waits: &mut [u64]) -> f64 {
+    waits.sort_unstable();
+    match waits.len() {
+        0 => 0.0,
+        n => waits[((n as f64 * 0.99).ceil() as usize).clamp(1, n) - 1] as f64 / 1e9,
+    }
+}
+
+fn per_second(
+    end: &BTreeMap<String, u64>,
+    start: Option<&BTreeMap<String, u64>>,
+    span: f64,
+) -> BTreeMap<String, f64> {
+    end.iter()
+        .filter_map(|(reason, n)| {
+            let before = start.and_then(|s| s.get(reason)).copied().unwrap_or(0);
+            let d = n.saturating_sub(before);
+            (d > 0).then(|| (reason.clone(), d as f64 / span))
+        })
+        .collect()
+}
+
+/// What the measured part added to each tally.
+fn outcome(seed: u64, start: &Tallies, end: &Tallies) -> ReplayRun {
+    let span_ns = end.now_ns.saturating_sub(start.now_ns).max(1) as f64;
+    let span = span_ns / 1e9;
+    let flow_start = |name: &str| start.flows.iter().find(|f| f.name == name);
+    // Each flow's waits of the measured part.
+    let waits: Vec<(&FlowTally, &[u64])> = end
+        .flows
+        .iter()
+        .map(|f| {
+            let from = flow_start(&f.name)
+                .map_or(0, |s| s.waits.len())
+                .min(f.waits.len());
+            (f, &f.waits[from..])
+        })
+        .collect();
+    let flows = waits
+        .iter()
+        .map(|(f, w)| {
+            let s = flow_start(&f.name);
+            let dispatched = f.dispatched.saturating_sub(s.map_or(0, |s| s.dispatched));
+            let wait_sum = f.wait_sum_ns - s.map_or(0.0, |s| s.wait_sum_ns);
+            FlowOutcome {
+                name: f.name.clone(),
+                flow_schema: f.flow_schema.clone(),
+                priority_level: f.priority_level.clone(),
+                dispatched_per_second: dispatched as f64 / span,
+                rejected_per_second: per_second(&f.rejected, s.map(|s| &s.rejected), span),
+                mean_wait_seconds: if dispatched == 0 {
+                    0.0
+                } else {
+                    wait_sum / dispatched as f64 / 1e9
+                },
+                p99_wait_seconds: p99(&mut w.to_vec()),
+            }
+        })
+        .collect();
+    let levels = end
+        .levels
+        .iter()
+        .map(|l| {
+            let s: Option<&LevelTally> = start.levels.iter().find(|s| s.name == l.name);
+            let integral = |v: fn(&LevelTally) -> f64| (v(l) - s.map_or(0.0, v)) / span_ns;
+            let dispatched = l.dispatched.saturating_sub(s.map_or(0, |s| s.dispatched));
+            let mut level_waits: Vec<u64> = waits
+                .iter()
+                .filter(|(f, _)| f.priority_level == l.name)
+                .flat_map(|(_, w)| w.iter().copied())
+                .collect();
+            let wait_sum: f64 = level_waits.iter().map(|w| *w as f64).sum();
+            LevelOutcome {
+                priority_level: l.name.clone(),
+                exempt: l.exempt,
+                nominal_limit_seats: l.nominal,
+                mean_limit_seats: integral(|t| t.limit_ns),
+                mean_seats_in_use: integral(|t| t.seats_ns),
+                mean_waiting_requests: integral(|t| t.waiting_ns),
+                dispatched_per_second: dispatched as f64 / span,
+                rejected_per_second: per_second(&l.rejected, s.map(|s| &s.rejected), span),
+                mean_wait_seconds: if level_waits.is_empty() {
+                    0.0
+                } else {
+                    wait_sum / level_waits.len() as f64 / 1e9
+                },
+                p99_wait_seconds: p99(&mut level_waits),
+            }
+        })
+        .collect();
+    ReplayRun {
+        seed,
+        measured_seconds: span,
+        levels,
+        flows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apf::matching::{implied_groups, Request, Target};
+
+    const AGENT: &str = "system:serviceaccount:monitoring:agent";
+
+    fn v() -> KubeVersion {
+        KubeVersion::new(34, 0)
+    }
+
+    fn list_pods(user: &str) -> Request {
+        Request {
+            user: user.into(),
+            groups: implied_groups(user),
+            verb: "list".into(),
+            target: Target::Resource {
+                api_group: String::new(),
+                resource: "pods".into(),
+                subresource: None,
+                namespace: None,
+            },
+        }
+    }
+
+    /// The agent's 10-seat LISTs flood workload-low (seen with its user and request); cert-manager's GETs beside
+    /// them were seen in the dumps without details (pinned); the controllers busy workload-high.
+    fn load() -> Vec<ObservedFlow> {
+        let flow = |name: &str, schema: &str, rps: f64, seats: u32, ms: u64| ObservedFlow {
+            name: name.into(),
+            flow_schema: schema.into(),
+            flow: name.into(),
+            request: None,
+            requests_per_second: rps,
+            seats,
+            execution: Duration::from_millis(ms),
+        };
+        vec![
+            ObservedFlow {
+                request: Some(list_pods(AGENT)),
+                flow: AGENT.into(),
+                ..flow("agent", "service-accounts", 30.0, 10, 2000)
+            },
+            flow("cert-manager", "service-accounts", 20.0, 1, 50),
+            flow("controllers", "kube-controller-manager", 40.0, 1, 1000),
+        ]
+    }
+
+    fn short(flows: Vec<ObservedFlow>) -> Replay {
+        Replay {
+            warm_up: Duration::from_secs(20),
+            measured: Duration::from_secs(30),
+            seeds: vec![1, 2],
+            ..Replay::new(v(), 600, flows)
+        }
+    }
+
+    fn level<'a>(run: &'a ReplayRun, name: &str) -> &'a LevelOutcome {
+        run.levels.iter().find(|l| l.priority_level == name).unwrap()
+    }
+
+    fn flow<'a>(run: &'a ReplayRun, name: &str) -> &'a FlowOutcome {
+        run.flows.iter().find(|f| f.name == name).unwrap()
+    }
+
+    fn rejected(m: &BTreeMap<String, f64>) -> f64 {
+        m.values().sum()
+    }
+
+    fn isolation() -> (Vec<FlowSchema>, Vec<PriorityLevelConfig>) {
+        let (mut schemas, mut levels) = crate::objects::default_configuration(v());
+        let parsed = apf::model::parse_flowcontrol_documents(
+            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: isolate-agent}\n\
+             spec: {type: Limited, limited: {nominalConcurrencyShares: 5, lendablePercent: 0, limitResponse: \
+             {type: Queue, queuing: {queues: 16, handSize: 4, queueLengthLimit: 50}}}}\n---\n\
+             apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: isolate-agent}\n\
+             spec: {priorityLevelConfiguration: {name: isolate-agent}, matchingPrecedence: 8999, \
+             distinguisherMethod: {type: ByUser}, rules: [{subjects: [{kind: ServiceAccount, serviceAccount: \
+             {namespace: monitoring, name: agent}}], resourceRules: [{verbs: [list], apiGroups: [\"\"], \
+             resources: [pods], clusterScope: true, namespaces: [\"*\"]}]}]}\n",
+        )
+        .unwrap();
+        levels.extend(parsed.priority_levels);
+        schemas.extend(parsed.flow_schemas);
+        (schemas, levels)
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_runs_and_each_seed_its_own() {
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        let r = short(load());
+        let a = replay(&r, &schemas, &levels).unwrap();
+        assert_eq!(a, replay(&r, &schemas, &levels).unwrap());
+        assert_eq!(a.len(), 2);
+        assert_ne!(a[0].flows, a[1].flows);
+    }
+
+    /// Only the measured part counts: what each flow gets per second is its rate, not its rate diluted by the
+    /// warm-up; the agent past workload-low's seats is rejected, and everything else is served.
+    #[test]
+    fn an_overloaded_level_rejects_what_it_cannot_serve_over_the_measured_part() {
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        for run in replay(&short(load()), &schemas, &levels).unwrap() {
+            let (agent, cert, ctl) = (
+                flow(&run, "agent"),
+                flow(&run, "cert-manager"),
+                flow(&run, "controllers"),
+            );
+            assert_eq!(agent.priority_level, "workload-low");
+            let agent_total = agent.dispatched_per_second + rejected(&agent.rejected_per_second);
+            assert!((agent_total - 30.0).abs() < 4.0, "{agent:?}");
+            assert!(rejected(&agent.rejected_per_second) > 5.0, "{agent:?}");
+            assert!((ctl.dispatched_per_second - 40.0).abs() < 5.0, "{ctl:?}");
+            assert!(rejected(&cert.rejected_per_second) == 0.0, "{cert:?}");
+            let low = level(&run, "workload-low");
+            // Its limit with what it borrows, and every seat of it in use.
+            assert!(low.mean_limit_seats > f64::from(low.nominal_limit_seats), "{low:?}");
+            assert!(low.mean_seats_in_use > 0.9 * low.mean_limit_seats, "{low:?}");
+            assert!(low.mean_wait_seconds > 1.0 && low.p99_wait_seconds >= low.mean_wait_seconds, "{low:?}");
+        }
+    }
+
+    /// More shares for workload-low: fewer 429s there, and the levels that gave up shares have lower limits.
+    #[test]
+    fn more_shares_reject_less_and_the_others_give_up_seats() {
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        let mut more = levels.clone();
+        if let Some(l) = more.iter_mut().find(|l| l.name == "workload-low") {
+            l.shares = Some(300);
+        }
+        let r = short(load());
+        let (before, after) = (
+            replay(&r, &schemas, &levels).unwrap(),
+            replay(&r, &schemas, &more).unwrap(),
+        );
+        for (b, a) in before.iter().zip(&after) {
+            let low = |run| rejected(&level(run, "workload-low").rejected_per_second);
+            assert!(low(a) < low(b), "{} then {}", low(b), low(a));
+            let high = |run| level(run, "workload-high").nominal_limit_seats;
+            assert!(high(a) < high(b));
+        }
+    }
+
+    /// The agent, seen with its user and request, goes where a new FlowSchema sends it; cert-manager, pinned to
+    /// service-accounts, stays and no longer waits behind the agent.
+    #[test]
+    fn a_flow_with_its_request_moves_with_the_flow_schemas_and_a_pinned_one_stays() {
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        let (isolated_schemas, isolated_levels) = isolation();
+        let r = short(load());
+        let before = replay(&r, &schemas, &levels).unwrap();
+        let after = replay(&r, &isolated_schemas, &isolated_levels).unwrap();
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!(flow(a, "agent").priority_level, "isolate-agent");
+            assert_eq!(flow(a, "agent").flow_schema, "isolate-agent");
+            assert_eq!(flow(a, "cert-manager").priority_level, "workload-low");
+            assert_eq!(flow(a, "cert-manager").flow_schema, "service-accounts");
+            assert!(rejected(&level(a, "workload-low").rejected_per_second) == 0.0);
+            assert!(flow(a, "cert-manager").mean_wait_seconds <= flow(b, "cert-manager").mean_wait_seconds);
+        }
+        // A pinned flow whose flow schema is gone goes to the catch-all.
+        let mut gone = schemas.clone();
+        gone.retain(|s| s.name != "service-accounts");
+        let runs = replay(&r, &gone, &levels).unwrap();
+        assert_eq!(flow(&runs[0], "cert-manager").flow_schema, "catch-all");
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_what_is_wrong() {
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        let err = |r: Replay| replay(&r, &schemas, &levels).unwrap_err().to_string();
+        assert!(err(short(Vec::new())).contains("no flow"));
+        let mut f = load();
+        f[0].requests_per_second = f64::NAN;
+        assert!(err(short(f)).contains("not a rate"));
+        let mut f = load();
+        f[1].seats = 0;
+        assert!(err(short(f)).contains("seats"));
+        let mut f = load();
+        f[1].name = "agent".into();
+        assert!(err(short(f)).contains("twice"));
+        assert!(err(Replay {
+            seeds: Vec::new(),
+            ..short(load())
+        })
+        .contains("no seed"));
+        let mut f = load();
+        f[2].requests_per_second = 60_000.0;
+        assert!(err(short(f)).contains("bound"));
+    }
+}

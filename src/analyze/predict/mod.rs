@@ -1,0 +1,136 @@
+//! What a change of the APF configuration will do under the load a replica carried: the window's load
+//! ([`workload`]) replayed in the simulator's queueset (kube-apiserver's), in virtual time, through the objects in
+//! force and through the changed ones, over several seeds; per level and per flow, before and after
+//! ([`outcome`]). Pure: no I/O, no clock; CPU-bound (about a second), so callers run it off the async workers.
+mod outcome;
+mod workload;
+
+pub use outcome::{Expectation, FlowExpectation, FlowPrediction, LevelPrediction, Spread};
+pub use workload::{observed_load, Load, LoadFlow};
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::ApiserverReport;
+use apf::model::FlowcontrolObjects;
+
+/// Why no prediction could be made, in words that say what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unpredictable {
+    #[error(
+        "the window holds no rates yet (a prediction replays what each flow schema sent per second): watch a \
+         window of two scrapes at least"
+    )]
+    NoRates,
+    #[error("nothing was sent to the replica's priority levels in the window: there is no load to replay")]
+    NoLoad,
+    #[error(
+        "the replica's FlowSchemas and PriorityLevelConfigurations were not read (read through a Prometheus, or \
+         the apiserver refused them): give them as files (`--objects`)"
+    )]
+    NoObjects,
+    #[error("the replica's Kubernetes version is not known (kubernetes_build_info is absent from its /metrics)")]
+    NoVersion,
+    #[error("the simulator refused the replay: {0}")]
+    Replay(String),
+}
+
+/// How a prediction is replayed.
+#[derive(Debug, Clone)]
+pub struct ReplaySettings {
+    pub seeds: Vec<u64>,
+    pub warm_up: std::time::Duration,
+    pub measured: std::time::Duration,
+}
+
+impl Default for ReplaySettings {
+    fn default() -> Self {
+        let d = apf_sim::Replay::new(apf::KubeVersion::new(33, 0), 600, Vec::new());
+        ReplaySettings {
+            seeds: d.seeds,
+            warm_up: d.warm_up,
+            measured: d.measured,
+        }
+    }
+}
+
+/// One replica's prediction: each level and each flow before and after the change.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    pub apiserver: String,
+    pub kubernetes_version: String,
+    pub server_concurrency: u32,
+    pub seeds: Vec<u64>,
+    pub warm_up_seconds: f64,
+    pub measured_seconds: f64,
+    /// Levels with load or a limit that moves, the changed ones first.
+    pub levels: Vec<LevelPrediction>,
+    pub flows: Vec<FlowPrediction>,
+    /// What the prediction assumed and inferred, in words.
+    pub assumptions: Vec<String>,
+}
+
+/// Replays the replica's load through its objects (`report.objects`) and through `after`; `changed` names the
+/// levels the change touches (listed first). `server_concurrency`: the replica's seats (inferred by the caller from
+/// the nominal limits it serves).
+pub fn predict(
+    report: &ApiserverReport,
+    after: &FlowcontrolObjects,
+    changed: &BTreeSet<String>,
+    server_concurrency: u32,
+    settings: &ReplaySettings,
+) -> Result<Prediction, Unpredictable> {
+    let before = report.objects.as_deref().ok_or(Unpredictable::NoObjects)?;
+    let version: apf::KubeVersion = report
+        .kubernetes_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .ok_or(Unpredictable::NoVersion)?;
+    let load = observed_load(report, before)?;
+    let replay = apf_sim::Replay {
+        seeds: settings.seeds.clone(),
+        warm_up: settings.warm_up,
+        measured: settings.measured,
+        ..apf_sim::Replay::new(
+            version,
+            server_concurrency,
+            load.flows.iter().map(|f| f.flow.clone()).collect(),
+        )
+    };
+    let run = |o: &FlowcontrolObjects| {
+        apf_sim::replay(&replay, &o.flow_schemas, &o.priority_levels)
+            .map_err(|e| Unpredictable::Replay(e.to_string()))
+    };
+    let (runs_before, runs_after) = (run(before)?, run(after)?);
+    let mut assumptions = vec![
+        format!(
+            "Each flow sends as it did in the window, at a steady rate with Poisson arrivals (open loop: a client \
+             rejected does not slow down or retry), every request holding its seats for an execution time drawn \
+             within ±{:.0} % of its flow schema's mean; no work estimator (a LIST costs what it cost in the window).",
+            replay.execution_spread * 100.0
+        ),
+        format!(
+            "{server_concurrency} seats on the replica; its levels' limits recomputed from the shares as \
+             kube-apiserver does{}.",
+            if version.at_least(26) {
+                ", borrowing included"
+            } else {
+                ""
+            }
+        ),
+    ];
+    assumptions.extend(load.notes.iter().cloned());
+    let (levels, flows) = outcome::compare(&load, &runs_before, &runs_after, changed);
+    Ok(Prediction {
+        apiserver: report.apiserver.clone(),
+        kubernetes_version: version.to_string(),
+        server_concurrency,
+        seeds: replay.seeds.clone(),
+        warm_up_seconds: replay.warm_up.as_secs_f64(),
+        measured_seconds: replay.measured.as_secs_f64(),
+        levels,
+        flows,
+        assumptions,
+    })
+}

@@ -1,0 +1,331 @@
+//! `apf-monitor plan --load`: what a change will do under the load the replicas carry. Watches them for a window
+//! (or reads a Prometheus), then replays each replica's load through its objects and through the changed ones
+//! (`--set`, `--apply`) in the simulator ([`crate::analyze::predict`]): 429s, waits, limits and headroom per level and
+//! per flow, before and after.
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use super::output::{errln, out, outln};
+use super::plan::{PlanArgs, PlanOutput};
+use super::table::{columns, seconds};
+use crate::analyze::predict::{self, LevelPrediction, Prediction, ReplaySettings};
+use crate::analyze::round::shown;
+use crate::analyze::ApiserverReport;
+use apf::model::FlowcontrolObjects;
+use apf::plan::{self as arithmetic, DEFAULT_SERVER_CONCURRENCY};
+
+/// A row of one replica's prediction, named by its replica.
+#[derive(Debug, Serialize)]
+struct Row<'a, T> {
+    apiserver: &'a str,
+    #[serde(flatten)]
+    row: &'a T,
+}
+
+/// A replica and what was predicted for it, or why nothing could be.
+#[derive(Debug, Serialize)]
+struct ReplicaRow {
+    apiserver: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kubernetes_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_concurrency: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    seeds: Vec<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warm_up_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    measured_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    assumptions: Vec<String>,
+    /// Why no prediction was made for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unpredictable: Option<String>,
+}
+
+pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
+    if !args.files.is_empty() {
+        bail!(
+            "--load replays the replicas' objects under their load: --file does not go with it (give the change \
+             with --set, or whole objects with --apply FILE)"
+        );
+    }
+    let applied = if args.apply.is_empty() {
+        FlowcontrolObjects::default()
+    } else {
+        super::objects::read_files(&args.apply)?
+    };
+    if args.set.is_empty() && applied.flow_schemas.is_empty() && applied.priority_levels.is_empty()
+    {
+        bail!("nothing changes: give --set LEVEL.FIELD=N or --apply FILE");
+    }
+    if matches!(args.output, PlanOutput::Manifests) && args.set.is_empty() {
+        bail!("--output manifests writes the levels --set changes; the --apply files are the manifests already");
+    }
+    let report = super::window::watch(&super::window::Watch {
+        common: &args.common,
+        source: &args.source,
+        audit: &[],
+        objects: &args.objects,
+        window: args.window,
+        purpose: "--file FILE, without --load",
+    })
+    .await?;
+    let mut jobs = Vec::new();
+    let mut rows = Vec::new();
+    let mut manifests = None;
+    for a in &report.apiservers {
+        match changed_objects(a, &args, &applied) {
+            Ok((after, changed, changed_levels)) => {
+                manifests.get_or_insert(changed_levels);
+                let concurrency = server_concurrency(a, args.server_concurrency);
+                jobs.push((a.clone(), after, changed, concurrency));
+            }
+            Err(why) => rows.push(unpredictable(a, why.to_string())),
+        }
+    }
+    if let (PlanOutput::Manifests, Some(changed)) = (args.output, manifests) {
+        return out!("{}", super::plan::manifests(&changed));
+    }
+    // Each replica's replays are CPU-bound for about a second: off the runtime's workers.
+    let results = tokio::task::spawn_blocking(move || {
+        jobs.into_iter()
+            .map(|(a, after, changed, concurrency)| {
+                let p = predict::predict(
+                    &a,
+                    &after,
+                    &changed,
+                    concurrency,
+                    &ReplaySettings::default(),
+                );
+                (a, p)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .context("the prediction stopped")?;
+    let mut predictions = Vec::new();
+    for (a, p) in results {
+        match p {
+            Ok(p) => {
+                rows.push(ReplicaRow {
+                    apiserver: p.apiserver.clone(),
+                    kubernetes_version: Some(p.kubernetes_version.clone()),
+                    server_concurrency: Some(p.server_concurrency),
+                    seeds: p.seeds.clone(),
+                    warm_up_seconds: Some(p.warm_up_seconds),
+                    measured_seconds: Some(p.measured_seconds),
+                    assumptions: p.assumptions.clone(),
+                    unpredictable: None,
+                });
+                predictions.push(p);
+            }
+            Err(why) => rows.push(unpredictable(&a, why.to_string())),
+        }
+    }
+    for r in rows.iter().filter(|r| r.unpredictable.is_some()) {
+        errln!(
+            "warning: {}: no prediction: {}",
+            r.apiserver,
+            r.unpredictable.as_deref().unwrap_or_default()
+        );
+    }
+    if predictions.is_empty() {
+        bail!("no replica could be predicted (the reasons are above)");
+    }
+    let levels: Vec<Row<'_, LevelPrediction>> = predictions
+        .iter()
+        .flat_map(|p| {
+            p.levels.iter().map(|l| Row {
+                apiserver: &p.apiserver,
+                row: l,
+            })
+        })
+        .collect();
+    let flows: Vec<Row<'_, predict::FlowPrediction>> = predictions
+        .iter()
+        .flat_map(|p| {
+            p.flows.iter().map(|f| Row {
+                apiserver: &p.apiserver,
+                row: f,
+            })
+        })
+        .collect();
+    let json = serde_json::json!({ "levels": levels, "flows": flows, "replicas": rows });
+    match args.output {
+        PlanOutput::Json => outln!("{}", serde_json::to_string_pretty(&json)?),
+        PlanOutput::Yaml => out!("{}", serde_saphyr::to_string(&json)?),
+        PlanOutput::Table | PlanOutput::Manifests => {
+            let text: String = predictions.iter().map(table).collect::<Vec<_>>().join("\n");
+            out!("{text}")
+        }
+    }
+}
+
+fn unpredictable(a: &ApiserverReport, why: String) -> ReplicaRow {
+    ReplicaRow {
+        apiserver: a.display_name(),
+        kubernetes_version: a.kubernetes_version.clone(),
+        server_concurrency: None,
+        seeds: Vec::new(),
+        warm_up_seconds: None,
+        measured_seconds: None,
+        assumptions: Vec::new(),
+        unpredictable: Some(why),
+    }
+}
+
+/// The replica's objects with `--apply`'s put in force (an object of the same kind and name replaced, as `kubectl
+/// apply` does) and `--set` applied; the levels the change touches; the PriorityLevelConfigurations `--set` changed.
+fn changed_objects(
+    a: &ApiserverReport,
+    args: &PlanArgs,
+    applied: &FlowcontrolObjects,
+) -> Result<(
+    FlowcontrolObjects,
+    BTreeSet<String>,
+    Vec<apf::PriorityLevelConfig>,
+)> {
+    let Some(before) = a.objects.as_deref() else {
+        bail!("{}", predict::Unpredictable::NoObjects);
+    };
+    let mut after = before.clone();
+    for fs in &applied.flow_schemas {
+        after.flow_schemas.retain(|s| s.name != fs.name);
+        after.flow_schemas.push(fs.clone());
+    }
+    for pl in &applied.priority_levels {
+        after.priority_levels.retain(|l| l.name != pl.name);
+        after.priority_levels.push(pl.clone());
+    }
+    let with_set = arithmetic::apply(&after.priority_levels, &args.set)?;
+    let set_changed: Vec<apf::PriorityLevelConfig> = with_set
+        .iter()
+        .filter(|l| args.set.iter().any(|c| c.level == l.name))
+        .cloned()
+        .collect();
+    after.priority_levels = with_set;
+    let changed: BTreeSet<String> = args
+        .set
+        .iter()
+        .map(|c| c.level.clone())
+        .chain(applied.priority_levels.iter().map(|l| l.name.clone()))
+        .chain(
+            applied
+                .flow_schemas
+                .iter()
+                .map(|s| s.priority_level.clone()),
+        )
+        .collect();
+    Ok((after, changed, set_changed))
+}
+
+/// The flag, else what the nominal limits the replica serves imply, else kube-apiserver's default.
+fn server_concurrency(a: &ApiserverReport, flag: Option<u32>) -> u32 {
+    if let Some(n) = flag {
+        return n;
+    }
+    let served: BTreeMap<String, f64> = a
+        .levels
+        .iter()
+        .filter_map(|l| Some((l.priority_level.clone(), l.nominal_limit_seats?)))
+        .collect();
+    a.objects
+        .as_deref()
+        .and_then(|o| arithmetic::infer_server_concurrency(&o.priority_levels, &served))
+        .unwrap_or(DEFAULT_SERVER_CONCURRENCY)
+}
+
+/// `a` or `a → b`.
+fn moved(before: String, after: String) -> String {
+    if before == after {
+        before
+    } else {
+        format!("{before} → {after}")
+    }
+}
+
+fn wait(s: f64) -> String {
+    if s == 0.0 {
+        "0".into()
+    } else {
+        seconds(Some(s))
+    }
+}
+
+/// One replica's prediction: its levels, its flows, what was assumed.
+pub(super) fn table(p: &Prediction) -> String {
+    let mut out = format!(
+        "{} (Kubernetes v{}, {} seats): the window's load replayed for {}s after a {}s warm-up, seeds {}.\n\n",
+        p.apiserver,
+        p.kubernetes_version,
+        p.server_concurrency,
+        shown(p.measured_seconds),
+        shown(p.warm_up_seconds),
+        p.seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let header = [
+        "",
+        "PRIORITY LEVEL",
+        "429/S",
+        "MEAN WAIT",
+        "P99 WAIT",
+        "LIMIT",
+        "HEADROOM",
+    ];
+    let rows: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
+        .chain(p.levels.iter().map(|l| {
+            let (b, a) = (&l.before, &l.after);
+            vec![
+                if l.changed { "*" } else { "" }.to_string(),
+                l.priority_level.clone(),
+                moved(shown(b.rejected_per_second), shown(a.rejected_per_second)),
+                moved(wait(b.mean_wait_seconds), wait(a.mean_wait_seconds)),
+                moved(wait(b.p99_wait_seconds), wait(a.p99_wait_seconds)),
+                moved(shown(b.limit_seats.round()), shown(a.limit_seats.round())),
+                moved(
+                    shown(b.headroom_seats.round()),
+                    shown(a.headroom_seats.round()),
+                ),
+            ]
+        }))
+        .collect();
+    out.push_str(&columns(&rows));
+    let header = [
+        "FLOW",
+        "SENDS/S",
+        "PRIORITY LEVEL",
+        "429/S",
+        "MEAN WAIT",
+        "P99 WAIT",
+    ];
+    let rows: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
+        .chain(p.flows.iter().map(|f| {
+            let (b, a) = (&f.before, &f.after);
+            vec![
+                f.name.clone(),
+                shown(f.requests_per_second),
+                moved(b.priority_level.clone(), a.priority_level.clone()),
+                moved(shown(b.rejected_per_second), shown(a.rejected_per_second)),
+                moved(wait(b.mean_wait_seconds), wait(a.mean_wait_seconds)),
+                moved(wait(b.p99_wait_seconds), wait(a.p99_wait_seconds)),
+            ]
+        }))
+        .collect();
+    out.push('\n');
+    out.push_str(&columns(&rows));
+    out.push_str(
+        "\n* the levels the change touches. LIMIT and HEADROOM in seats, time averages; 429/s and waits are means \
+         over the seeds (their ranges in --output json).\nAssumed:\n",
+    );
+    for a in &p.assumptions {
+        out.push_str(&format!("  - {a}\n"));
+    }
+    out
+}

@@ -223,6 +223,10 @@ pub struct LevelReport {
     /// The most seats demanded (executing + waiting) in the window, from `demand_seats_high_watermark` (1.26+).
     #[serde(serialize_with = "round::seats")]
     pub demand_seats_max: Option<f64>,
+    /// The smoothed seat demand borrowing allocates by, at the last scrape (1.26+): where a prediction's replay
+    /// starts the level's memory of demand. Not in the JSON.
+    #[serde(skip)]
+    pub demand_seats_smoothed: Option<f64>,
     /// Dispatch attempts that found no free seat, per second over the window (1.24+): the earliest sign.
     #[serde(serialize_with = "round::ratio")]
     pub no_accommodation_per_second: Option<f64>,
@@ -543,6 +547,7 @@ impl Analysis {
             seat_utilization_window,
             seat_utilization_recent,
             demand_seats_max,
+            demand_seats_smoothed: level.demand_seats_smoothed,
             no_accommodation_per_second,
             seconds_to_exhaustion,
             seats_rising,

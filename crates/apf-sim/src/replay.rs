@@ -53,6 +53,11 @@ pub struct Replay {
     pub seeds: Vec<u64>,
     /// Each request's execution time drawn uniformly from `execution` x [1 - spread, 1 + spread] (0 to below 1).
     pub execution_spread: f64,
+    /// Each level's smoothed seat demand when the replay starts, by name, as the replica reported it
+    /// (`apiserver_flowcontrol_demand_seats_smoothed`, 1.26+). Borrowing allocates seats by it, and it remembers
+    /// about five minutes of demand (it decays by 0.977 every 10 s): a level that was flooded keeps its claim on
+    /// seats for minutes after its load has moved. Levels absent (new ones) start from none.
+    pub smoothed_demand: BTreeMap<String, f64>,
 }
 
 impl Replay {
@@ -66,6 +71,7 @@ impl Replay {
             measured: Duration::from_secs(60),
             seeds: vec![1, 2, 3],
             execution_spread: 0.5,
+            smoothed_demand: BTreeMap::new(),
         }
     }
 }
@@ -245,6 +251,7 @@ fn one_run(
     });
     // The replayed objects in force from the start, in place of the version's defaults.
     sim.configure(schemas.to_vec(), levels.to_vec());
+    sim.remember_demand(&r.smoothed_demand);
     sim.step(r.warm_up);
     let start = sim.tallies();
     sim.step(r.measured);
@@ -409,7 +416,10 @@ mod tests {
     }
 
     fn level<'a>(run: &'a ReplayRun, name: &str) -> &'a LevelOutcome {
-        run.levels.iter().find(|l| l.priority_level == name).unwrap()
+        run.levels
+            .iter()
+            .find(|l| l.priority_level == name)
+            .unwrap()
     }
 
     fn flow<'a>(run: &'a ReplayRun, name: &str) -> &'a FlowOutcome {
@@ -467,9 +477,18 @@ mod tests {
             assert!(rejected(&cert.rejected_per_second) == 0.0, "{cert:?}");
             let low = level(&run, "workload-low");
             // Its limit with what it borrows, and every seat of it in use.
-            assert!(low.mean_limit_seats > f64::from(low.nominal_limit_seats), "{low:?}");
-            assert!(low.mean_seats_in_use > 0.9 * low.mean_limit_seats, "{low:?}");
-            assert!(low.mean_wait_seconds > 1.0 && low.p99_wait_seconds >= low.mean_wait_seconds, "{low:?}");
+            assert!(
+                low.mean_limit_seats > f64::from(low.nominal_limit_seats),
+                "{low:?}"
+            );
+            assert!(
+                low.mean_seats_in_use > 0.9 * low.mean_limit_seats,
+                "{low:?}"
+            );
+            assert!(
+                low.mean_wait_seconds > 1.0 && low.p99_wait_seconds >= low.mean_wait_seconds,
+                "{low:?}"
+            );
         }
     }
 
@@ -509,7 +528,10 @@ mod tests {
             assert_eq!(flow(a, "cert-manager").priority_level, "workload-low");
             assert_eq!(flow(a, "cert-manager").flow_schema, "service-accounts");
             assert!(rejected(&level(a, "workload-low").rejected_per_second) == 0.0);
-            assert!(flow(a, "cert-manager").mean_wait_seconds <= flow(b, "cert-manager").mean_wait_seconds);
+            assert!(
+                flow(a, "cert-manager").mean_wait_seconds
+                    <= flow(b, "cert-manager").mean_wait_seconds
+            );
         }
         // A pinned flow whose flow schema is gone goes to the catch-all.
         let mut gone = schemas.clone();

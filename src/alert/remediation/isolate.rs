@@ -56,7 +56,7 @@ pub(super) fn isolate(
                  waited are served or time out, and the window's rates fall to 0 within one window.",
                 flow_words(flow)
             ),
-            manifest: None,
+            ..Default::default()
         };
     }
     // The cluster's own FlowSchemas, matched as kube-apiserver matches: where the flow's requests land today, and
@@ -98,7 +98,11 @@ pub(super) fn isolate(
             .push_str(" (no user was seen in the dumps: enable request details to get a manifest)");
     }
     sentence.push('.');
-    Remediation { sentence, manifest }
+    Remediation {
+        sentence,
+        manifest,
+        set: Vec::new(),
+    }
 }
 
 /// The flow's requests match another level on the objects in force: the isolation (or another change) is done, and
@@ -114,7 +118,7 @@ fn already_moved(flow: &FlowReport, level: &str, now: &Match) -> Remediation {
             now.matching_precedence,
             now.priority_level
         ),
-        manifest: None,
+        ..Default::default()
     }
 }
 

@@ -13,10 +13,29 @@ use crate::analyze::{FlowReport, LevelReport, ListCosts};
 use apf::model::FlowcontrolObjects;
 
 /// A sentence, and a manifest when the change is one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Remediation {
     pub sentence: String,
     pub manifest: Option<String>,
+    /// The PriorityLevelConfiguration fields a share move sets (`plan --set`): what its prediction replays.
+    pub set: Vec<apf::plan::Change>,
+}
+
+impl Remediation {
+    /// What identifies the change it proposes, when it proposes one that can be predicted: its manifest, or the
+    /// fields it sets. A prediction made for one change is said only with that change.
+    pub fn change_key(&self) -> Option<String> {
+        if let Some(m) = &self.manifest {
+            return Some(m.clone());
+        }
+        (!self.set.is_empty()).then(|| {
+            self.set
+                .iter()
+                .map(|c| format!("{}.{}={}", c.level, c.field.name(), c.value))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+    }
 }
 
 /// The share of the limit a level should have free once the change is made: APFHeadroomLow's clear threshold.

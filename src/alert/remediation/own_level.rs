@@ -106,7 +106,7 @@ pub(super) fn slow_down(
     sentence.push_str(&bigger_share(name, level, replica_levels, objects));
     Remediation {
         sentence,
-        manifest: None,
+        ..Default::default()
     }
 }
 

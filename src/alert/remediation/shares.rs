@@ -152,7 +152,7 @@ pub(super) fn move_shares(
     let name = &level.priority_level;
     let sentence = |s: String| Remediation {
         sentence: s,
-        manifest: None,
+        ..Default::default()
     };
     let Some(s) = shortfall(level, replica_levels, objects) else {
         return sentence(format!(
@@ -197,7 +197,14 @@ pub(super) fn move_shares(
         ));
     }
     let per_share = s.per_share.unwrap_or(0.0);
-    sentence(match rounded(proposal) {
+    let proposal = rounded(proposal);
+    let set = match &proposal {
+        ShareMove::Move { from, .. } => {
+            share_changes(name, from, &shares_of(replica_levels, objects))
+        }
+        _ => Vec::new(),
+    };
+    let mut r = sentence(match proposal {
         ShareMove::TooSmall { .. } => not_worth_a_move(level, &load, s.demand),
         ShareMove::Move {
             from, seats, short, ..
@@ -233,7 +240,34 @@ pub(super) fn move_shares(
             need - limit,
             more_concurrency(s.server_seats)
         ),
-    })
+    });
+    r.set = set;
+    r
+}
+
+/// A move as `plan --set` says it: the level's shares with what it receives, each donor's with what it gives.
+fn share_changes(
+    level: &str,
+    from: &[(String, u32)],
+    shares: &BTreeMap<&str, u32>,
+) -> Vec<apf::plan::Change> {
+    let change = |level: &str, value: u32| apf::plan::Change {
+        level: level.to_string(),
+        field: apf::plan::Field::Shares,
+        value,
+    };
+    let Some(&own) = shares.get(level) else {
+        return Vec::new();
+    };
+    let received: u32 = from.iter().map(|(_, n)| n).sum();
+    let mut out = vec![change(level, own.saturating_add(received))];
+    for (donor, n) in from {
+        match shares.get(donor.as_str()) {
+            Some(&has) => out.push(change(donor, has.saturating_sub(*n))),
+            None => return Vec::new(),
+        }
+    }
+    out
 }
 
 /// A move's seats (and what the levels spare) rounded as a sentence says them, so that the sums it writes add up: `{x:.0}` rounds half to even,

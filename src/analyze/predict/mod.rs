@@ -92,6 +92,11 @@ pub fn predict(
         seeds: settings.seeds.clone(),
         warm_up: settings.warm_up,
         measured: settings.measured,
+        smoothed_demand: report
+            .levels
+            .iter()
+            .filter_map(|l| Some((l.priority_level.clone(), l.demand_seats_smoothed?)))
+            .collect(),
         ..apf_sim::Replay::new(
             version,
             server_concurrency,
@@ -114,10 +119,17 @@ pub fn predict(
             "{server_concurrency} seats on the replica; its levels' limits recomputed from the shares as \
              kube-apiserver does{}.",
             if version.at_least(26) {
-                ", borrowing included"
+                ", borrowing included, from the smoothed seat demand each level had (borrowing remembers about five \
+                 minutes of demand: a level relieved of its load keeps claiming seats for a while)"
             } else {
                 ""
             }
+        ),
+        format!(
+            "The first {:.0} s after the change are replayed and not counted (queues fill, borrowing adjusts); the \
+             next {:.0} s are.",
+            replay.warm_up.as_secs_f64(),
+            replay.measured.as_secs_f64()
         ),
     ];
     assumptions.extend(load.notes.iter().cloned());
@@ -133,4 +145,104 @@ pub fn predict(
         flows,
         assumptions,
     })
+}
+
+/// `4.4/s`, `0`.
+fn per_second(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else {
+        format!("{}/s", super::round::shown(v))
+    }
+}
+
+/// `1.2 s`, `50 ms`, `0`.
+fn wait_words(s: f64) -> String {
+    match s {
+        s if s == 0.0 => "0".into(),
+        s if s < 1.0 => format!("{:.0} ms", s * 1e3),
+        s => format!("{s:.1} s"),
+    }
+}
+
+/// `a` or `a → b`.
+fn moved(before: String, after: String) -> String {
+    if before == after {
+        before
+    } else {
+        format!("{before} → {after}")
+    }
+}
+
+impl Prediction {
+    /// What the change does to `level` (the alert's), to the levels it makes, and to the level that gives up the
+    /// most seats, in one sentence: what a remediation ends with.
+    pub fn summary(&self, level: &str) -> String {
+        let mut parts = Vec::new();
+        if let Some(l) = self.levels.iter().find(|l| l.priority_level == level) {
+            parts.push(format!(
+                "{level}'s 429s {}, its mean wait {}, p99 {}",
+                moved(
+                    per_second(l.before.rejected_per_second),
+                    per_second(l.after.rejected_per_second)
+                ),
+                moved(
+                    wait_words(l.before.mean_wait_seconds),
+                    wait_words(l.after.mean_wait_seconds)
+                ),
+                moved(
+                    wait_words(l.before.p99_wait_seconds),
+                    wait_words(l.after.p99_wait_seconds)
+                ),
+            ));
+        }
+        // Levels the change makes: no limit before.
+        for l in self
+            .levels
+            .iter()
+            .filter(|l| l.before.limit_seats == 0.0 && l.after.dispatched_per_second > 0.0)
+        {
+            parts.push(format!(
+                "the new {} gets {:.0} seats, its 429s {} and mean wait {}",
+                l.priority_level,
+                l.after.limit_seats,
+                per_second(l.after.rejected_per_second),
+                wait_words(l.after.mean_wait_seconds)
+            ));
+        }
+        let donor = self
+            .levels
+            .iter()
+            .filter(|l| l.priority_level != level && l.before.limit_seats > 0.0)
+            .map(|l| (l, l.before.limit_seats - l.after.limit_seats))
+            .filter(|(_, gave)| *gave >= 0.5)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((d, gave)) = donor {
+            let mut words = format!(
+                "{} gives up {gave:.0} seats, its headroom {} seats",
+                d.priority_level,
+                moved(
+                    format!("{:.0}", d.before.headroom_seats),
+                    format!("{:.0}", d.after.headroom_seats)
+                )
+            );
+            if d.before.rejected_per_second > 0.0 || d.after.rejected_per_second > 0.0 {
+                words.push_str(&format!(
+                    ", its 429s {}",
+                    moved(
+                        per_second(d.before.rejected_per_second),
+                        per_second(d.after.rejected_per_second)
+                    )
+                ));
+            }
+            parts.push(words);
+        }
+        format!(
+            "Predicted under this replica's load of the window (replayed {:.0} s, {} seeds; steady rates, as `plan \
+             --load` says): {}.",
+            self.measured_seconds,
+            self.seeds.len(),
+            parts.join("; ")
+        )
+    }
 }

@@ -271,6 +271,19 @@ impl Simulator {
         self.lock().run_report()
     }
 
+    /// Sets the smoothed seat demand of the levels named (a replay starts where the replica was): borrowing's memory.
+    pub(crate) fn remember_demand(&self, smoothed: &BTreeMap<String, f64>) {
+        let mut st = self.lock();
+        for l in st.levels.iter_mut() {
+            if let Some(v) = smoothed
+                .get(&l.def.name)
+                .filter(|v| v.is_finite() && **v >= 0.0)
+            {
+                l.demand_smoothed = *v;
+            }
+        }
+    }
+
     /// Every flow's and level's tallies of the run so far, the levels' integrals brought to now: a replay
     /// ([`crate::replay`]) takes them at the end of its warm-up and at its end, and measures the difference. Keeps
     /// every wait from the first call on.

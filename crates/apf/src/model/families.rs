@@ -36,6 +36,7 @@ const WANTED: &[(&str, Family)] = &[
     ),
     ("demand_seats_high_watermark", Family::DemandHighWatermark),
     ("demand_seats_average", Family::DemandAverage),
+    ("demand_seats_smoothed", Family::DemandSmoothed),
     (
         "request_dispatch_no_accommodation_total",
         Family::NoAccommodation,
@@ -185,6 +186,7 @@ pub enum Family {
     SeatUtilizationCount,
     DemandHighWatermark,
     DemandAverage,
+    DemandSmoothed,
     NoAccommodation,
     ExecutionSecondsSum,
     ExecutionSecondsCount,

@@ -60,6 +60,7 @@ pub struct SnapshotBuilder {
     seat_utilization: Vec<Option<Histogram>>,
     demand_high_watermark: PerLevel,
     demand_average: PerLevel,
+    demand_smoothed: PerLevel,
     no_accommodation: PerLevel,
     storage_objects: ByResource,
     resource_objects: ByResource,
@@ -209,6 +210,7 @@ impl SnapshotBuilder {
             level.wait_seconds = self.wait.get_mut(i).and_then(Option::take);
             level.demand_seats_high_watermark = get(&self.demand_high_watermark, i);
             level.demand_seats_average = get(&self.demand_average, i);
+            level.demand_seats_smoothed = get(&self.demand_smoothed, i);
             // The counter gets a series at its first increment: 0 where another level has one, or where the
             // version serves the utilization histogram (1.25+, the counter is 1.24+).
             level.no_accommodation_total = pick(&self.no_accommodation, &[], i)
@@ -353,6 +355,7 @@ impl SnapshotBuilder {
             }
             Family::DemandHighWatermark => &mut self.demand_high_watermark,
             Family::DemandAverage => &mut self.demand_average,
+            Family::DemandSmoothed => &mut self.demand_smoothed,
             Family::NoAccommodation => &mut self.no_accommodation,
             Family::WaitBucket
             | Family::WaitSum

@@ -131,6 +131,9 @@ pub struct LevelSnapshot {
     /// The most seats demanded (executing + waiting) over the last 10 s adjustment period, 1.26+.
     pub demand_seats_high_watermark: Option<f64>,
     pub demand_seats_average: Option<f64>,
+    /// The smoothed seat demand borrowing allocates by (1.26+): it remembers about five minutes of demand (it decays
+    /// by 0.977 every 10 s adjustment).
+    pub demand_seats_smoothed: Option<f64>,
     /// Dispatch attempts that found no free seat, summed over flow schemas (1.24+).
     pub no_accommodation_total: Option<f64>,
     /// From `dump_queues`.

@@ -158,10 +158,12 @@ fn per_second(v: f64) -> String {
 
 /// `1.2 s`, `50 ms`, `0`.
 fn wait_words(s: f64) -> String {
-    match s {
-        s if s == 0.0 => "0".into(),
-        s if s < 1.0 => format!("{:.0} ms", s * 1e3),
-        s => format!("{s:.1} s"),
+    if s == 0.0 {
+        "0".into()
+    } else if s < 1.0 {
+        format!("{:.0} ms", s * 1e3)
+    } else {
+        format!("{s:.1} s")
     }
 }
 

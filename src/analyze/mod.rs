@@ -116,6 +116,9 @@ pub struct ApiserverReport {
     /// The flowcontrol objects the replica serves, when read: the remediation matches a flow against them.
     #[serde(skip)]
     pub objects: Option<Arc<apf::model::FlowcontrolObjects>>,
+    /// The latest prediction of each level's remediation (the daemon's prediction task), by level.
+    #[serde(skip)]
+    pub predictions: BTreeMap<String, Arc<predict::RemedyPrediction>>,
 }
 
 impl ApiserverReport {

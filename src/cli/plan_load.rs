@@ -2,7 +2,7 @@
 //! (or reads a Prometheus), then replays each replica's load through its objects and through the changed ones
 //! (`--set`, `--apply`) in the simulator ([`crate::analyze::predict`]): 429s, waits, limits and headroom per level and
 //! per flow, before and after.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -14,7 +14,6 @@ use crate::analyze::predict::{self, LevelPrediction, Prediction, ReplaySettings}
 use crate::analyze::round::shown;
 use crate::analyze::ApiserverReport;
 use apf::model::FlowcontrolObjects;
-use apf::plan::{self as arithmetic, DEFAULT_SERVER_CONCURRENCY};
 
 /// A row of one replica's prediction, named by its replica.
 #[derive(Debug, Serialize)]
@@ -80,7 +79,9 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
         match changed_objects(a, &args, &applied) {
             Ok((after, changed, changed_levels)) => {
                 manifests.get_or_insert(changed_levels);
-                let concurrency = server_concurrency(a, args.server_concurrency);
+                let concurrency = args
+                    .server_concurrency
+                    .unwrap_or_else(|| predict::server_concurrency(a));
                 jobs.push((a.clone(), after, changed, concurrency));
             }
             Err(why) => rows.push(unpredictable(a, why.to_string())),
@@ -177,8 +178,8 @@ fn unpredictable(a: &ApiserverReport, why: String) -> ReplicaRow {
     }
 }
 
-/// The replica's objects with `--apply`'s put in force (an object of the same kind and name replaced, as `kubectl
-/// apply` does) and `--set` applied; the levels the change touches; the PriorityLevelConfigurations `--set` changed.
+/// The replica's objects with `--apply`'s put in force and `--set` applied; the levels the change touches; the
+/// PriorityLevelConfigurations `--set` changed.
 fn changed_objects(
     a: &ApiserverReport,
     args: &PlanArgs,
@@ -191,51 +192,14 @@ fn changed_objects(
     let Some(before) = a.objects.as_deref() else {
         bail!("{}", predict::Unpredictable::NoObjects);
     };
-    let mut after = before.clone();
-    for fs in &applied.flow_schemas {
-        after.flow_schemas.retain(|s| s.name != fs.name);
-        after.flow_schemas.push(fs.clone());
-    }
-    for pl in &applied.priority_levels {
-        after.priority_levels.retain(|l| l.name != pl.name);
-        after.priority_levels.push(pl.clone());
-    }
-    let with_set = arithmetic::apply(&after.priority_levels, &args.set)?;
-    let set_changed: Vec<apf::PriorityLevelConfig> = with_set
+    let (after, changed) = predict::changed(before, applied, &args.set)?;
+    let set_changed = after
+        .priority_levels
         .iter()
         .filter(|l| args.set.iter().any(|c| c.level == l.name))
         .cloned()
         .collect();
-    after.priority_levels = with_set;
-    let changed: BTreeSet<String> = args
-        .set
-        .iter()
-        .map(|c| c.level.clone())
-        .chain(applied.priority_levels.iter().map(|l| l.name.clone()))
-        .chain(
-            applied
-                .flow_schemas
-                .iter()
-                .map(|s| s.priority_level.clone()),
-        )
-        .collect();
     Ok((after, changed, set_changed))
-}
-
-/// The flag, else what the nominal limits the replica serves imply, else kube-apiserver's default.
-fn server_concurrency(a: &ApiserverReport, flag: Option<u32>) -> u32 {
-    if let Some(n) = flag {
-        return n;
-    }
-    let served: BTreeMap<String, f64> = a
-        .levels
-        .iter()
-        .filter_map(|l| Some((l.priority_level.clone(), l.nominal_limit_seats?)))
-        .collect();
-    a.objects
-        .as_deref()
-        .and_then(|o| arithmetic::infer_server_concurrency(&o.priority_levels, &served))
-        .unwrap_or(DEFAULT_SERVER_CONCURRENCY)
 }
 
 /// `a` or `a → b`.

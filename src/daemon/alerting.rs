@@ -14,6 +14,7 @@ use super::setup::{AlertSetup, ReceiverSetup};
 use super::{LeaderState, Leadership};
 use crate::alert::notification_log::{self, NotificationLog};
 use crate::alert::{AlertState, AlertView, Alerting, Engine, Notification, Router, TokioClock};
+use crate::analyze::predict::{attach, Predictions};
 use crate::analyze::{NotifierReport, StatusReport};
 use crate::export::SilenceRequest;
 use crate::notify::{Delivery, NotifyMetrics, ReceiverConfig};
@@ -429,6 +430,7 @@ impl AlertStage {
     pub async fn run(
         mut self,
         mut report: watch::Receiver<Arc<StatusReport>>,
+        predictions: watch::Receiver<Arc<Predictions>>,
         mut commands: mpsc::Receiver<Command>,
         mut silences: mpsc::Receiver<SilenceRequest>,
     ) {
@@ -461,6 +463,8 @@ impl AlertStage {
                         continue;
                     }
                     let latest = Arc::clone(&report.borrow_and_update());
+                    // Each remediation ends with the latest prediction made for its change.
+                    let latest = attach(&latest, &predictions.borrow());
                     self.round(Some(&latest));
                 }
                 // The group timers and `for`: a new report, if one came meanwhile, is the branch above's.

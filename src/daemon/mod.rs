@@ -26,6 +26,7 @@ mod analysis;
 mod leader;
 mod memory;
 mod objects;
+mod prediction;
 mod prometheus;
 mod reload;
 mod replica;
@@ -59,6 +60,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::{AlertView, TokioClock};
+use crate::analyze::predict::Predictions;
 use crate::analyze::StatusReport;
 use crate::config::Config;
 use crate::export::{self, DerivedMetrics, ReloadRequest, Surfaces};
@@ -164,6 +166,7 @@ impl Daemon {
         let (report_tx, report_rx) = watch::channel(Arc::new(StatusReport::default()));
         let (ready_tx, ready_rx) = watch::channel(false);
         let (view_tx, view_rx) = watch::channel(Arc::new(AlertView::default()));
+        let (predictions_tx, predictions_rx) = watch::channel(Arc::new(Predictions::default()));
         let (commands_tx, commands_rx) = mpsc::channel(8);
         let (silences_tx, silences_rx) = mpsc::channel(16);
         let (reload_tx, reload_rx) = mpsc::channel(4);
@@ -214,7 +217,8 @@ impl Daemon {
             TokioClock::new(),
             view_tx,
         );
-        tasks.spawn(stage.run(report_rx.clone(), commands_rx, silences_rx));
+        tasks.spawn(prediction::run(report_rx.clone(), predictions_tx));
+        tasks.spawn(stage.run(report_rx.clone(), predictions_rx, commands_rx, silences_rx));
         let reloader = tasks.spawn(
             reload::Reloader {
                 loader,

@@ -139,7 +139,11 @@ fn start(state: &std::path::Path, base: SystemTime, hang: bool, first: StatusRep
     let (report, report_rx) = watch::channel(Arc::new(first));
     let (commands, commands_rx) = mpsc::channel(4);
     let (silences, silences_rx) = mpsc::channel(4);
-    let task = tokio::spawn(stage.run(report_rx, commands_rx, silences_rx));
+    // No prediction task here: the predictions stay empty.
+    let (_, predictions_rx) = watch::channel(Arc::new(
+        apf_monitor::analyze::predict::Predictions::default(),
+    ));
+    let task = tokio::spawn(stage.run(report_rx, predictions_rx, commands_rx, silences_rx));
     Run {
         report,
         commands,

@@ -89,8 +89,56 @@ struct Proof {
     set: Option<&'static str>,
 }
 
+/// The daemon's prediction of the isolation, as its remediation says it: (level, 429/s, mean wait), for the new
+/// level and for workload-low.
+type Remedied = Option<[(String, f64, f64); 2]>;
+
 /// (predicted, measured) per level of interest, and the prediction's JSON.
 type Outcome = (BTreeMap<String, (f64, f64, f64, f64)>, Value);
+
+/// A wait as a remediation writes it: `12.1 s`, `50 ms`, `0`.
+fn wait_seconds(number: &str, unit: Option<&str>) -> f64 {
+    let v: f64 = number.parse().unwrap();
+    if unit == Some("ms") {
+        v / 1e3
+    } else {
+        v
+    }
+}
+
+/// What the daemon's remediation for workload-low predicts of the isolation it proposes: (429/s, mean wait) of
+/// the new level, and of workload-low after it.
+fn remediation_prediction(status: &Value) -> Option<(String, [(f64, f64); 2])> {
+    let remediation = status["alerts"].as_array()?.iter().find_map(|a| {
+        let r = a["annotations"]["remediation"].as_str()?;
+        (a["labels"]["priority_level"] == "workload-low" && r.contains("Predicted under"))
+            .then_some(r)
+    })?;
+    let new = regex::Regex::new(
+        r"the new (\S+) gets \d+ seats, its 429s (?:([\d.]+)/s|0) and mean wait ([\d.]+|0)(?: (ms|s))?",
+    )
+    .unwrap()
+    .captures(remediation)?;
+    let low = regex::Regex::new(
+        r"workload-low's 429s [^;]*?(?:→ )?(?:([\d.]+)/s|0), its mean wait (?:[^,]*→ )?([\d.]+|0)(?: (ms|s))?,",
+    )
+    .unwrap()
+    .captures(remediation)?;
+    let rate = |m: Option<regex::Match<'_>>| m.map_or(0.0, |m| m.as_str().parse().unwrap());
+    Some((
+        new[1].to_string(),
+        [
+            (
+                rate(new.get(2)),
+                wait_seconds(&new[3], new.get(4).map(|m| m.as_str())),
+            ),
+            (
+                rate(low.get(1)),
+                wait_seconds(&low[2], low.get(3).map(|m| m.as_str())),
+            ),
+        ],
+    ))
+}
 
 fn run_binary(args: &[&str], kubeconfig: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
@@ -118,7 +166,7 @@ fn kubectl_apply(kubeconfig: &Path, file: &Path) {
 }
 
 impl Proof {
-    async fn run(&self) -> Outcome {
+    async fn run(&self) -> (Outcome, Remedied) {
         let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
             replicas: 1,
             listen_port: 0,
@@ -127,6 +175,17 @@ impl Proof {
         })
         .await;
         let metrics_url = format!("{}/metrics", cluster.replica_urls()[0]);
+        // With the isolation, apf-monitor watches too: its alerts' remediation proposes it, with a prediction.
+        let monitor = if self.isolate {
+            let mut config = apf_monitor::config::Config::default();
+            config.scrape.interval = apf_monitor::values::Interval(Duration::from_secs(1));
+            config.scrape.timeout = apf_monitor::values::Interval(Duration::from_secs(1));
+            config.analysis.window = apf_monitor::values::Interval(Duration::from_secs(40));
+            config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
+            Some(common::start_monitor(&config).await)
+        } else {
+            None
+        };
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, "scrape: {interval: 1s, timeout: 1s}\n").unwrap();
         tokio::time::sleep(WARM).await;
@@ -181,6 +240,25 @@ impl Proof {
             String::from_utf8_lossy(&predicted.stderr)
         );
         let prediction: Value = serde_json::from_slice(&predicted.stdout).unwrap();
+        let remedied = match &monitor {
+            Some(m) => {
+                let url = format!("{m}/api/v1/status");
+                let found = common::eventually(Duration::from_secs(90), || async {
+                    let status: Value =
+                        serde_json::from_str(&common::get_text(&url).await?).ok()?;
+                    remediation_prediction(&status)
+                })
+                .await;
+                let (level, [new, low]) = found
+                    .unwrap_or_else(|| panic!("no remediation of workload-low with a prediction"));
+                Some([
+                    (level, new.0, new.1),
+                    ("workload-low".to_string(), low.0, low.1),
+                ])
+            }
+            None => None,
+        };
+        drop(monitor);
         kubectl_apply(&kubeconfig, &fix);
         tokio::time::sleep(SETTLE).await;
         let start = common::get_text(&metrics_url).await.unwrap();
@@ -223,8 +301,21 @@ impl Proof {
                 ),
             );
         }
+        // The daemon's levels measured too.
+        let remedied = remedied.map(|levels| {
+            levels.map(|(level, rate, wait)| {
+                let m = measured(&start, &end, seconds, &level);
+                out.entry(format!("{level} (remediation)")).or_insert((
+                    rate,
+                    m.rejected_per_second,
+                    wait,
+                    m.mean_wait_seconds,
+                ));
+                (level, rate, wait)
+            })
+        });
         drop(cluster);
-        (out, prediction)
+        ((out, prediction), remedied)
     }
 }
 
@@ -261,7 +352,7 @@ async fn predictions_meet_what_happens_after_the_change() {
     ];
     let outcomes = futures_util::future::join_all(proofs.iter().map(|p| p.run())).await;
     let mut failed = Vec::new();
-    for (proof, (levels, prediction)) in proofs.iter().zip(&outcomes) {
+    for (proof, ((levels, prediction), _)) in proofs.iter().zip(&outcomes) {
         println!("{}:", proof.name);
         for (level, (p_rej, m_rej, p_wait, m_wait)) in levels {
             println!(

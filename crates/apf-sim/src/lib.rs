@@ -87,6 +87,7 @@ pub use audit::{AuditLogOptions, AuditOptions, AuditWebhookOptions};
 pub use cluster::{
     generate_token, load_shares, write_private, Cluster, ClusterError, ClusterOptions,
 };
+pub use objects::default_configuration;
 pub use render::protobuf;
 pub use replay::{replay, FlowOutcome, LevelOutcome, ObservedFlow, Replay, ReplayRun};
 pub use reviews::{Grant, SimUser};

@@ -159,7 +159,7 @@ pub(super) fn configuration(
 }
 
 /// The configuration a cluster of `v` starts with: its default objects, read as [`configuration`] reads them.
-pub(crate) fn default_configuration(
+pub fn default_configuration(
     v: KubeVersion,
 ) -> (Vec<apf::FlowSchema>, Vec<apf::PriorityLevelConfig>) {
     let store = Store::new();

@@ -187,7 +187,18 @@ impl Rule {
                 let mut a = BTreeMap::new();
                 a.insert("description".to_string(), describe(l));
                 a.insert("top_flows".to_string(), top_flows(l));
-                a.insert("remediation".to_string(), remedy.sentence);
+                // The prediction made for this very change (the daemon's prediction task), when there is one.
+                let predicted = remedy.change_key().and_then(|key| {
+                    server
+                        .predictions
+                        .get(&l.priority_level)
+                        .filter(|p| p.change_key == key)
+                });
+                let sentence = match predicted {
+                    Some(p) => format!("{} {}", remedy.sentence, p.words()),
+                    None => remedy.sentence,
+                };
+                a.insert("remediation".to_string(), sentence);
                 if let Some(m) = remedy.manifest {
                     a.insert("remediation_manifest".to_string(), m);
                 }

@@ -8,12 +8,14 @@ mod workload;
 pub use outcome::{Expectation, FlowExpectation, FlowPrediction, LevelPrediction, Spread};
 pub use workload::{observed_load, Load, LoadFlow};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::ApiserverReport;
-use apf::model::FlowcontrolObjects;
+use super::{ApiserverReport, StatusReport};
+use apf::model::{FlowcontrolObjects, ReplicaKey};
+use apf::plan::{Change, PlanError, DEFAULT_SERVER_CONCURRENCY};
 
 /// Why no prediction could be made, in words that say what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +36,94 @@ pub enum Unpredictable {
     NoVersion,
     #[error("the simulator refused the replay: {0}")]
     Replay(String),
+}
+
+/// `before` with `applied` put in force (an object of the same kind and name replaced, as `kubectl apply` does) and
+/// `set` applied (checked as the API server would); and the levels the change touches.
+pub fn changed(
+    before: &FlowcontrolObjects,
+    applied: &FlowcontrolObjects,
+    set: &[Change],
+) -> Result<(FlowcontrolObjects, BTreeSet<String>), PlanError> {
+    let mut after = before.clone();
+    for fs in &applied.flow_schemas {
+        after.flow_schemas.retain(|s| s.name != fs.name);
+        after.flow_schemas.push(fs.clone());
+    }
+    for pl in &applied.priority_levels {
+        after.priority_levels.retain(|l| l.name != pl.name);
+        after.priority_levels.push(pl.clone());
+    }
+    after.priority_levels = apf::plan::apply(&after.priority_levels, set)?;
+    let touched = set
+        .iter()
+        .map(|c| c.level.clone())
+        .chain(applied.priority_levels.iter().map(|l| l.name.clone()))
+        .chain(
+            applied
+                .flow_schemas
+                .iter()
+                .map(|s| s.priority_level.clone()),
+        )
+        .collect();
+    Ok((after, touched))
+}
+
+/// The replica's seats: what the nominal limits it serves imply with its objects' shares, else kube-apiserver's
+/// default.
+pub fn server_concurrency(report: &ApiserverReport) -> u32 {
+    let served: BTreeMap<String, f64> = report
+        .levels
+        .iter()
+        .filter_map(|l| Some((l.priority_level.clone(), l.nominal_limit_seats?)))
+        .collect();
+    report
+        .objects
+        .as_deref()
+        .and_then(|o| apf::plan::infer_server_concurrency(&o.priority_levels, &served))
+        .unwrap_or(DEFAULT_SERVER_CONCURRENCY)
+}
+
+/// What a level's remediation is predicted to do: the change it was made for, and the sentence, or why there is
+/// none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemedyPrediction {
+    /// [`crate::alert::remediation::Remediation::change_key`] of the change predicted.
+    pub change_key: String,
+    pub outcome: Result<String, String>,
+}
+
+impl RemedyPrediction {
+    /// What a remediation ends with.
+    pub fn words(&self) -> String {
+        match &self.outcome {
+            Ok(summary) => summary.clone(),
+            Err(why) => format!("No prediction of this change: {why}."),
+        }
+    }
+}
+
+/// The latest prediction of each level's remediation, by replica and level.
+pub type Predictions = BTreeMap<(ReplicaKey, String), Arc<RemedyPrediction>>;
+
+/// The report with each replica's predictions attached (only the replicas that have one are copied).
+pub fn attach(report: &Arc<StatusReport>, predictions: &Predictions) -> Arc<StatusReport> {
+    if predictions.is_empty() {
+        return Arc::clone(report);
+    }
+    let mut out = (**report).clone();
+    for a in out.apiservers.iter_mut() {
+        let key = a.key();
+        let mine: BTreeMap<String, Arc<RemedyPrediction>> = predictions
+            .range((key.clone(), String::new())..)
+            .take_while(|((k, _), _)| *k == key)
+            .map(|((_, level), p)| (level.clone(), Arc::clone(p)))
+            .collect();
+        if !mine.is_empty() || !a.predictions.is_empty() {
+            Arc::make_mut(a).predictions = mine;
+        }
+    }
+    Arc::new(out)
 }
 
 /// How a prediction is replayed.

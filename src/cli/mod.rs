@@ -63,7 +63,8 @@ pub enum Command {
     /// `simulate` and `serve` in one process: watch headroom fall under load, no cluster needed.
     Demo(DemoArgs),
     /// What-if on the APF configuration: every priority level's limits before and after --set LEVEL.FIELD=N, on
-    /// the cluster's PriorityLevelConfigurations or on files.
+    /// the cluster's PriorityLevelConfigurations or on files; with --load, the 429s and waits under the load the
+    /// replicas carry.
     Plan(plan::PlanArgs),
     /// Which FlowSchema, priority level and flow a request gets, with kube-apiserver's own matching, on the
     /// cluster's objects or on files.

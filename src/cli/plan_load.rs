@@ -34,6 +34,8 @@ struct ReplicaRow {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     seeds: Vec<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    lead_in_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     warm_up_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     measured_seconds: Option<f64>,
@@ -116,6 +118,7 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
                     kubernetes_version: Some(p.kubernetes_version.clone()),
                     server_concurrency: Some(p.server_concurrency),
                     seeds: p.seeds.clone(),
+                    lead_in_seconds: Some(p.lead_in_seconds),
                     warm_up_seconds: Some(p.warm_up_seconds),
                     measured_seconds: Some(p.measured_seconds),
                     assumptions: p.assumptions.clone(),
@@ -171,6 +174,7 @@ fn unpredictable(a: &ApiserverReport, why: String) -> ReplicaRow {
         kubernetes_version: a.kubernetes_version.clone(),
         server_concurrency: None,
         seeds: Vec::new(),
+        lead_in_seconds: None,
         warm_up_seconds: None,
         measured_seconds: None,
         assumptions: Vec::new(),
@@ -222,12 +226,14 @@ fn wait(s: f64) -> String {
 /// One replica's prediction: its levels, its flows, what was assumed.
 pub(super) fn table(p: &Prediction) -> String {
     let mut out = format!(
-        "{} (Kubernetes v{}, {} seats): the window's load replayed for {}s after a {}s warm-up, seeds {}.\n\n",
+        "{} (Kubernetes v{}, {} seats): the window's load replayed {}s, the change made, {}s more, then {}s \
+         measured; seeds {}.\n\n",
         p.apiserver,
         p.kubernetes_version,
         p.server_concurrency,
-        shown(p.measured_seconds),
+        shown(p.lead_in_seconds),
         shown(p.warm_up_seconds),
+        shown(p.measured_seconds),
         p.seeds
             .iter()
             .map(u64::to_string)

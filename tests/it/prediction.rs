@@ -1,9 +1,12 @@
-//! Predictions proven in the simulator (issue 52): on a loaded simulated cluster, `apf-monitor plan --load`
-//! predicts what a change will do; the change is then applied with kubectl, and what happened over the next minute
-//! is measured on the replica's own `/metrics`. Three changes, each on a cluster of its own, side by side:
+//! Predictions proven in the simulator (issue 52): on a loaded simulated cluster (`config/scenarios/flood.yaml`),
+//! `apf-monitor plan --load` predicts what a change will do; the change is then applied with kubectl, and what
+//! happened over the next minute is measured on the replica's own `/metrics`. Three changes, each on a cluster of its own, side by side:
 //! 1. isolating the noisy flow (the manifests `check --output manifests` proposes, given to `plan --load --apply`);
-//! 2. raising workload-low's shares (`--set workload-low.shares=300`);
+//! 2. raising workload-low's shares by half (`--set workload-low.shares=150`);
 //! 3. lengthening its queues (`--set workload-low.queueLengthLimit=200`).
+//!
+//! The alerts' remediation proposes the isolation too: on a fourth cluster, apf-monitor's daemon says what it
+//! predicts of it, the isolation is applied, and its prediction is held to what happened, as `plan --load`'s are.
 //!
 //! For the level the change touches and the level with load that gives up the most seats, the measured 429s per second are
 //! within 30 % (or 0.5/s) of the prediction and the measured mean wait within 50 % (or 50 ms).
@@ -17,23 +20,13 @@ use serde_json::Value;
 use crate::common;
 use apf_sim::{ClusterOptions, KubeVersion, Scenario};
 
-/// workload-low loaded past anything it can borrow: the agent's 10-seat LISTs beside cert-manager's GETs; the
-/// controllers keep a third of workload-high's seats busy, alice some of global-default's. Steady rates, execution
-/// times spread ±50 % (what the prediction assumes of a real apiserver's requests).
-const LOAD: &str = "duration: 3600s\nflows:\n\
-  - {name: agents, flow_schema: service-accounts, user: \"system:serviceaccount:monitoring:agent\", verb: list, \
-     resource: pods, seats: 10, duration: 2s, duration_spread: 0.5, rate: [{at: 0s, rps: 30}]}\n\
-  - {name: cert-manager, flow_schema: service-accounts, user: \"system:serviceaccount:cert-manager:cert-manager\", \
-     verb: get, resource: secrets, namespace: cert-manager, duration: 50ms, duration_spread: 0.5, rate: [{at: 0s, rps: 20}]}\n\
-  - {name: controllers, flow_schema: kube-controller-manager, user: \"system:kube-controller-manager\", verb: list, \
-     resource: endpoints, namespace: kube-system, duration: 1s, duration_spread: 0.5, rate: [{at: 0s, rps: 40}]}\n\
-  - {name: operator, flow_schema: global-default, user: alice, verb: get, resource: configmaps, namespace: default, \
-     duration: 200ms, duration_spread: 0.5, rate: [{at: 0s, rps: 30}]}\n";
+/// workload-low loaded past anything it can borrow (the scenario's header says how).
+const LOAD: &str = include_str!("../../config/scenarios/flood.yaml");
 
 /// The simulated replica's load before the prediction watches it: queues full, borrowing settled.
 const WARM: Duration = Duration::from_secs(30);
 /// `plan --load`'s window.
-const WINDOW: &str = "40s";
+const WINDOW: &str = "60s";
 /// The measure after the change: what `plan --load` replays and counts (after its warm-up of 20 s, the next 60 s).
 const SETTLE: Duration = Duration::from_secs(20);
 const MEASURE: Duration = Duration::from_secs(60);
@@ -89,9 +82,71 @@ struct Proof {
     set: Option<&'static str>,
 }
 
-/// The daemon's prediction of the isolation, as its remediation says it: (level, 429/s, mean wait), for the new
-/// level and for workload-low.
-type Remedied = Option<[(String, f64, f64); 2]>;
+/// The alerts' remediation, proven as `plan --load` is: a daemon watches a cluster of its own under the same load,
+/// its remediation for workload-low proposes the isolation and ends with its prediction; the isolation is applied
+/// with kubectl (`check --output manifests`, the same manifests) at once, and measured as the proofs measure.
+/// (predicted, measured) of the new level and of workload-low.
+async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
+    let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
+        replicas: 1,
+        listen_port: 0,
+        clock_tick: Some(Duration::from_millis(20)),
+        ..ClusterOptions::new(KubeVersion::new(34, 0), Scenario::from_yaml(LOAD).unwrap())
+    })
+    .await;
+    let metrics_url = format!("{}/metrics", cluster.replica_urls()[0]);
+    let mut config = apf_monitor::config::Config::default();
+    config.scrape.interval = apf_monitor::values::Interval(Duration::from_secs(1));
+    config.scrape.timeout = apf_monitor::values::Interval(Duration::from_secs(1));
+    config.analysis.window = apf_monitor::values::Interval(Duration::from_secs(60));
+    config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
+    let monitor = common::start_monitor(&config).await;
+    // A prediction made from a window of the steady load, as `plan --load` watches it in the proofs: the first is
+    // made as soon as the level is under pressure (its window still holds the replica's start); the one taken is
+    // the first made once the replica has run as long as the proofs' clusters when they change.
+    let url = format!("{monitor}/api/v1/status");
+    let started = std::time::Instant::now();
+    let mut seen = None;
+    let mut taken = None;
+    while started.elapsed() < Duration::from_secs(300) {
+        let status: Option<Value> = common::get_text(&url)
+            .await
+            .and_then(|t| serde_json::from_str(&t).ok());
+        if let Some(now) = status.as_ref().and_then(remediation_prediction) {
+            let fresh = started.elapsed() >= WARM + Duration::from_secs(60);
+            if fresh && seen.is_some() && seen.as_ref() != Some(&now) {
+                taken = Some(now);
+                break;
+            }
+            seen = Some(now);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (level, [new, low]) =
+        taken.unwrap_or_else(|| panic!("no fresh remediation of workload-low with a prediction"));
+    drop(monitor);
+    let manifests = common::proposed_manifests(&kubeconfig).await;
+    let fix = dir.path().join("fix.yaml");
+    std::fs::write(&fix, &manifests.stdout).unwrap();
+    kubectl_apply(&kubeconfig, &fix);
+    tokio::time::sleep(SETTLE).await;
+    let start = common::get_text(&metrics_url).await.unwrap();
+    let t0 = std::time::Instant::now();
+    tokio::time::sleep(MEASURE).await;
+    let end = common::get_text(&metrics_url).await.unwrap();
+    let seconds = t0.elapsed().as_secs_f64();
+    drop(cluster);
+    [(level, new), ("workload-low".to_string(), low)]
+        .into_iter()
+        .map(|(level, (rate, wait))| {
+            let m = measured(&start, &end, seconds, &level);
+            (
+                format!("{level} (remediation)"),
+                (rate, m.rejected_per_second, wait, m.mean_wait_seconds),
+            )
+        })
+        .collect()
+}
 
 /// (predicted, measured) per level of interest, and the prediction's JSON.
 type Outcome = (BTreeMap<String, (f64, f64, f64, f64)>, Value);
@@ -166,7 +221,7 @@ fn kubectl_apply(kubeconfig: &Path, file: &Path) {
 }
 
 impl Proof {
-    async fn run(&self) -> (Outcome, Remedied) {
+    async fn run(&self) -> Outcome {
         let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
             replicas: 1,
             listen_port: 0,
@@ -175,17 +230,6 @@ impl Proof {
         })
         .await;
         let metrics_url = format!("{}/metrics", cluster.replica_urls()[0]);
-        // With the isolation, apf-monitor watches too: its alerts' remediation proposes it, with a prediction.
-        let monitor = if self.isolate {
-            let mut config = apf_monitor::config::Config::default();
-            config.scrape.interval = apf_monitor::values::Interval(Duration::from_secs(1));
-            config.scrape.timeout = apf_monitor::values::Interval(Duration::from_secs(1));
-            config.analysis.window = apf_monitor::values::Interval(Duration::from_secs(40));
-            config.targets.kubernetes.kubeconfig = Some(kubeconfig.clone());
-            Some(common::start_monitor(&config).await)
-        } else {
-            None
-        };
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, "scrape: {interval: 1s, timeout: 1s}\n").unwrap();
         tokio::time::sleep(WARM).await;
@@ -240,25 +284,6 @@ impl Proof {
             String::from_utf8_lossy(&predicted.stderr)
         );
         let prediction: Value = serde_json::from_slice(&predicted.stdout).unwrap();
-        let remedied = match &monitor {
-            Some(m) => {
-                let url = format!("{m}/api/v1/status");
-                let found = common::eventually(Duration::from_secs(90), || async {
-                    let status: Value =
-                        serde_json::from_str(&common::get_text(&url).await?).ok()?;
-                    remediation_prediction(&status)
-                })
-                .await;
-                let (level, [new, low]) = found
-                    .unwrap_or_else(|| panic!("no remediation of workload-low with a prediction"));
-                Some([
-                    (level, new.0, new.1),
-                    ("workload-low".to_string(), low.0, low.1),
-                ])
-            }
-            None => None,
-        };
-        drop(monitor);
         kubectl_apply(&kubeconfig, &fix);
         tokio::time::sleep(SETTLE).await;
         let start = common::get_text(&metrics_url).await.unwrap();
@@ -301,21 +326,8 @@ impl Proof {
                 ),
             );
         }
-        // The daemon's levels measured too.
-        let remedied = remedied.map(|levels| {
-            levels.map(|(level, rate, wait)| {
-                let m = measured(&start, &end, seconds, &level);
-                out.entry(format!("{level} (remediation)")).or_insert((
-                    rate,
-                    m.rejected_per_second,
-                    wait,
-                    m.mean_wait_seconds,
-                ));
-                (level, rate, wait)
-            })
-        });
         drop(cluster);
-        ((out, prediction), remedied)
+        (out, prediction)
     }
 }
 
@@ -342,7 +354,7 @@ async fn predictions_meet_what_happens_after_the_change() {
         Proof {
             name: "raise workload-low's shares",
             isolate: false,
-            set: Some("workload-low.shares=300"),
+            set: Some("workload-low.shares=150"),
         },
         Proof {
             name: "lengthen workload-low's queues",
@@ -350,9 +362,13 @@ async fn predictions_meet_what_happens_after_the_change() {
             set: Some("workload-low.queueLengthLimit=200"),
         },
     ];
-    let outcomes = futures_util::future::join_all(proofs.iter().map(|p| p.run())).await;
+    let (mut outcomes, remedied) = tokio::join!(
+        futures_util::future::join_all(proofs.iter().map(|p| p.run())),
+        remediation_proof()
+    );
+    outcomes[0].0.extend(remedied);
     let mut failed = Vec::new();
-    for (proof, ((levels, prediction), _)) in proofs.iter().zip(&outcomes) {
+    for (proof, (levels, prediction)) in proofs.iter().zip(&outcomes) {
         println!("{}:", proof.name);
         for (level, (p_rej, m_rej, p_wait, m_wait)) in levels {
             println!(

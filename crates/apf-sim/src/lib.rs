@@ -89,7 +89,9 @@ pub use cluster::{
 };
 pub use objects::default_configuration;
 pub use render::protobuf;
-pub use replay::{replay, FlowOutcome, LevelOutcome, ObservedFlow, Replay, ReplayRun};
+pub use replay::{
+    replay, replay_change, FlowOutcome, LevelOutcome, Objects, ObservedFlow, Replay, ReplayRun,
+};
 pub use reviews::{Grant, SimUser};
 pub use run::{run, FlowRun, LevelRun, RunReport};
 pub use scenario::{

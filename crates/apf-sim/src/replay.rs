@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::scenario::{Arrivals, Dispatch, FlowSpec, RatePoint, Scenario, SimError};
-use crate::simulator::{FlowTally, LevelTally, SimOptions, Simulator, Tallies};
+use crate::simulator::{FlowTally, LevelTally, SimOptions, Simulator, Tallies, ADJUST_NS};
 use apf::{FlowSchema, KubeVersion, PriorityLevelConfig};
 
 /// The most requests a replay sends per second, all flows together: the scenarios' own bound per flow.
@@ -46,7 +46,12 @@ pub struct Replay {
     pub version: KubeVersion,
     pub server_concurrency: u32,
     pub flows: Vec<ObservedFlow>,
-    /// Simulated first and not measured: the queues fill and the borrowing settles as they had when observed.
+    /// Replayed first through the configuration in force ([`replay_change`]'s `before`): the queues fill and the
+    /// borrowing settles as they were when the change is made. Each seed adds a part of borrowing's 10 s period:
+    /// the change lands at another moment of it.
+    pub lead_in: Duration,
+    /// After the change, simulated and not measured: queued requests of before are served or time out, borrowing
+    /// adjusts (every 10 s).
     pub warm_up: Duration,
     /// Measured after the warm-up.
     pub measured: Duration,
@@ -61,12 +66,13 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// 20 s of warm-up, 60 s measured, seeds 1 to 3, execution times ±50 %.
+    /// 30 s of lead-in, 20 s of warm-up, 60 s measured, seeds 1 to 3, execution times ±50 %.
     pub fn new(version: KubeVersion, server_concurrency: u32, flows: Vec<ObservedFlow>) -> Replay {
         Replay {
             version,
             server_concurrency,
             flows,
+            lead_in: Duration::from_secs(30),
             warm_up: Duration::from_secs(20),
             measured: Duration::from_secs(60),
             seeds: vec![1, 2, 3],
@@ -117,20 +123,39 @@ pub struct ReplayRun {
     pub flows: Vec<FlowOutcome>,
 }
 
-/// Replays the flows through `schemas` and `levels` once per seed, the seeds on threads of their own.
+/// A configuration: its FlowSchemas and PriorityLevelConfigurations.
+pub type Objects<'a> = (&'a [FlowSchema], &'a [PriorityLevelConfig]);
+
+/// Replays the flows through `schemas` and `levels` once per seed, the seeds on threads of their own: the lead-in,
+/// the warm-up and the measure all through them.
 pub fn replay(
     r: &Replay,
     schemas: &[FlowSchema],
     levels: &[PriorityLevelConfig],
 ) -> Result<Vec<ReplayRun>, SimError> {
+    replay_change(r, (schemas, levels), (schemas, levels))
+}
+
+/// The change as it happens: the lead-in through `before`, then `after` put in force (as kube-apiserver's APF
+/// controller does), its warm-up, and the measure; once per seed.
+pub fn replay_change(
+    r: &Replay,
+    before: Objects<'_>,
+    after: Objects<'_>,
+) -> Result<Vec<ReplayRun>, SimError> {
     let scenario = scenario_of(r)?;
+    let n = r.seeds.len() as u64;
     std::thread::scope(|s| {
         let runs: Vec<_> = r
             .seeds
             .iter()
-            .map(|&seed| {
+            .enumerate()
+            .map(|(i, &seed)| {
                 let scenario = scenario.clone();
-                s.spawn(move || one_run(r, scenario, seed, schemas, levels))
+                // A change lands at any moment of borrowing's 10 s period, and where it lands shapes the next
+                // minutes' limits: each seed makes it at another moment, spread evenly over the period.
+                let phase = Duration::from_nanos(ADJUST_NS * (2 * i as u64 + 1) / (2 * n));
+                s.spawn(move || one_run(r, scenario, seed, r.lead_in + phase, before, after))
             })
             .collect();
         runs.into_iter()
@@ -229,7 +254,7 @@ fn scenario_of(r: &Replay) -> Result<Scenario, SimError> {
         })
         .collect();
     Ok(Scenario {
-        duration: r.warm_up + r.measured,
+        duration: r.lead_in + Duration::from_nanos(ADJUST_NS) + r.warm_up + r.measured,
         seed: None,
         priority_levels: Vec::new(),
         dispatch: Dispatch::FairQueuing,
@@ -241,17 +266,23 @@ fn one_run(
     r: &Replay,
     scenario: Scenario,
     seed: u64,
-    schemas: &[FlowSchema],
-    levels: &[PriorityLevelConfig],
+    lead_in: Duration,
+    before: Objects<'_>,
+    after: Objects<'_>,
 ) -> ReplayRun {
     let sim = Simulator::new(SimOptions {
         seed,
         server_concurrency: r.server_concurrency,
         ..SimOptions::new(r.version, scenario)
     });
-    // The replayed objects in force from the start, in place of the version's defaults.
-    sim.configure(schemas.to_vec(), levels.to_vec());
+    // The replica's objects in force from the start, in place of the version's defaults, and its levels' memory of
+    // demand.
+    sim.configure(before.0.to_vec(), before.1.to_vec());
     sim.remember_demand(&r.smoothed_demand);
+    sim.step(lead_in);
+    if before != after {
+        sim.configure(after.0.to_vec(), after.1.to_vec());
+    }
     sim.step(r.warm_up);
     let start = sim.tallies();
     sim.step(r.measured);
@@ -408,6 +439,7 @@ mod tests {
 
     fn short(flows: Vec<ObservedFlow>) -> Replay {
         Replay {
+            lead_in: Duration::ZERO,
             warm_up: Duration::from_secs(20),
             measured: Duration::from_secs(30),
             seeds: vec![1, 2],
@@ -521,7 +553,17 @@ mod tests {
         let (isolated_schemas, isolated_levels) = isolation();
         let r = short(load());
         let before = replay(&r, &schemas, &levels).unwrap();
-        let after = replay(&r, &isolated_schemas, &isolated_levels).unwrap();
+        // The isolation made 10 s into the run, as a person applies it.
+        let change = Replay {
+            lead_in: Duration::from_secs(10),
+            ..short(load())
+        };
+        let after = replay_change(
+            &change,
+            (&schemas, &levels),
+            (&isolated_schemas, &isolated_levels),
+        )
+        .unwrap();
         for (b, a) in before.iter().zip(&after) {
             assert_eq!(flow(a, "agent").priority_level, "isolate-agent");
             assert_eq!(flow(a, "agent").flow_schema, "isolate-agent");

@@ -126,10 +126,16 @@ pub fn attach(report: &Arc<StatusReport>, predictions: &Predictions) -> Arc<Stat
     Arc::new(out)
 }
 
+/// A configuration as the replay takes it.
+fn objects(o: &FlowcontrolObjects) -> apf_sim::Objects<'_> {
+    (&o.flow_schemas, &o.priority_levels)
+}
+
 /// How a prediction is replayed.
 #[derive(Debug, Clone)]
 pub struct ReplaySettings {
     pub seeds: Vec<u64>,
+    pub lead_in: std::time::Duration,
     pub warm_up: std::time::Duration,
     pub measured: std::time::Duration,
 }
@@ -139,6 +145,7 @@ impl Default for ReplaySettings {
         let d = apf_sim::Replay::new(apf::KubeVersion::new(33, 0), 600, Vec::new());
         ReplaySettings {
             seeds: d.seeds,
+            lead_in: d.lead_in,
             warm_up: d.warm_up,
             measured: d.measured,
         }
@@ -152,6 +159,7 @@ pub struct Prediction {
     pub kubernetes_version: String,
     pub server_concurrency: u32,
     pub seeds: Vec<u64>,
+    pub lead_in_seconds: f64,
     pub warm_up_seconds: f64,
     pub measured_seconds: f64,
     /// Levels with load or a limit that moves, the changed ones first.
@@ -180,6 +188,7 @@ pub fn predict(
     let load = observed_load(report, before)?;
     let replay = apf_sim::Replay {
         seeds: settings.seeds.clone(),
+        lead_in: settings.lead_in,
         warm_up: settings.warm_up,
         measured: settings.measured,
         smoothed_demand: report
@@ -193,8 +202,8 @@ pub fn predict(
             load.flows.iter().map(|f| f.flow.clone()).collect(),
         )
     };
-    let run = |o: &FlowcontrolObjects| {
-        apf_sim::replay(&replay, &o.flow_schemas, &o.priority_levels)
+    let run = |after: &FlowcontrolObjects| {
+        apf_sim::replay_change(&replay, objects(before), objects(after))
             .map_err(|e| Unpredictable::Replay(e.to_string()))
     };
     let (runs_before, runs_after) = (run(before)?, run(after)?);
@@ -202,7 +211,7 @@ pub fn predict(
         format!(
             "Each flow sends as it did in the window, at a steady rate with Poisson arrivals (open loop: a client \
              rejected does not slow down or retry), every request holding its seats for an execution time drawn \
-             within ±{:.0} % of its flow schema's mean; no work estimator (a LIST costs what it cost in the window).",
+             within ±{:.0} % of its flow's mean; no work estimator (a LIST costs what it cost in the window).",
             replay.execution_spread * 100.0
         ),
         format!(
@@ -216,8 +225,10 @@ pub fn predict(
             }
         ),
         format!(
-            "The first {:.0} s after the change are replayed and not counted (queues fill, borrowing adjusts); the \
-             next {:.0} s are.",
+            "The load replayed {:.0} s through the objects in force (the queues fill as they were), then the change \
+             made; its first {:.0} s not counted (what waited before is served or times out, borrowing adjusts), \
+             the next {:.0} s counted.",
+            replay.lead_in.as_secs_f64(),
             replay.warm_up.as_secs_f64(),
             replay.measured.as_secs_f64()
         ),
@@ -229,6 +240,7 @@ pub fn predict(
         kubernetes_version: version.to_string(),
         server_concurrency,
         seeds: replay.seeds.clone(),
+        lead_in_seconds: replay.lead_in.as_secs_f64(),
         warm_up_seconds: replay.warm_up.as_secs_f64(),
         measured_seconds: replay.measured.as_secs_f64(),
         levels,

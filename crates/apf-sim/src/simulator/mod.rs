@@ -26,7 +26,8 @@ use crate::scenario::{Scenario, SimError};
 use apf::KubeVersion;
 
 pub(crate) use state::{
-    FsStats, Histogram, Level, Req, State, QUEUE_LENGTH_BUCKETS, SEAT_UTILIZATION_BUCKETS,
+    FsStats, Histogram, Level, Req, State, ADJUST_NS, QUEUE_LENGTH_BUCKETS,
+    SEAT_UTILIZATION_BUCKETS,
 };
 
 /// How to run a simulation.

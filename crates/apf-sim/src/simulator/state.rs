@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use crate::scenario::FlowSpec;
 
 /// borrowingAdjustmentPeriod: CurrentCL is recomputed this often (1.26+).
-pub(super) const ADJUST_NS: u64 = 10_000_000_000;
+pub(crate) const ADJUST_NS: u64 = 10_000_000_000;
 /// requestWaitLimit = --request-timeout/4 with the default 60 s.
 pub(super) const QUEUE_WAIT_LIMIT_NS: u64 = 15_000_000_000;
 /// Buckets of request_queue_length_after_enqueue.

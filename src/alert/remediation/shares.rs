@@ -381,6 +381,11 @@ mod tests {
             r.sentence
         );
         assert!(r.manifest.is_none());
+        // The move as `plan --set` says it, for its prediction: global-default 20 + 8, workload-low 100 - 8.
+        assert_eq!(
+            r.change_key().as_deref(),
+            Some("global-default.shares=28 workload-low.shares=92")
+        );
     }
 
     #[test]

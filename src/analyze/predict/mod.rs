@@ -350,3 +350,113 @@ impl Prediction {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expectation(
+        rejected: f64,
+        mean_wait: f64,
+        p99: f64,
+        limit: f64,
+        headroom: f64,
+    ) -> Expectation {
+        Expectation {
+            rejected_per_second: rejected,
+            dispatched_per_second: 1.0,
+            mean_wait_seconds: mean_wait,
+            p99_wait_seconds: p99,
+            limit_seats: limit,
+            headroom_seats: headroom,
+            ..Default::default()
+        }
+    }
+
+    fn level(name: &str, before: Expectation, after: Expectation) -> LevelPrediction {
+        LevelPrediction {
+            priority_level: name.into(),
+            changed: false,
+            before,
+            after,
+        }
+    }
+
+    /// The alert's level, the level the change makes, and the level that gives up the most seats, each with what
+    /// moves.
+    #[test]
+    fn a_summary_says_the_level_the_new_level_and_the_largest_donor() {
+        let p = Prediction {
+            apiserver: "a".into(),
+            kubernetes_version: "1.34.0".into(),
+            server_concurrency: 600,
+            seeds: vec![1, 2, 3],
+            lead_in_seconds: 30.0,
+            warm_up_seconds: 20.0,
+            measured_seconds: 60.0,
+            levels: vec![
+                level(
+                    "workload-low",
+                    expectation(12.8, 5.2, 15.0, 360.0, 0.0),
+                    expectation(0.0, 0.0, 0.0, 300.0, 299.0),
+                ),
+                level(
+                    "isolate-agent",
+                    expectation(0.0, 0.0, 0.0, 0.0, 0.0),
+                    expectation(17.7, 11.2, 15.0, 57.0, 0.0),
+                ),
+                level(
+                    "system",
+                    expectation(0.0, 0.0, 0.0, 50.0, 50.0),
+                    expectation(0.0, 0.0, 0.0, 48.0, 48.0),
+                ),
+                level(
+                    "global-default",
+                    expectation(0.0, 0.0, 0.0, 24.0, 20.0),
+                    expectation(0.0, 0.0, 0.0, 24.0, 20.0),
+                ),
+            ],
+            flows: Vec::new(),
+            assumptions: Vec::new(),
+        };
+        assert_eq!(
+            p.summary("workload-low"),
+            "Predicted under this replica's load of the window (replayed 60 s, 3 seeds; steady rates, as `plan \
+             --load` says): workload-low's 429s 12.8/s → 0, its mean wait 5.2 s → 0, p99 15.0 s → 0; the new \
+             isolate-agent gets 57 seats, its 429s 17.7/s and mean wait 11.2 s; system gives up 2 seats, its \
+             headroom 50 → 48 seats."
+        );
+    }
+
+    /// `--apply`'s objects replace those of the same name, `--set` applies on top, and the levels touched are named.
+    #[test]
+    fn a_change_applies_objects_then_fields() {
+        let v = apf::KubeVersion::new(34, 0);
+        let (flow_schemas, priority_levels) = apf_sim::default_configuration(v);
+        let before = FlowcontrolObjects {
+            flow_schemas,
+            priority_levels,
+        };
+        let mut applied = FlowcontrolObjects::default();
+        let mut own = before.priority_levels[0].clone();
+        own.name = "own".into();
+        applied.priority_levels.push(own);
+        let set: Vec<Change> = vec!["workload-low.shares=150".parse().unwrap()];
+        let (after, touched) = changed(&before, &applied, &set).unwrap();
+        assert_eq!(
+            after.priority_levels.len(),
+            before.priority_levels.len() + 1
+        );
+        let low = after
+            .priority_levels
+            .iter()
+            .find(|l| l.name == "workload-low")
+            .unwrap();
+        assert_eq!(low.shares, Some(150));
+        assert_eq!(
+            touched.into_iter().collect::<Vec<_>>(),
+            ["own", "workload-low"]
+        );
+        assert!(changed(&before, &applied, &["nope.shares=1".parse().unwrap()]).is_err());
+    }
+}

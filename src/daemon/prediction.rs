@@ -23,7 +23,8 @@ struct Job {
     key: (ReplicaKey, String),
     change_key: String,
     report: Arc<ApiserverReport>,
-    applied: FlowcontrolObjects,
+    /// The remediation's manifest as objects; why not, if it does not read as them.
+    applied: Result<FlowcontrolObjects, String>,
     set: Vec<apf::plan::Change>,
 }
 
@@ -68,8 +69,9 @@ fn next_job(
                 continue;
             }
             let applied = match remedy.manifest.as_deref() {
-                Some(m) => apf::model::parse_flowcontrol_documents(m).unwrap_or_default(),
-                None => FlowcontrolObjects::default(),
+                Some(m) => apf::model::parse_flowcontrol_documents(m)
+                    .map_err(|e| format!("the remediation's manifest does not read: {e}")),
+                None => Ok(FlowcontrolObjects::default()),
             };
             best = Some((
                 due,
@@ -94,8 +96,9 @@ fn make(job: &Job) -> RemedyPrediction {
             .objects
             .as_deref()
             .ok_or_else(|| predict::Unpredictable::NoObjects.to_string())?;
+        let applied = job.applied.as_ref().map_err(Clone::clone)?;
         let (after, touched) =
-            predict::changed(before, &job.applied, &job.set).map_err(|e| e.to_string())?;
+            predict::changed(before, applied, &job.set).map_err(|e| e.to_string())?;
         let p = predict::predict(
             &job.report,
             &after,

@@ -62,8 +62,11 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
     {
         bail!("nothing changes: give --set LEVEL.FIELD=N or --apply FILE");
     }
-    if matches!(args.output, PlanOutput::Manifests) && args.set.is_empty() {
-        bail!("--output manifests writes the levels --set changes; the --apply files are the manifests already");
+    if matches!(args.output, PlanOutput::Manifests) {
+        bail!(
+            "--output manifests writes the levels --set changes, with no window to watch: run it without --load \
+             (the --apply files are manifests already)"
+        );
     }
     let report = super::window::watch(&super::window::Watch {
         common: &args.common,
@@ -76,11 +79,9 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
     .await?;
     let mut jobs = Vec::new();
     let mut rows = Vec::new();
-    let mut manifests = None;
     for a in &report.apiservers {
         match changed_objects(a, &args, &applied) {
-            Ok((after, changed, changed_levels)) => {
-                manifests.get_or_insert(changed_levels);
+            Ok((after, changed)) => {
                 let concurrency = args
                     .server_concurrency
                     .unwrap_or_else(|| predict::server_concurrency(a));
@@ -88,9 +89,6 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
             }
             Err(why) => rows.push(unpredictable(a, why.to_string())),
         }
-    }
-    if let (PlanOutput::Manifests, Some(changed)) = (args.output, manifests) {
-        return out!("{}", super::plan::manifests(&changed));
     }
     // Each replica's replays are CPU-bound for about a second: off the runtime's workers.
     let results = tokio::task::spawn_blocking(move || {
@@ -182,28 +180,16 @@ fn unpredictable(a: &ApiserverReport, why: String) -> ReplicaRow {
     }
 }
 
-/// The replica's objects with `--apply`'s put in force and `--set` applied; the levels the change touches; the
-/// PriorityLevelConfigurations `--set` changed.
+/// The replica's objects with `--apply`'s put in force and `--set` applied, and the levels the change touches.
 fn changed_objects(
     a: &ApiserverReport,
     args: &PlanArgs,
     applied: &FlowcontrolObjects,
-) -> Result<(
-    FlowcontrolObjects,
-    BTreeSet<String>,
-    Vec<apf::PriorityLevelConfig>,
-)> {
+) -> Result<(FlowcontrolObjects, BTreeSet<String>)> {
     let Some(before) = a.objects.as_deref() else {
         bail!("{}", predict::Unpredictable::NoObjects);
     };
-    let (after, changed) = predict::changed(before, applied, &args.set)?;
-    let set_changed = after
-        .priority_levels
-        .iter()
-        .filter(|l| args.set.iter().any(|c| c.level == l.name))
-        .cloned()
-        .collect();
-    Ok((after, changed, set_changed))
+    Ok(predict::changed(before, applied, &args.set)?)
 }
 
 /// `a` or `a → b`.

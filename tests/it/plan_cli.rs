@@ -320,3 +320,51 @@ async fn a_kubeconfig_finds_the_replicas_and_reads_their_objects() {
         "{r}"
     );
 }
+
+/// `--load` refuses what it cannot do, before watching anything: each error names the flag and what to do.
+#[test]
+fn plan_load_refuses_what_it_cannot_do() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--load", "--target", "http://127.0.0.1:9"],
+            "nothing changes",
+        ),
+        (
+            &[
+                "--load",
+                "--target",
+                "http://127.0.0.1:9",
+                "--set",
+                "workload-low.shares=150",
+                "--output",
+                "manifests",
+            ],
+            "run it without --load",
+        ),
+        (
+            &[
+                "--load",
+                "--file",
+                "x.yaml",
+                "--set",
+                "workload-low.shares=150",
+            ],
+            "--file does not go with it",
+        ),
+        (
+            &[
+                "--prometheus",
+                "http://127.0.0.1:9",
+                "--set",
+                "workload-low.shares=150",
+            ],
+            "--prometheus goes with --load",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = plan(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -1,6 +1,7 @@
 //! Predictions proven in the simulator (issue 52): on a loaded simulated cluster (`config/scenarios/flood.yaml`),
 //! `apf-monitor plan --load` predicts what a change will do; the change is then applied with kubectl, and what
-//! happened over the next minute is measured on the replica's own `/metrics`. Three changes, each on a cluster of its own, side by side:
+//! happened over the next minute is measured on the replica's own `/metrics`. Three changes, each on a cluster of
+//! its own, side by side:
 //! 1. isolating the noisy flow (the manifests `check --output manifests` proposes, given to `plan --load --apply`);
 //! 2. raising workload-low's shares by half (`--set workload-low.shares=150`);
 //! 3. lengthening its queues (`--set workload-low.queueLengthLimit=200`).
@@ -8,8 +9,8 @@
 //! The alerts' remediation proposes the isolation too: on a fourth cluster, apf-monitor's daemon says what it
 //! predicts of it, the isolation is applied, and its prediction is held to what happened, as `plan --load`'s are.
 //!
-//! For the level the change touches and the level with load that gives up the most seats, the measured 429s per second are
-//! within 30 % (or 0.5/s) of the prediction and the measured mean wait within 50 % (or 50 ms).
+//! For the level the change touches and the level with load that gives up the most seats, the measured 429s per
+//! second are within 30 % (or 0.5/s) of the prediction and the measured mean wait within 50 % (or 50 ms).
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

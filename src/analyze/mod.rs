@@ -5,6 +5,7 @@ mod audit;
 mod flows;
 mod history;
 pub mod incidents;
+mod list_costs;
 mod math;
 pub mod predict;
 mod problem;
@@ -18,6 +19,7 @@ pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
 pub use flows::{verb_and_resource, FLOWS_PER_SCHEMA};
 use history::{level_counter, level_present};
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};
+pub use list_costs::ListCosts;
 pub use math::{
     counter_increase, counter_rate, histogram_quantile, latest_trend, share_above, Trend,
 };
@@ -147,27 +149,6 @@ impl ApiserverReport {
             Some(c) => format!("{} in cluster {c}", self.apiserver),
             None => self.apiserver.clone(),
         }
-    }
-}
-
-/// The inputs of kube-apiserver's LIST work estimate, from the latest scrape.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListCosts {
-    /// The replica's minor version: how it prices a LIST (by objects, or by bytes from 1.34).
-    pub minor: Option<u32>,
-    /// Objects stored, by bare resource name (`pods`).
-    pub objects: Arc<BTreeMap<String, f64>>,
-    /// Their estimated size in bytes.
-    pub bytes: Arc<BTreeMap<String, f64>>,
-}
-
-impl ListCosts {
-    /// Seats one LIST of `resource` (all of it) costs here, with the objects and bytes it reads.
-    pub fn list(&self, resource: &str) -> Option<(u32, Option<f64>, Option<f64>)> {
-        let objects = self.objects.get(resource).copied();
-        let bytes = self.bytes.get(resource).copied();
-        let seats = apf::limits::list_seats(self.minor?, objects, bytes)?;
-        Some((seats, objects, bytes))
     }
 }
 

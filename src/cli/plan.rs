@@ -199,7 +199,10 @@ fn server_concurrency(input: &Input, flag: Option<u32>) -> (u32, String) {
 }
 
 /// `a` or `a → b`.
-fn cell<T: PartialEq + std::fmt::Display>(before: Option<T>, after: Option<T>) -> String {
+pub(super) fn cell<T: PartialEq + std::fmt::Display>(
+    before: Option<T>,
+    after: Option<T>,
+) -> String {
     let show = |v: &Option<T>| v.as_ref().map_or("-".to_string(), T::to_string);
     if before == after {
         show(&before)

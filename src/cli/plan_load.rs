@@ -8,8 +8,9 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::output::{errln, out, outln};
+use super::plan::cell;
 use super::plan::{PlanArgs, PlanOutput};
-use super::table::{columns, seconds};
+use super::table::{columns, wait};
 use crate::analyze::predict::{self, LevelPrediction, Prediction, ReplaySettings};
 use crate::analyze::round::shown;
 use crate::analyze::ApiserverReport;
@@ -192,21 +193,9 @@ fn changed_objects(
     Ok(predict::changed(before, applied, &args.set)?)
 }
 
-/// `a` or `a → b`.
+/// `a` or `a → b`, as `plan`'s table says a change.
 fn moved(before: String, after: String) -> String {
-    if before == after {
-        before
-    } else {
-        format!("{before} → {after}")
-    }
-}
-
-fn wait(s: f64) -> String {
-    if s == 0.0 {
-        "0".into()
-    } else {
-        seconds(Some(s))
-    }
+    cell(Some(before), Some(after))
 }
 
 /// One replica's prediction: its levels, its flows, what was assumed.

@@ -346,6 +346,15 @@ pub(super) fn seconds(v: Option<f64>) -> String {
     }
 }
 
+/// A wait as people read it (`850µs`, `12ms`, `1.2s`); none at all is `0`.
+pub(super) fn wait(seconds: f64) -> String {
+    if seconds == 0.0 {
+        "0".into()
+    } else {
+        self::seconds(Some(seconds))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

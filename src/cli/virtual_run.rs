@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 
 use super::demo::{seed, version_and_scenario};
 use super::output::{out, outln};
-use super::table::columns;
+use super::table::{columns, wait};
 use super::{RunOutput, SimulateArgs};
 use crate::analyze::round::shown;
 
@@ -38,15 +38,6 @@ fn rejected(by_reason: &std::collections::BTreeMap<String, u64>) -> String {
         "0".into()
     } else {
         parts.join(", ")
-    }
-}
-
-/// A wait as people read it (`850µs`, `12ms`, `1.2s`); none at all is `0`.
-fn wait(seconds: f64) -> String {
-    if seconds == 0.0 {
-        "0".into()
-    } else {
-        super::table::seconds(Some(seconds))
     }
 }
 

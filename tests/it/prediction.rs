@@ -12,7 +12,7 @@
 //! For the level the change touches and the level with load that gives up the most seats, the measured 429s per
 //! second are within 30 % (or 0.5/s) of the prediction and the measured mean wait within 50 % (or 50 ms).
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -83,11 +83,9 @@ struct Proof {
     set: Option<&'static str>,
 }
 
-/// The alerts' remediation, proven as `plan --load` is: a daemon watches a cluster of its own under the same load,
-/// its remediation for workload-low proposes the isolation and ends with its prediction; the isolation is applied
-/// with kubectl (`check --output manifests`, the same manifests) at once, and measured as the proofs measure.
-/// (predicted, measured) of the new level and of workload-low.
-async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
+/// A simulated cluster of one 1.34 replica under [`LOAD`]: it, the directory of its kubeconfig, the kubeconfig,
+/// and the replica's `/metrics`.
+async fn loaded_cluster() -> (apf_sim::Cluster, tempfile::TempDir, PathBuf, String) {
     let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
         replicas: 1,
         listen_port: 0,
@@ -96,6 +94,31 @@ async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
     })
     .await;
     let metrics_url = format!("{}/metrics", cluster.replica_urls()[0]);
+    (cluster, dir, kubeconfig, metrics_url)
+}
+
+/// The change of `fix` applied with kubectl, then the replica's `/metrics` read [`SETTLE`] after it and again
+/// [`MEASURE`] later: both bodies, and the seconds between.
+async fn apply_and_measure(
+    kubeconfig: &Path,
+    fix: &Path,
+    metrics_url: &str,
+) -> (String, String, f64) {
+    kubectl_apply(kubeconfig, fix);
+    tokio::time::sleep(SETTLE).await;
+    let start = common::get_text(metrics_url).await.unwrap();
+    let t0 = std::time::Instant::now();
+    tokio::time::sleep(MEASURE).await;
+    let end = common::get_text(metrics_url).await.unwrap();
+    (start, end, t0.elapsed().as_secs_f64())
+}
+
+/// The alerts' remediation, proven as `plan --load` is: a daemon watches a cluster of its own under the same load,
+/// its remediation for workload-low proposes the isolation and ends with its prediction; the isolation is applied
+/// with kubectl (`check --output manifests`, the same manifests) at once, and measured as the proofs measure.
+/// (predicted, measured) of the new level and of workload-low.
+async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
+    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster().await;
     let mut config = apf_monitor::config::Config::default();
     config.scrape.interval = apf_monitor::values::Interval(Duration::from_secs(1));
     config.scrape.timeout = apf_monitor::values::Interval(Duration::from_secs(1));
@@ -129,13 +152,7 @@ async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
     let manifests = common::proposed_manifests(&kubeconfig).await;
     let fix = dir.path().join("fix.yaml");
     std::fs::write(&fix, &manifests.stdout).unwrap();
-    kubectl_apply(&kubeconfig, &fix);
-    tokio::time::sleep(SETTLE).await;
-    let start = common::get_text(&metrics_url).await.unwrap();
-    let t0 = std::time::Instant::now();
-    tokio::time::sleep(MEASURE).await;
-    let end = common::get_text(&metrics_url).await.unwrap();
-    let seconds = t0.elapsed().as_secs_f64();
+    let (start, end, seconds) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
     drop(cluster);
     [(level, new), ("workload-low".to_string(), low)]
         .into_iter()
@@ -223,14 +240,7 @@ fn kubectl_apply(kubeconfig: &Path, file: &Path) {
 
 impl Proof {
     async fn run(&self) -> Outcome {
-        let (cluster, dir, kubeconfig) = common::sim_cluster(ClusterOptions {
-            replicas: 1,
-            listen_port: 0,
-            clock_tick: Some(Duration::from_millis(20)),
-            ..ClusterOptions::new(KubeVersion::new(34, 0), Scenario::from_yaml(LOAD).unwrap())
-        })
-        .await;
-        let metrics_url = format!("{}/metrics", cluster.replica_urls()[0]);
+        let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster().await;
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, "scrape: {interval: 1s, timeout: 1s}\n").unwrap();
         tokio::time::sleep(WARM).await;
@@ -285,13 +295,7 @@ impl Proof {
             String::from_utf8_lossy(&predicted.stderr)
         );
         let prediction: Value = serde_json::from_slice(&predicted.stdout).unwrap();
-        kubectl_apply(&kubeconfig, &fix);
-        tokio::time::sleep(SETTLE).await;
-        let start = common::get_text(&metrics_url).await.unwrap();
-        let t0 = std::time::Instant::now();
-        tokio::time::sleep(MEASURE).await;
-        let end = common::get_text(&metrics_url).await.unwrap();
-        let seconds = t0.elapsed().as_secs_f64();
+        let (start, end, seconds) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
         let levels = prediction["levels"].as_array().unwrap();
         // The level the change touches, and the level that gives up the most seats.
         let changed = levels

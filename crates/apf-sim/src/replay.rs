@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::scenario::{Arrivals, Dispatch, FlowSpec, RatePoint, Scenario, SimError};
-use crate::simulator::{FlowTally, LevelTally, SimOptions, Simulator, Tallies, ADJUST_NS};
+use crate::simulator::{
+    p99_seconds, FlowTally, LevelTally, SimOptions, Simulator, Tallies, ADJUST_NS,
+};
 use apf::{FlowSchema, KubeVersion, PriorityLevelConfig};
 
 /// The most requests a replay sends per second, all flows together: the scenarios' own bound per flow.
@@ -290,15 +292,6 @@ fn one_run(
     outcome(seed, &start, &end)
 }
 
-/// The 99th percentile of waits by nearest rank, in seconds (the smallest at or above 99 % of them).
-fn p99(waits: &mut [u64]) -> f64 {
-    waits.sort_unstable();
-    match waits.len() {
-        0 => 0.0,
-        n => waits[((n as f64 * 0.99).ceil() as usize).clamp(1, n) - 1] as f64 / 1e9,
-    }
-}
-
 fn per_second(
     end: &BTreeMap<String, u64>,
     start: Option<&BTreeMap<String, u64>>,
@@ -346,7 +339,7 @@ fn outcome(seed: u64, start: &Tallies, end: &Tallies) -> ReplayRun {
                 } else {
                     wait_sum / dispatched as f64 / 1e9
                 },
-                p99_wait_seconds: p99(&mut w.to_vec()),
+                p99_wait_seconds: p99_seconds(&mut w.to_vec()),
             }
         })
         .collect();
@@ -377,7 +370,7 @@ fn outcome(seed: u64, start: &Tallies, end: &Tallies) -> ReplayRun {
                 } else {
                     wait_sum / level_waits.len() as f64 / 1e9
                 },
-                p99_wait_seconds: p99(&mut level_waits),
+                p99_wait_seconds: p99_seconds(&mut level_waits),
             }
         })
         .collect();
@@ -462,24 +455,6 @@ mod tests {
         m.values().sum()
     }
 
-    fn isolation() -> (Vec<FlowSchema>, Vec<PriorityLevelConfig>) {
-        let (mut schemas, mut levels) = crate::objects::default_configuration(v());
-        let parsed = apf::model::parse_flowcontrol_documents(
-            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: isolate-agent}\n\
-             spec: {type: Limited, limited: {nominalConcurrencyShares: 5, lendablePercent: 0, limitResponse: \
-             {type: Queue, queuing: {queues: 16, handSize: 4, queueLengthLimit: 50}}}}\n---\n\
-             apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: isolate-agent}\n\
-             spec: {priorityLevelConfiguration: {name: isolate-agent}, matchingPrecedence: 8999, \
-             distinguisherMethod: {type: ByUser}, rules: [{subjects: [{kind: ServiceAccount, serviceAccount: \
-             {namespace: monitoring, name: agent}}], resourceRules: [{verbs: [list], apiGroups: [\"\"], \
-             resources: [pods], clusterScope: true, namespaces: [\"*\"]}]}]}\n",
-        )
-        .unwrap();
-        levels.extend(parsed.priority_levels);
-        schemas.extend(parsed.flow_schemas);
-        (schemas, levels)
-    }
-
     #[test]
     fn the_same_inputs_give_the_same_runs_and_each_seed_its_own() {
         let (schemas, levels) = crate::objects::default_configuration(v());
@@ -550,7 +525,7 @@ mod tests {
     #[test]
     fn a_flow_with_its_request_moves_with_the_flow_schemas_and_a_pinned_one_stays() {
         let (schemas, levels) = crate::objects::default_configuration(v());
-        let (isolated_schemas, isolated_levels) = isolation();
+        let (isolated_schemas, isolated_levels) = crate::simulator::tests::isolation(v());
         let r = short(load());
         let before = replay(&r, &schemas, &levels).unwrap();
         // The isolation made 10 s into the run, as a person applies it.

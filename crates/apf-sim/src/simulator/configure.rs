@@ -330,34 +330,13 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::sim;
-    use super::*;
+    use super::super::tests::{isolation, sim};
     use crate::scenario::{Scenario, ScenarioSource};
     use crate::simulator::{LevelTruth, SimOptions, Simulator};
     use apf::KubeVersion;
     use std::time::Duration;
 
     const AGENT: &str = "system:serviceaccount:monitoring:agent";
-
-    /// The manifests apf-monitor proposes for a dominant flow: a small level and a schema ahead of
-    /// service-accounts, parsed as the simulator reads the stored objects.
-    fn isolation(v: KubeVersion) -> (Vec<FlowSchema>, Vec<PriorityLevelConfig>) {
-        let (mut schemas, mut levels) = crate::objects::default_configuration(v);
-        let parsed = apf::model::parse_flowcontrol_documents(
-            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: isolate-agent}\n\
-             spec: {type: Limited, limited: {nominalConcurrencyShares: 5, lendablePercent: 0, limitResponse: \
-             {type: Queue, queuing: {queues: 16, handSize: 4, queueLengthLimit: 50}}}}\n---\n\
-             apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: isolate-agent}\n\
-             spec: {priorityLevelConfiguration: {name: isolate-agent}, matchingPrecedence: 8999, \
-             distinguisherMethod: {type: ByUser}, rules: [{subjects: [{kind: ServiceAccount, serviceAccount: \
-             {namespace: monitoring, name: agent}}], resourceRules: [{verbs: [list], apiGroups: [\"\"], \
-             resources: [pods], clusterScope: true, namespaces: [\"*\"]}]}]}\n"
-        )
-        .unwrap();
-        levels.extend(parsed.priority_levels);
-        schemas.extend(parsed.flow_schemas);
-        (schemas, levels)
-    }
 
     fn level<'a>(t: &'a [LevelTruth], name: &str) -> &'a LevelTruth {
         t.iter().find(|l| l.priority_level == name).unwrap()

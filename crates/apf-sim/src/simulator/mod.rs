@@ -26,7 +26,7 @@ use crate::scenario::{Scenario, SimError};
 use apf::KubeVersion;
 
 pub(crate) use state::{
-    FsStats, Histogram, Level, Req, State, ADJUST_NS, QUEUE_LENGTH_BUCKETS,
+    p99_seconds, FsStats, Histogram, Level, Req, State, ADJUST_NS, QUEUE_LENGTH_BUCKETS,
     SEAT_UTILIZATION_BUCKETS,
 };
 
@@ -295,31 +295,23 @@ impl Simulator {
         for l in &mut st.levels {
             l.catch_up(now);
         }
-        let level_name = |li: Option<usize>| {
-            li.map(|li| st.levels[li].def.name.clone())
-                .unwrap_or_default()
-        };
+
         Tallies {
             now_ns: now,
             flows: st
                 .flows
                 .iter()
-                .map(|f| FlowTally {
-                    name: f.name.clone(),
-                    flow_schema: f
-                        .level
-                        .and_then(|_| st.fs_names.get(f.fs).cloned())
-                        .unwrap_or_default(),
-                    priority_level: level_name(f.level),
-                    dispatched: f.run.dispatched,
-                    rejected: f
-                        .run
-                        .rejected
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), *v))
-                        .collect(),
-                    wait_sum_ns: f.run.wait_sum_ns,
-                    waits: f.run.waits.clone(),
+                .map(|f| {
+                    let (priority_level, flow_schema) = st.placement(f);
+                    FlowTally {
+                        name: f.name.clone(),
+                        flow_schema,
+                        priority_level,
+                        dispatched: f.run.dispatched,
+                        rejected: f.run.rejected_by_reason(),
+                        wait_sum_ns: f.run.wait_sum_ns,
+                        waits: f.run.waits.clone(),
+                    }
                 })
                 .collect(),
             levels: st
@@ -371,6 +363,26 @@ impl Simulator {
 pub(crate) mod tests {
     use super::*;
     use crate::scenario::ScenarioSource;
+
+    /// The manifests apf-monitor proposes for a dominant flow: a small level and a schema ahead of
+    /// service-accounts, parsed as the simulator reads the stored objects, beside `v`'s defaults.
+    pub fn isolation(v: KubeVersion) -> (Vec<apf::FlowSchema>, Vec<apf::PriorityLevelConfig>) {
+        let (mut schemas, mut levels) = crate::objects::default_configuration(v);
+        let parsed = apf::model::parse_flowcontrol_documents(
+            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: isolate-agent}\n\
+             spec: {type: Limited, limited: {nominalConcurrencyShares: 5, lendablePercent: 0, limitResponse: \
+             {type: Queue, queuing: {queues: 16, handSize: 4, queueLengthLimit: 50}}}}\n---\n\
+             apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: isolate-agent}\n\
+             spec: {priorityLevelConfiguration: {name: isolate-agent}, matchingPrecedence: 8999, \
+             distinguisherMethod: {type: ByUser}, rules: [{subjects: [{kind: ServiceAccount, serviceAccount: \
+             {namespace: monitoring, name: agent}}], resourceRules: [{verbs: [list], apiGroups: [\"\"], \
+             resources: [pods], clusterScope: true, namespaces: [\"*\"]}]}]}\n"
+        )
+        .unwrap();
+        levels.extend(parsed.priority_levels);
+        schemas.extend(parsed.flow_schemas);
+        (schemas, levels)
+    }
 
     pub fn sim(minor: u32, src: ScenarioSource, seed: u64) -> Simulator {
         let scenario = Scenario::load(&src).unwrap();

@@ -335,6 +335,17 @@ impl State {
 
 impl State {
     /// What each flow and level got from the start to now (`simulate --run`).
+    /// The names of the priority level and flow schema `f`'s requests go to now (empty while none takes them).
+    pub(super) fn placement(&self, f: &super::state::Flow) -> (String, String) {
+        match f.level {
+            Some(li) => (
+                self.levels[li].def.name.clone(),
+                self.fs_names.get(f.fs).cloned().unwrap_or_default(),
+            ),
+            None => Default::default(),
+        }
+    }
+
     pub(super) fn run_report(&self) -> crate::run::RunReport {
         let now = self.now_ns;
         let span = now.max(1) as f64;
@@ -351,38 +362,21 @@ impl State {
                     .filter(|r| r.flow == fi)
                     .map(|r| f64::from(r.seats) * now.saturating_sub(r.start_ns) as f64)
                     .sum();
-                let mut waits = f.run.waits.clone();
-                waits.sort_unstable();
-                // Nearest rank: the smallest wait at or above 99 % of them.
-                let p99 = match waits.len() {
-                    0 => 0,
-                    n => waits[((n as f64 * 0.99).ceil() as usize).clamp(1, n) - 1],
-                };
+                let (priority_level, flow_schema) = self.placement(f);
                 let dispatched = f.run.dispatched;
                 crate::run::FlowRun {
                     name: f.name.clone(),
-                    priority_level: f
-                        .level
-                        .map(|li| self.levels[li].def.name.clone())
-                        .unwrap_or_default(),
-                    flow_schema: f
-                        .level
-                        .and_then(|_| self.fs_names.get(f.fs).cloned())
-                        .unwrap_or_default(),
+                    priority_level,
+                    flow_schema,
                     dispatched,
-                    rejected: f
-                        .run
-                        .rejected
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), *v))
-                        .collect(),
+                    rejected: f.run.rejected_by_reason(),
                     mean_executing_seats: (f.run.executed_seat_ns + running) / span,
                     mean_wait_seconds: if dispatched == 0 {
                         0.0
                     } else {
                         f.run.wait_sum_ns / dispatched as f64 / 1e9
                     },
-                    p99_wait_seconds: p99 as f64 / 1e9,
+                    p99_wait_seconds: super::state::p99_seconds(&mut f.run.waits.clone()),
                 }
             })
             .collect();

@@ -252,6 +252,15 @@ pub(crate) struct Flow {
     pub(super) run: FlowRunStats,
 }
 
+/// The 99th percentile of waits (ns) by nearest rank: the smallest at or above 99 % of them; in seconds, 0 for none.
+pub(crate) fn p99_seconds(waits: &mut [u64]) -> f64 {
+    waits.sort_unstable();
+    match waits.len() {
+        0 => 0.0,
+        n => waits[((n as f64 * 0.99).ceil() as usize).clamp(1, n) - 1] as f64 / 1e9,
+    }
+}
+
 /// A flow's tallies over a run.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FlowRunStats {
@@ -262,6 +271,16 @@ pub(crate) struct FlowRunStats {
     /// The waits of its dispatched requests (ns), kept only in a virtual-time run.
     pub waits: Vec<u64>,
     pub wait_sum_ns: f64,
+}
+
+impl FlowRunStats {
+    /// Its rejections by reason, as the reports name them.
+    pub fn rejected_by_reason(&self) -> BTreeMap<String, u64> {
+        self.rejected
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect()
+    }
 }
 
 pub(crate) struct State {

@@ -11,6 +11,7 @@ use crate::scenario::{Arrivals, Dispatch, FlowSpec, RatePoint, Scenario, SimErro
 use crate::simulator::{
     p99_seconds, FlowTally, LevelTally, SimOptions, Simulator, Tallies, ADJUST_NS,
 };
+use apf::reason::TIME_OUT;
 use apf::{FlowSchema, KubeVersion, PriorityLevelConfig};
 
 /// The most requests a replay sends per second, all flows together: the scenarios' own bound per flow.
@@ -98,7 +99,8 @@ pub struct LevelOutcome {
     pub dispatched_per_second: f64,
     /// By reason (`queue-full`, `time-out`, `concurrency-limit`); reasons with none absent.
     pub rejected_per_second: BTreeMap<String, f64>,
-    /// Of its requests dispatched in the measured part (0 when none was).
+    /// Of its requests dispatched in the measured part and of those that timed out in their queue, as
+    /// kube-apiserver's `request_wait_duration_seconds{execute="true"}` observes them (0 when there were none).
     pub mean_wait_seconds: f64,
     pub p99_wait_seconds: f64,
 }
@@ -311,15 +313,21 @@ fn outcome(seed: u64, start: &Tallies, end: &Tallies) -> ReplayRun {
     let span_ns = end.now_ns.saturating_sub(start.now_ns).max(1) as f64;
     let span = span_ns / 1e9;
     let flow_start = |name: &str| start.flows.iter().find(|f| f.name == name);
-    // Each flow's waits of the measured part.
-    let waits: Vec<(&FlowTally, &[u64])> = end
+    // Each flow's waits of the measured part, as kube-apiserver's wait metric with execute="true" observes them:
+    // of its requests dispatched and of those that timed out in their queue.
+    let waits: Vec<(&FlowTally, Vec<u64>)> = end
         .flows
         .iter()
         .map(|f| {
-            let from = flow_start(&f.name)
-                .map_or(0, |s| s.waits.len())
-                .min(f.waits.len());
-            (f, &f.waits[from..])
+            let s = flow_start(&f.name);
+            let since =
+                |all: &[u64], kept: Option<usize>| all[kept.unwrap_or(0).min(all.len())..].to_vec();
+            let mut w = since(&f.waits, s.map(|s| s.waits.len()));
+            w.extend(since(
+                &f.timed_out_waits,
+                s.map(|s| s.timed_out_waits.len()),
+            ));
+            (f, w)
         })
         .collect();
     let flows = waits
@@ -327,19 +335,22 @@ fn outcome(seed: u64, start: &Tallies, end: &Tallies) -> ReplayRun {
         .map(|(f, w)| {
             let s = flow_start(&f.name);
             let dispatched = f.dispatched.saturating_sub(s.map_or(0, |s| s.dispatched));
-            let wait_sum = f.wait_sum_ns - s.map_or(0.0, |s| s.wait_sum_ns);
+            let timed_out = |t: &FlowTally| t.rejected.get(TIME_OUT).copied().unwrap_or(0);
+            let waited = dispatched + timed_out(f).saturating_sub(s.map_or(0, timed_out));
+            let wait_sum = f.wait_sum_ns + f.timed_out_wait_sum_ns
+                - s.map_or(0.0, |s| s.wait_sum_ns + s.timed_out_wait_sum_ns);
             FlowOutcome {
                 name: f.name.clone(),
                 flow_schema: f.flow_schema.clone(),
                 priority_level: f.priority_level.clone(),
                 dispatched_per_second: dispatched as f64 / span,
                 rejected_per_second: per_second(&f.rejected, s.map(|s| &s.rejected), span),
-                mean_wait_seconds: if dispatched == 0 {
+                mean_wait_seconds: if waited == 0 {
                     0.0
                 } else {
-                    wait_sum / dispatched as f64 / 1e9
+                    wait_sum / waited as f64 / 1e9
                 },
-                p99_wait_seconds: p99_seconds(&mut w.to_vec()),
+                p99_wait_seconds: p99_seconds(&mut w.clone()),
             }
         })
         .collect();
@@ -555,6 +566,66 @@ mod tests {
         gone.retain(|s| s.name != "service-accounts");
         let runs = replay(&r, &gone, &levels).unwrap();
         assert_eq!(flow(&runs[0], "cert-manager").flow_schema, "catch-all");
+    }
+
+    /// The mean wait a replay predicts is the one the replica's `/metrics` shows: kube-apiserver observes
+    /// `request_wait_duration_seconds{execute="true"}` for every request that got a seat and for every one that
+    /// timed out in its queue (its request was made, then never ran), so time-outs count at the time they waited.
+    #[test]
+    fn the_mean_wait_covers_what_the_wait_metric_with_execute_true_covers() {
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        let r = short(load());
+        let sim = Simulator::new(SimOptions {
+            seed: 1,
+            server_concurrency: r.server_concurrency,
+            ..SimOptions::new(r.version, scenario_of(&r).unwrap())
+        });
+        sim.configure(schemas, levels);
+        sim.step(r.warm_up);
+        let metric = |text: &str| {
+            let (mut sum, mut count) = (0.0, 0.0);
+            for line in text.lines().filter(|l| {
+                l.contains("priority_level=\"workload-low\"") && l.contains("execute=\"true\"")
+            }) {
+                let (series, value) = line.rsplit_once(' ').unwrap();
+                let value: f64 = value.parse().unwrap();
+                if series.starts_with("apiserver_flowcontrol_request_wait_duration_seconds_sum{") {
+                    sum += value;
+                } else if series
+                    .starts_with("apiserver_flowcontrol_request_wait_duration_seconds_count{")
+                {
+                    count += value;
+                }
+            }
+            (sum, count)
+        };
+        let (start, m0) = (sim.tallies(), metric(&sim.render_metrics()));
+        sim.step(r.measured);
+        let (end, m1) = (sim.tallies(), metric(&sim.render_metrics()));
+        let run = outcome(1, &start, &end);
+        let low = level(&run, "workload-low");
+        assert!(
+            low.rejected_per_second
+                .get("time-out")
+                .is_some_and(|n| *n > 1.0),
+            "{low:?}"
+        );
+        let shown = (m1.0 - m0.0) / (m1.1 - m0.1);
+        assert!(
+            (low.mean_wait_seconds - shown).abs() < 1e-6,
+            "replayed {} for the metric's {shown}",
+            low.mean_wait_seconds
+        );
+        // The flows' waits make up the level's: time-outs counted in each.
+        let (mut sum, mut n) = (0.0, 0.0);
+        for name in ["agent", "cert-manager"] {
+            let f = flow(&run, name);
+            let waited = f.dispatched_per_second
+                + f.rejected_per_second.get(TIME_OUT).copied().unwrap_or(0.0);
+            sum += f.mean_wait_seconds * waited;
+            n += waited;
+        }
+        assert!((sum / n - shown).abs() < 1e-6, "{} for {shown}", sum / n);
     }
 
     #[test]

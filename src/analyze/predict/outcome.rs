@@ -24,7 +24,8 @@ pub struct Expectation {
     pub rejected_per_second: f64,
     pub rejected_per_second_by_reason: BTreeMap<String, f64>,
     pub dispatched_per_second: f64,
-    /// Of the requests dispatched (as kube-apiserver's request_wait_duration_seconds with execute="true").
+    /// Of the requests dispatched and of those that timed out in their queue (as kube-apiserver's
+    /// request_wait_duration_seconds with execute="true" observes them).
     pub mean_wait_seconds: f64,
     pub p99_wait_seconds: f64,
     /// The enforced limit less the seats in use, time averages.

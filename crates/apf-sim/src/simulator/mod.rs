@@ -81,6 +81,9 @@ pub(crate) struct FlowTally {
     pub wait_sum_ns: f64,
     /// Every dispatched request's wait, in order, since waits are kept.
     pub waits: Vec<u64>,
+    /// The same of the requests that timed out in their queue.
+    pub timed_out_wait_sum_ns: f64,
+    pub timed_out_waits: Vec<u64>,
 }
 
 /// A level's tallies since the run began: counts, and seats in use, requests waiting and the enforced limit
@@ -311,6 +314,8 @@ impl Simulator {
                         rejected: f.run.rejected_by_reason(),
                         wait_sum_ns: f.run.wait_sum_ns,
                         waits: f.run.waits.clone(),
+                        timed_out_wait_sum_ns: f.run.timed_out_wait_sum_ns,
+                        timed_out_waits: f.run.timed_out_waits.clone(),
                     }
                 })
                 .collect(),

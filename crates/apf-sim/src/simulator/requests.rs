@@ -304,7 +304,15 @@ impl State {
         } else {
             l.rejected += 1;
         }
-        *self.flows[flow].run.rejected.entry(reason).or_insert(0) += 1;
+        let keep_waits = self.keep_waits;
+        let run = &mut self.flows[flow].run;
+        *run.rejected.entry(reason).or_insert(0) += 1;
+        if reason == TIME_OUT {
+            run.timed_out_wait_sum_ns += waited_ns as f64;
+            if keep_waits {
+                run.timed_out_waits.push(waited_ns);
+            }
+        }
         // The client sees a 429: client-go calls again after its Retry-After.
         if let Some(thread) = thread {
             self.call_again(flow, thread, self.now_ns + RETRY_AFTER_NS);

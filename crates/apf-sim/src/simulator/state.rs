@@ -271,6 +271,10 @@ pub(crate) struct FlowRunStats {
     /// The waits of its dispatched requests (ns), kept only in a virtual-time run.
     pub waits: Vec<u64>,
     pub wait_sum_ns: f64,
+    /// The same of its requests that timed out in their queue (kube-apiserver's wait metric observes them with
+    /// `execute="true"`, beside the dispatched ones).
+    pub timed_out_waits: Vec<u64>,
+    pub timed_out_wait_sum_ns: f64,
 }
 
 impl FlowRunStats {

@@ -118,9 +118,10 @@ pub struct ApiserverReport {
     /// The flowcontrol objects the replica serves, when read: the remediation matches a flow against them.
     #[serde(skip)]
     pub objects: Option<Arc<apf::model::FlowcontrolObjects>>,
-    /// The latest prediction of each level's remediation (the daemon's prediction task), by level.
+    /// The recent predictions of each level's remediations (the daemon's prediction task), by level, newest first:
+    /// one per change predicted.
     #[serde(skip)]
-    pub predictions: BTreeMap<String, Arc<predict::RemedyPrediction>>,
+    pub predictions: BTreeMap<String, Vec<Arc<predict::RemedyPrediction>>>,
 }
 
 impl ApiserverReport {

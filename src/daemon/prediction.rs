@@ -17,6 +17,14 @@ use apf::model::{FlowcontrolObjects, ReplicaKey};
 
 /// How often one level's prediction is made again.
 pub const PERIOD: Duration = Duration::from_secs(60);
+/// How long a prediction is said after it was made: it replayed the load of its window, not today's.
+pub const KEPT: Duration = Duration::from_secs(300);
+/// The most changes of one level whose predictions are kept: a remediation whose numbers move with the load
+/// proposes a few changes in turn (move 10 shares, then 11), each said with its own prediction once made.
+const KEPT_PER_LEVEL: usize = 8;
+
+/// The predictions made, by replica and level, newest first, with when each was made.
+type Made = BTreeMap<(ReplicaKey, String), Vec<(Instant, Arc<RemedyPrediction>)>>;
 
 /// A prediction to make: the level, the change its remediation proposes, and what it is replayed from.
 struct Job {
@@ -41,11 +49,7 @@ fn under_pressure(l: &LevelReport) -> bool {
 }
 
 /// The next level due: under pressure, with a change to predict, never predicted or last predicted a period ago.
-fn next_job(
-    report: &StatusReport,
-    made: &BTreeMap<(ReplicaKey, String), (Instant, Arc<RemedyPrediction>)>,
-    now: Instant,
-) -> Option<Job> {
+fn next_job(report: &StatusReport, made: &Made, now: Instant) -> Option<Job> {
     // When each is due (`None`: at once); the most overdue first.
     let mut best: Option<(Option<Instant>, Job)> = None;
     for a in &report.apiservers {
@@ -64,7 +68,10 @@ fn next_job(
             let key = (a.key(), l.priority_level.clone());
             // Never made: at once; otherwise a period after the last, whatever the change (a remediation that
             // changes its mind every round does not make a replay every round).
-            let due = made.get(&key).map(|(at, _)| *at + PERIOD);
+            let due = made
+                .get(&key)
+                .and_then(|m| m.first())
+                .map(|(at, _)| *at + PERIOD);
             if due.is_some_and(|d| d > now) || best.as_ref().is_some_and(|(b, _)| *b <= due) {
                 continue;
             }
@@ -107,7 +114,7 @@ fn make(job: &Job) -> RemedyPrediction {
             &ReplaySettings::default(),
         )
         .map_err(|e| e.to_string())?;
-        Ok(p.summary(&job.key.1))
+        Ok(p.summary(&job.key.1, std::time::SystemTime::now()))
     })();
     RemedyPrediction {
         change_key: job.change_key.clone(),
@@ -120,8 +127,8 @@ pub async fn run(
     mut report: watch::Receiver<Arc<StatusReport>>,
     predictions: watch::Sender<Arc<Predictions>>,
 ) {
-    let mut made: BTreeMap<(ReplicaKey, String), (Instant, Arc<RemedyPrediction>)> =
-        BTreeMap::new();
+    let mut made = Made::new();
+    let mut published_from = Made::new();
     let mut running: Option<JoinHandle<((ReplicaKey, String), RemedyPrediction)>> = None;
     let mut ticker = tokio::time::interval(Duration::from_secs(5));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,22 +151,23 @@ pub async fn run(
                         if let Err(why) = &p.outcome {
                             tracing::debug!(apiserver = %key.0.apiserver, level = %key.1, %why, "no prediction");
                         }
-                        made.insert(key, (Instant::now(), Arc::new(p)));
+                        keep(&mut made, key, Instant::now(), p);
                     }
                     Err(e) => tracing::warn!(error = %e, "a prediction stopped"),
                 }
-                // What is no longer reported goes.
-                let latest = Arc::clone(&report.borrow());
-                made.retain(|(replica, level), _| {
-                    latest.apiservers.iter().any(|a| {
-                        a.key() == *replica && a.levels.iter().any(|l| &l.priority_level == level)
-                    })
-                });
-                let published: Predictions =
-                    made.iter().map(|(k, (_, p))| (k.clone(), Arc::clone(p))).collect();
-                predictions.send_replace(Arc::new(published));
             }
             _ = ticker.tick() => {}
+        }
+        // What is no longer reported, or too old, goes.
+        let latest = Arc::clone(&report.borrow());
+        prune(&mut made, &latest, Instant::now());
+        if made != published_from {
+            let published: Predictions = made
+                .iter()
+                .map(|(k, m)| (k.clone(), m.iter().map(|(_, p)| Arc::clone(p)).collect()))
+                .collect();
+            predictions.send_replace(Arc::new(published));
+            published_from = made.clone();
         }
         if running.is_none() {
             let latest = Arc::clone(&report.borrow());
@@ -170,5 +178,93 @@ pub async fn run(
                 }));
             }
         }
+    }
+}
+
+/// A prediction made: first of its level's, replacing one made before for the same change.
+fn keep(made: &mut Made, key: (ReplicaKey, String), at: Instant, p: RemedyPrediction) {
+    let of_level = made.entry(key).or_default();
+    of_level.retain(|(_, q)| q.change_key != p.change_key);
+    of_level.insert(0, (at, Arc::new(p)));
+    of_level.truncate(KEPT_PER_LEVEL);
+}
+
+/// Forgets the predictions of levels no longer reported, and those made [`KEPT`] ago.
+fn prune(made: &mut Made, latest: &StatusReport, now: Instant) {
+    made.retain(|(replica, level), of_level| {
+        of_level.retain(|(at, _)| now.saturating_duration_since(*at) < KEPT);
+        !of_level.is_empty()
+            && latest
+                .apiservers
+                .iter()
+                .any(|a| a.key() == *replica && a.levels.iter().any(|l| &l.priority_level == level))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prediction(change: &str) -> RemedyPrediction {
+        RemedyPrediction {
+            change_key: change.into(),
+            outcome: Ok(format!("Predicted for {change}.")),
+        }
+    }
+
+    /// A remediation that proposes a few changes in turn keeps a prediction of each, newest first, one per change,
+    /// for as long as [`KEPT`] says, and none of a level no longer reported.
+    #[test]
+    fn predictions_are_kept_per_change_for_a_while() {
+        let report = StatusReport {
+            apiservers: vec![Arc::new(ApiserverReport {
+                apiserver: "a".into(),
+                levels: vec![LevelReport {
+                    priority_level: "workload-low".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })],
+            ..Default::default()
+        };
+        let replica = report.apiservers[0].key();
+        let low = (replica.clone(), "workload-low".to_string());
+        let t0 = Instant::now();
+        let mut made = Made::new();
+        keep(&mut made, low.clone(), t0, prediction("x.shares=10"));
+        keep(
+            &mut made,
+            low.clone(),
+            t0 + PERIOD,
+            prediction("x.shares=11"),
+        );
+        keep(
+            &mut made,
+            low.clone(),
+            t0 + 2 * PERIOD,
+            prediction("x.shares=10"),
+        );
+        let changes = |made: &Made| -> Vec<String> {
+            made.get(&low)
+                .map(|m| m.iter().map(|(_, p)| p.change_key.clone()).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(changes(&made), ["x.shares=10", "x.shares=11"]);
+        for n in 0..KEPT_PER_LEVEL + 2 {
+            keep(
+                &mut made,
+                low.clone(),
+                t0 + 2 * PERIOD,
+                prediction(&format!("y={n}")),
+            );
+        }
+        assert_eq!(made[&low].len(), KEPT_PER_LEVEL);
+        // Too old: gone.
+        prune(&mut made, &report, t0 + 2 * PERIOD + KEPT);
+        assert!(made.is_empty());
+        // A level no longer reported: gone.
+        keep(&mut made, (replica, "gone".into()), t0, prediction("z"));
+        prune(&mut made, &report, t0);
+        assert!(made.is_empty());
     }
 }

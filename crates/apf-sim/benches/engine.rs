@@ -6,7 +6,7 @@
 //!
 //! - `predict`: one prediction of `plan --load` (issue 52 asks under 2 s): 50 flows over 1.34's 8 levels, about
 //!   1,100 requests/s with workload-low overloaded, replayed through the default objects and through workload-low
-//!   at 300 shares (3 seeds each, 20 s of warm-up and 60 s measured).
+//!   at 300 shares (3 seeds each, 30 s of lead-in, 20 s of warm-up and 2 minutes measured, as `plan --load` does).
 //!
 //! Run: `cargo bench -p apf-sim --bench engine -- --warm-up-time 1 --measurement-time 10`
 

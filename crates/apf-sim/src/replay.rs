@@ -69,7 +69,8 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// 30 s of lead-in, 20 s of warm-up, 60 s measured, seeds 1 to 3, execution times ±50 %.
+    /// 30 s of lead-in, 20 s of warm-up, 2 minutes measured (one minute of a draw varies by about 10 %), seeds 1
+    /// to 3, execution times ±50 %.
     pub fn new(version: KubeVersion, server_concurrency: u32, flows: Vec<ObservedFlow>) -> Replay {
         Replay {
             version,
@@ -77,7 +78,7 @@ impl Replay {
             flows,
             lead_in: Duration::from_secs(30),
             warm_up: Duration::from_secs(20),
-            measured: Duration::from_secs(60),
+            measured: Duration::from_secs(120),
             seeds: vec![1, 2, 3],
             execution_spread: 0.5,
             smoothed_demand: BTreeMap::new(),

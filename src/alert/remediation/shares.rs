@@ -241,6 +241,17 @@ pub(super) fn move_shares(
             more_concurrency(s.server_seats)
         ),
     });
+    if !set.is_empty() {
+        // The move as a person makes it: plan's manifests (the objects in force, with these shares), for kubectl.
+        let flags: Vec<String> = set
+            .iter()
+            .map(|c| format!("--set {}.{}={}", c.level, c.field.name(), c.value))
+            .collect();
+        r.sentence.push_str(&format!(
+            " To make it: `apf-monitor plan {} --output manifests | kubectl apply -f -`.",
+            flags.join(" ")
+        ));
+    }
     r.set = set;
     r
 }
@@ -381,6 +392,15 @@ mod tests {
             r.sentence
         );
         assert!(r.manifest.is_none());
+        // How to make it: plan's manifests of the objects in force with the move, through kubectl.
+        assert!(
+            r.sentence.ends_with(
+                " To make it: `apf-monitor plan --set global-default.shares=28 --set workload-low.shares=92 --output \
+                 manifests | kubectl apply -f -`."
+            ),
+            "{}",
+            r.sentence
+        );
         // The move as `plan --set` says it, for its prediction: global-default 20 + 8, workload-low 100 - 8.
         assert_eq!(
             r.change_key().as_deref(),

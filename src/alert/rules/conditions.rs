@@ -192,7 +192,7 @@ impl Rule {
                     server
                         .predictions
                         .get(&l.priority_level)
-                        .filter(|p| p.change_key == key)
+                        .and_then(|made| made.iter().find(|p| p.change_key == key))
                 });
                 let sentence = match predicted {
                     Some(p) => format!("{} {}", remedy.sentence, p.words()),

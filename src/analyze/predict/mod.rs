@@ -103,8 +103,9 @@ impl RemedyPrediction {
     }
 }
 
-/// The latest prediction of each level's remediation, by replica and level.
-pub type Predictions = BTreeMap<(ReplicaKey, String), Arc<RemedyPrediction>>;
+/// The recent predictions of each level's remediations, by replica and level, newest first: one per change (a
+/// remediation whose numbers move with the load proposes a few changes in turn, each said with its own prediction).
+pub type Predictions = BTreeMap<(ReplicaKey, String), Vec<Arc<RemedyPrediction>>>;
 
 /// The report with each replica's predictions attached (only the replicas that have one are copied).
 pub fn attach(report: &Arc<StatusReport>, predictions: &Predictions) -> Arc<StatusReport> {
@@ -114,10 +115,10 @@ pub fn attach(report: &Arc<StatusReport>, predictions: &Predictions) -> Arc<Stat
     let mut out = (**report).clone();
     for a in out.apiservers.iter_mut() {
         let key = a.key();
-        let mine: BTreeMap<String, Arc<RemedyPrediction>> = predictions
+        let mine: BTreeMap<String, Vec<Arc<RemedyPrediction>>> = predictions
             .range((key.clone(), String::new())..)
             .take_while(|((k, _), _)| *k == key)
-            .map(|((_, level), p)| (level.clone(), Arc::clone(p)))
+            .map(|((_, level), p)| (level.clone(), p.clone()))
             .collect();
         if !mine.is_empty() || !a.predictions.is_empty() {
             Arc::make_mut(a).predictions = mine;
@@ -281,11 +282,20 @@ fn moved(before: String, after: String) -> String {
 impl Prediction {
     /// What the change does to `level` (the alert's), to the levels it makes, and to the level that gives up the
     /// most seats, in one sentence: what a remediation ends with.
-    pub fn summary(&self, level: &str) -> String {
+    pub fn summary(&self, level: &str, made_at: std::time::SystemTime) -> String {
         let mut parts = Vec::new();
         if let Some(l) = self.levels.iter().find(|l| l.priority_level == level) {
+            // What a share move gives, borrowing included: the remediation counts shares, this the seats.
+            let limit = if (l.after.limit_seats - l.before.limit_seats).abs() >= 0.5 {
+                format!(
+                    ", its limit {:.0} → {:.0} seats",
+                    l.before.limit_seats, l.after.limit_seats
+                )
+            } else {
+                String::new()
+            };
             parts.push(format!(
-                "{level}'s 429s {}, its mean wait {}, p99 {}",
+                "{level}'s 429s {}, its mean wait {}, p99 {}{limit}",
                 moved(
                     per_second(l.before.rejected_per_second),
                     per_second(l.after.rejected_per_second)
@@ -339,11 +349,19 @@ impl Prediction {
                     )
                 ));
             }
+            let (before, after) = (
+                wait_words(d.before.mean_wait_seconds),
+                wait_words(d.after.mean_wait_seconds),
+            );
+            if before != "0" || after != "0" {
+                words.push_str(&format!(", its mean wait {}", moved(before, after)));
+            }
             parts.push(words);
         }
         format!(
-            "Predicted under this replica's load of the window (replayed {:.0} s, {} seeds; steady rates, as `plan \
-             --load` says): {}.",
+            "Predicted at {} under this replica's load of the window before (replayed {:.0} s, {} seeds; steady \
+             rates, as `plan --load` says): {}.",
+            humantime::format_rfc3339_seconds(made_at),
             self.measured_seconds,
             self.seeds.len(),
             parts.join("; ")
@@ -419,13 +437,20 @@ mod tests {
             flows: Vec::new(),
             assumptions: Vec::new(),
         };
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_000_000);
         assert_eq!(
-            p.summary("workload-low"),
-            "Predicted under this replica's load of the window (replayed 60 s, 3 seeds; steady rates, as `plan \
-             --load` says): workload-low's 429s 12.8/s → 0, its mean wait 5.2 s → 0, p99 15.0 s → 0; the new \
-             isolate-agent gets 57 seats, its 429s 17.7/s and mean wait 11.2 s; system gives up 2 seats, its \
-             headroom 50 → 48 seats."
+            p.summary("workload-low", at),
+            "Predicted at 2026-11-30T00:53:20Z under this replica's load of the window before (replayed 60 s, 3 \
+             seeds; steady rates, as `plan --load` says): workload-low's 429s 12.8/s → 0, its mean wait 5.2 s → 0, p99 15.0 s → 0, its limit \
+             360 → 300 seats; the new isolate-agent gets 57 seats, its 429s 17.7/s and mean wait 11.2 s; system \
+             gives up 2 seats, its headroom 50 → 48 seats."
         );
+        // A donor that waits says what the change costs it in waiting.
+        let mut p = p;
+        p.levels[2].after.mean_wait_seconds = 0.04;
+        assert!(p.summary("workload-low", at).ends_with(
+            "system gives up 2 seats, its headroom 50 → 48 seats, its mean wait 0 → 40 ms."
+        ));
     }
 
     /// `--apply`'s objects replace those of the same name, `--set` applies on top, and the levels touched are named.

@@ -3,7 +3,7 @@
 //! that load is honest and the level too small for it, a bigger share, said as such with its numbers.
 use std::collections::BTreeSet;
 
-use super::shares::{from_words, more_concurrency, rounded, shortfall};
+use super::shares::{from_words, gain_words, more_concurrency, rounded, shortfall};
 use super::{client_advice, demand_words, quarter_free, server_words, Remediation};
 use crate::analyze::{LevelReport, ListCosts};
 use apf::model::FlowcontrolObjects;
@@ -140,14 +140,16 @@ fn bigger_share(
     }
     match s.proposal.map(rounded) {
         Some(ShareMove::Move {
-            from, seats, short, ..
+            from,
+            seats,
+            nominal_seats,
+            short,
+            ..
         }) if short <= 0.0 => format!(
-            " If that load ({load}) is honest, {name} is too small for it: move {} to it, so it gets about {seats:.0} \
-             more seats (1 share ≈ {:.2} seats), what the other levels spare beyond their own load: {limit:.0} + \
-             {seats:.0} = {:.0} in all, \
-             for the {need_words}.",
+            " If that load ({load}) is honest, {name} is too small for it: move {} to it, so it gets {}, what the \
+             other levels spare beyond their own load: {limit:.0} + {seats:.0} = {:.0} in all, for the {need_words}.",
             from_words(&from),
-            s.per_share.unwrap_or(0.0),
+            gain_words(seats, nominal_seats, s.per_share.unwrap_or(0.0)),
             limit + seats
         ),
         // Carried by the others together, but not by the few levels one move takes from.

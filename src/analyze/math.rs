@@ -336,6 +336,50 @@ pub fn latest_trend(points: &[(f64, f64)]) -> Option<Trend> {
     })
 }
 
+/// How a counter of arrivals moved over a window of (time, value) samples, when it came in bursts: each interval
+/// between two samples as (seconds, its rate as a multiple of the window's mean), in order. `None` when the
+/// arrivals were as steady as a Poisson process's (a dispersion index, the mean of each interval's squared
+/// deviation from the mean rate over its Poisson variance, under [`BURSTY`]), when there are too few intervals
+/// ([`BURST_INTERVALS`]) or arrivals to tell, or the counter has a gap. A reset counts what came after it.
+pub fn bursts(samples: &[(f64, Option<f64>)]) -> Option<Vec<(f64, f64)>> {
+    let mut intervals = Vec::new();
+    for w in samples.windows(2) {
+        let ((t0, v0), (t1, v1)) = (w[0], w[1]);
+        let (v0, v1) = (v0?, v1?);
+        let seconds = t1 - t0;
+        if !(seconds > 0.0 && v0.is_finite() && v1.is_finite()) {
+            return None;
+        }
+        intervals.push((seconds, if v1 >= v0 { v1 - v0 } else { v1 }));
+    }
+    let (time, count) = intervals
+        .iter()
+        .fold((0.0, 0.0), |(t, n), (s, c)| (t + s, n + c));
+    if intervals.len() < BURST_INTERVALS || count < BURST_ARRIVALS {
+        return None;
+    }
+    let mean = count / time;
+    let dispersion = intervals
+        .iter()
+        .map(|(s, c)| (c - mean * s).powi(2) / (mean * s))
+        .sum::<f64>()
+        / intervals.len() as f64;
+    (dispersion >= BURSTY).then(|| {
+        intervals
+            .into_iter()
+            .map(|(s, c)| (s, c / s / mean))
+            .collect()
+    })
+}
+
+/// The dispersion index from which arrivals count as bursts: a Poisson process's is 1, and its mean over a few
+/// dozen intervals rarely passes 2.
+pub const BURSTY: f64 = 4.0;
+/// Intervals needed to tell bursts from chance.
+pub const BURST_INTERVALS: usize = 6;
+/// Arrivals needed to tell bursts from chance.
+pub const BURST_ARRIVALS: f64 = 50.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +419,48 @@ mod tests {
         assert_eq!(share_above(1.0, &b), Some(0.0));
         assert_eq!(share_above(0.5, &[(1.0, 0.0), (f64::INFINITY, 0.0)]), None);
         assert_eq!(share_above(0.5, &[]), None);
+    }
+
+    /// Bursts (2 s of 1,000 requests a second in every 20 s, scraped every second) are told from a steady Poisson
+    /// rate of the same mean, whose chance ups and downs are not bursts; too few intervals or arrivals tell
+    /// nothing, nor a gap.
+    #[test]
+    fn bursts_are_told_from_a_poisson_rate() {
+        let counter = |rates: &[f64]| -> Vec<(f64, Option<f64>)> {
+            let mut total = 0.0;
+            let mut out = vec![(0.0, Some(0.0))];
+            for (i, r) in rates.iter().enumerate() {
+                total += r;
+                out.push(((i + 1) as f64, Some(total)));
+            }
+            out
+        };
+        let bursty: Vec<f64> = (0..60)
+            .map(|s| if s % 20 < 2 { 1000.0 } else { 0.0 })
+            .collect();
+        let profile = bursts(&counter(&bursty)).unwrap();
+        assert_eq!(profile.len(), 60);
+        assert_eq!(profile[0], (1.0, 10.0));
+        assert_eq!(profile[2], (1.0, 0.0));
+        // Poisson at 100/s: counts a second within a few standard deviations (10) of 100.
+        let poisson: Vec<f64> = (0..60)
+            .map(|s| 100.0 + [-12.0, 5.0, 9.0, -3.0, -8.0, 14.0, 0.0, -6.0][s % 8])
+            .collect();
+        assert_eq!(bursts(&counter(&poisson)), None);
+        assert_eq!(bursts(&counter(&bursty[..4])), None);
+        assert_eq!(
+            bursts(&counter(&[5.0, 0.0, 0.0, 0.0, 0.0, 20.0, 0.0])),
+            None
+        );
+        let mut gap = counter(&bursty);
+        gap[10].1 = None;
+        assert_eq!(bursts(&gap), None);
+        // A reset: what came after it counts.
+        let mut reset = counter(&bursty);
+        for p in reset.iter_mut().skip(30) {
+            p.1 = p.1.map(|v| v - 3000.0);
+        }
+        assert_eq!(bursts(&reset).unwrap().len(), 60);
     }
 
     #[test]

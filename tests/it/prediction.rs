@@ -8,9 +8,10 @@
 //!
 //! The alerts' remediations propose changes too, and end with what the daemon predicts of them: on a fourth
 //! cluster the daemon's remediation for the flood proposes the isolation; on a fifth, loaded by a crowd that no
-//! single flow dominates (`config/scenarios/crowd.yaml`), a share move. Each is applied as the remediation says
-//! (`check --output manifests`; the `plan --set ... --output manifests` it names), and its prediction is held to
-//! what happened, as `plan --load`'s are.
+//! single flow dominates (`config/scenarios/crowd.yaml`), a share move; on a sixth, hit by bursts its queues cannot
+//! hold (`config/scenarios/bursts.yaml`), longer queues. Each is applied as the remediation says (`check --output
+//! manifests`; the `plan --set ... --output manifests` it names), and its prediction is held to what happened, as
+//! `plan --load`'s are.
 //!
 //! For the level the change touches and the level with load that gives up the most seats, the measured 429s per
 //! second are within 30 % (or 0.5/s) of the prediction and the measured mean wait within 50 % (or 50 ms); the share
@@ -29,6 +30,8 @@ use apf_sim::{ClusterOptions, KubeVersion, Scenario};
 const LOAD: &str = include_str!("../../config/scenarios/flood.yaml");
 /// workload-low near its limit under flows none of which dominates: a share move's case.
 const CROWD: &str = include_str!("../../config/scenarios/crowd.yaml");
+/// workload-low idle but for bursts its queues cannot hold: a longer queue's case.
+const BURSTS: &str = include_str!("../../config/scenarios/bursts.yaml");
 
 /// The simulated replica's load before the prediction watches it: queues full, borrowing settled.
 const WARM: Duration = Duration::from_secs(30);
@@ -225,38 +228,41 @@ fn donor_of(sentence: &str) -> Option<(String, f64, f64)> {
     ))
 }
 
-/// The share move the daemon's remediation proposes, proven as the isolation's: a daemon watches a cluster under
-/// [`CROWD`]; workload-low's remediation proposes a share move, the `plan --set ... --output manifests` that makes
-/// it, and ends with its prediction; that command's manifests are applied with kubectl, and measured as the proofs
-/// measure. (predicted, measured) of workload-low and of the level giving up the most seats, and workload-low's
-/// limit (predicted, measured).
-async fn share_move_proof() -> (BTreeMap<String, (f64, f64, f64, f64)>, (f64, f64)) {
-    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(CROWD).await;
+/// A change the daemon's remediation proposes with the `plan --set` that makes it, proven as the isolation's: a
+/// daemon watches a cluster under `load`; workload-low's remediation proposes the change (`kind`: words of its
+/// sentence), the `plan --set ... --output manifests` that makes it, and ends with its prediction; that command's
+/// manifests are applied with kubectl, and measured as the proofs measure. (predicted, measured) of workload-low and
+/// of the level giving up the most seats (where one does), and workload-low's limit (predicted, measured) where the
+/// change moves it.
+async fn set_proof(
+    load: &str,
+    kind: &str,
+    label: &str,
+) -> (BTreeMap<String, (f64, f64, f64, f64)>, Option<(f64, f64)>) {
+    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(load).await;
     let monitor = monitor_of(&kubeconfig).await;
     let command =
         regex::Regex::new(r"To make it: `apf-monitor plan (.+?) --output manifests").unwrap();
-    let (flags, sentence) =
-        watch_remediation(&monitor, "a share move for workload-low", |status| {
-            status["alerts"].as_array()?.iter().find_map(|a| {
-                let r = a["annotations"]["remediation"].as_str()?;
-                if a["labels"]["priority_level"] != "workload-low" || !r.contains("Predicted at ") {
-                    return None;
-                }
-                Some((
-                    r.to_string(),
-                    (command.captures(r)?[1].to_string(), r.to_string()),
-                ))
-            })
+    let (flags, sentence) = watch_remediation(&monitor, label, |status| {
+        status["alerts"].as_array()?.iter().find_map(|a| {
+            let r = a["annotations"]["remediation"].as_str()?;
+            if a["labels"]["priority_level"] != "workload-low"
+                || !r.contains("Predicted at ")
+                || !r.contains(kind)
+            {
+                return None;
+            }
+            Some((
+                r.to_string(),
+                (command.captures(r)?[1].to_string(), r.to_string()),
+            ))
         })
-        .await;
+    })
+    .await;
     drop(monitor);
+    println!("{label}'s remediation: {sentence}");
     let (low_rate, low_wait, low_limit) = predicted_of(&sentence, "workload-low")
         .unwrap_or_else(|| panic!("no prediction of workload-low in: {sentence}"));
-    let low_limit =
-        low_limit.unwrap_or_else(|| panic!("a share move that moves no limit: {sentence}"));
-    let (donor, donor_rate, donor_wait) =
-        donor_of(&sentence).unwrap_or_else(|| panic!("no level gives up seats in: {sentence}"));
-    println!("the remediation: {sentence}");
     let mut args = vec!["plan"];
     args.extend(flags.split(' '));
     args.extend(["--output", "manifests"]);
@@ -270,20 +276,20 @@ async fn share_move_proof() -> (BTreeMap<String, (f64, f64, f64, f64)>, (f64, f6
     std::fs::write(&fix, &out.stdout).unwrap();
     let (start, end, seconds, limits) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
     drop(cluster);
-    let compared = [
-        ("workload-low".to_string(), low_rate, low_wait),
-        (donor, donor_rate, donor_wait),
-    ]
-    .into_iter()
-    .map(|(level, rate, wait)| {
-        let m = measured(&start, &end, seconds, &level);
-        (
-            format!("{level} (share move)"),
-            (rate, m.rejected_per_second, wait, m.mean_wait_seconds),
-        )
-    })
-    .collect();
-    (compared, (low_limit, limits["workload-low"]))
+    let compared = std::iter::once(("workload-low".to_string(), low_rate, low_wait))
+        .chain(donor_of(&sentence))
+        .map(|(level, rate, wait)| {
+            let m = measured(&start, &end, seconds, &level);
+            (
+                format!("{level} ({label})"),
+                (rate, m.rejected_per_second, wait, m.mean_wait_seconds),
+            )
+        })
+        .collect();
+    (
+        compared,
+        low_limit.map(|predicted| (predicted, limits["workload-low"])),
+    )
 }
 
 /// The alerts' remediation, proven as `plan --load` is: a daemon watches a cluster of its own under the same load,
@@ -524,14 +530,18 @@ async fn predictions_meet_what_happens_after_the_change() {
             set: Some("workload-low.queueLengthLimit=200"),
         },
     ];
-    let (mut outcomes, remedied, (moved, (limit_predicted, limit_measured))) = tokio::join!(
+    let (mut outcomes, remedied, (moved, limits), (lengthened, _)) = tokio::join!(
         futures_util::future::join_all(proofs.iter().map(|p| p.run())),
         remediation_proof(),
-        share_move_proof()
+        set_proof(CROWD, "Raise the shares of workload-low", "share move"),
+        set_proof(BURSTS, "Lengthen its queues", "longer queues"),
     );
     outcomes[0].0.extend(remedied);
     outcomes[1].0.extend(moved);
+    outcomes[2].0.extend(lengthened);
     let mut failed = Vec::new();
+    let (limit_predicted, limit_measured) =
+        limits.unwrap_or_else(|| panic!("the share move's prediction says no limit"));
     println!(
         "the share move: workload-low's limit predicted {limit_predicted:.0}, measured {limit_measured:.1}"
     );

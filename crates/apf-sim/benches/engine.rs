@@ -152,6 +152,7 @@ fn observed_load() -> Vec<ObservedFlow> {
                 requests_per_second: rps,
                 seats,
                 execution: Duration::from_millis(ms),
+                profile: Vec::new(),
             })
         })
         .collect();
@@ -163,6 +164,7 @@ fn observed_load() -> Vec<ObservedFlow> {
         requests_per_second: 30.0,
         seats: 10,
         execution: Duration::from_secs(2),
+        profile: Vec::new(),
     });
     flows
 }

@@ -37,6 +37,45 @@ pub struct ObservedFlow {
     /// Mean execution time.
     #[serde(serialize_with = "seconds")]
     pub execution: Duration,
+    /// How the rate moved over the window, where it came in bursts: (seconds, multiple of `requests_per_second`)
+    /// one interval after the other, replayed in a loop from the start of the run. Empty: steady.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<(f64, f64)>,
+}
+
+/// A flow's rate curve over `run`: steady at `rps`, or its `profile` in a loop (each interval a step).
+fn rate_curve(rps: f64, profile: &[(f64, f64)], run: Duration) -> Vec<RatePoint> {
+    let steady = vec![RatePoint {
+        at: Duration::ZERO,
+        rps,
+    }];
+    let usable = |(d, m): &(f64, f64)| d.is_finite() && *d > 0.0 && m.is_finite() && *m >= 0.0;
+    let period: f64 = profile.iter().filter(|i| usable(i)).map(|(d, _)| d).sum();
+    // A profile of a millisecond looped over minutes is no curve worth drawing.
+    if period < 1.0 {
+        return steady;
+    }
+    let mut points = Vec::new();
+    let mut at = 0.0;
+    let end = run.as_secs_f64();
+    while at < end {
+        for (d, m) in profile.iter().filter(|i| usable(i)) {
+            let level = rps * m;
+            points.push(RatePoint {
+                at: Duration::from_secs_f64(at),
+                rps: level,
+            });
+            at += d;
+            points.push(RatePoint {
+                at: Duration::from_secs_f64(at),
+                rps: level,
+            });
+            if at >= end {
+                break;
+            }
+        }
+    }
+    points
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -216,6 +255,7 @@ fn scenario_of(r: &Replay) -> Result<Scenario, SimError> {
             "{total:.0} requests/s together is more than the simulator's bound of {MAX_TOTAL_RATE:.0}"
         ));
     }
+    let run = r.lead_in + Duration::from_nanos(ADJUST_NS) + r.warm_up + r.measured;
     let flows = r
         .flows
         .iter()
@@ -235,10 +275,7 @@ fn scenario_of(r: &Replay) -> Result<Scenario, SimError> {
                 seats: f.seats,
                 duration: f.execution,
                 duration_spread: r.execution_spread,
-                rate: vec![RatePoint {
-                    at: Duration::ZERO,
-                    rps: f.requests_per_second,
-                }],
+                rate: rate_curve(f.requests_per_second, &f.profile, run),
                 arrivals: Arrivals::Poisson,
                 priority_level: None,
                 hash: None,
@@ -259,7 +296,7 @@ fn scenario_of(r: &Replay) -> Result<Scenario, SimError> {
         })
         .collect();
     Ok(Scenario {
-        duration: r.lead_in + Duration::from_nanos(ADJUST_NS) + r.warm_up + r.measured,
+        duration: run,
         seed: None,
         priority_levels: Vec::new(),
         dispatch: Dispatch::FairQueuing,
@@ -430,6 +467,7 @@ mod tests {
             requests_per_second: rps,
             seats,
             execution: Duration::from_millis(ms),
+            profile: Vec::new(),
         };
         vec![
             ObservedFlow {
@@ -509,6 +547,82 @@ mod tests {
                 "{low:?}"
             );
         }
+    }
+
+    /// A flow that comes in bursts (2 s at ten times its mean rate, then 18 s of nothing) fills its queues and gets
+    /// queue-full 429s, where the same mean rate steady is served at once; queues eight times longer hold its
+    /// bursts until seats free up, and it waits instead. The rate curve loops the profile from the start.
+    #[test]
+    fn bursts_fill_the_queues_a_steady_rate_does_not_and_longer_queues_hold_them() {
+        let bursty = |profile: Vec<(f64, f64)>| ObservedFlow {
+            name: "batch".into(),
+            flow_schema: "service-accounts".into(),
+            flow: "system:serviceaccount:ci:batch".into(),
+            request: None,
+            requests_per_second: 100.0,
+            seats: 1,
+            execution: Duration::from_millis(1000),
+            profile,
+        };
+        let curve = rate_curve(100.0, &[(2.0, 10.0), (18.0, 0.0)], Duration::from_secs(50));
+        let mut f = Scenario::from_yaml(
+            "duration: 60s\nflows: [{name: a, user: u, duration: 1s, rate: [{at: 0s, rps: 1}]}]",
+        )
+        .unwrap()
+        .flows
+        .remove(0);
+        f.rate = curve;
+        let at = |s: f64| f.rps_at(Duration::from_secs_f64(s));
+        assert_eq!(
+            (at(1.0), at(3.0), at(21.0), at(39.0), at(41.0)),
+            (1000.0, 0.0, 1000.0, 0.0, 1000.0)
+        );
+        assert_eq!(rate_curve(5.0, &[], Duration::from_secs(50)).len(), 1);
+        let (schemas, levels) = crate::objects::default_configuration(v());
+        let mut longer = levels.clone();
+        if let Some(l) = longer.iter_mut().find(|l| l.name == "workload-low") {
+            l.queue_length_limit = Some(400);
+        }
+        let r = Replay {
+            lead_in: Duration::from_secs(10),
+            warm_up: Duration::from_secs(10),
+            measured: Duration::from_secs(40),
+            seeds: vec![1],
+            ..Replay::new(v(), 600, vec![bursty(vec![(2.0, 10.0), (18.0, 0.0)])])
+        };
+        let before = &replay_change(&r, (&schemas, &levels), (&schemas, &levels)).unwrap()[0];
+        let after = &replay_change(&r, (&schemas, &levels), (&schemas, &longer)).unwrap()[0];
+        let full = |run: &ReplayRun| {
+            flow(run, "batch")
+                .rejected_per_second
+                .get("queue-full")
+                .copied()
+                .unwrap_or(0.0)
+        };
+        assert!(full(before) > 10.0, "{:?}", flow(before, "batch"));
+        assert!(
+            full(after) < 0.2 * full(before),
+            "{:?}",
+            flow(after, "batch")
+        );
+        assert!(
+            flow(after, "batch").mean_wait_seconds > flow(before, "batch").mean_wait_seconds,
+            "{:?}",
+            flow(after, "batch")
+        );
+        let steady = replay(
+            &Replay {
+                flows: vec![bursty(Vec::new())],
+                ..r
+            },
+            &schemas,
+            &levels,
+        )
+        .unwrap();
+        assert_eq!(
+            rejected(&flow(&steady[0], "batch").rejected_per_second),
+            0.0
+        );
     }
 
     /// More shares for workload-low: fewer 429s there, and the levels that gave up shares have lower limits.

@@ -157,7 +157,7 @@ impl ClientAdvice {
 }
 
 /// What the requests of one flow schema cost on a replica over the window.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SchemaCost {
     /// Mean execution time of its requests other than WATCHes.
     pub seconds_per_request: Option<f64>,
@@ -166,6 +166,9 @@ pub struct SchemaCost {
     /// Requests dispatched, and rejected, per second.
     pub dispatched_per_second: Option<f64>,
     pub rejected_per_second: f64,
+    /// How its arrivals moved over the window, where they came in bursts ([`crate::analyze::math::bursts`]):
+    /// (seconds, multiple of the mean rate) scrape by scrape. Empty: as steady as a Poisson process.
+    pub arrival_profile: Vec<(f64, f64)>,
 }
 
 /// Mean of a (sum, count) pair over the points: its increase over the window, else since the replica started when
@@ -211,11 +214,19 @@ pub(super) fn schema_costs(
                 .filter(|(l, s, _, _)| l == level && s == schema)
                 .map(|(_, _, _, r)| r)
                 .sum();
+            // Arrivals scrape by scrape: kube-apiserver counts a request's estimated seats as it arrives, so
+            // the histogram's count counts the rejected too.
+            let arrivals: Vec<(f64, Option<f64>)> = points
+                .iter()
+                .zip(&totals)
+                .map(|(p, t)| (p.at, t.and_then(|t| t.estimated_seats).map(|(_, n)| n)))
+                .collect();
             let cost = SchemaCost {
                 seconds_per_request: mean_over(&totals, |t| t.execution_seconds),
                 seats_per_request: mean_over(&totals, |t| t.estimated_seats),
                 dispatched_per_second: dispatched,
                 rejected_per_second: rejected,
+                arrival_profile: crate::analyze::math::bursts(&arrivals).unwrap_or_default(),
             };
             (schema.to_string(), cost)
         })
@@ -241,7 +252,7 @@ pub(super) fn of_flow(
     let cost = level
         .flow_schema_costs
         .get(&flow.flow_schema)
-        .copied()
+        .cloned()
         .unwrap_or_default();
     let seats_per_request = flow
         .seats_per_request

@@ -178,7 +178,7 @@ pub(super) fn unseen_users(
                 let cost = level
                     .flow_schema_costs
                     .get(&u.flow_schema)
-                    .copied()
+                    .cloned()
                     .unwrap_or_default();
                 let minor = replica.list_costs.minor;
                 clients.push(

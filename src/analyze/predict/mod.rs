@@ -168,6 +168,8 @@ pub struct Prediction {
     pub flows: Vec<FlowPrediction>,
     /// What the prediction assumed and inferred, in words.
     pub assumptions: Vec<String>,
+    /// The flow schemas whose arrivals came in bursts, replayed as they came scrape by scrape; the others steady.
+    pub bursty_flow_schemas: Vec<String>,
 }
 
 /// Replays the replica's load through its objects (`report.objects`) and through `after`; `changed` names the
@@ -208,11 +210,30 @@ pub fn predict(
             .map_err(|e| Unpredictable::Replay(e.to_string()))
     };
     let (runs_before, runs_after) = (run(before)?, run(after)?);
+    let bursty: Vec<String> = load
+        .flows
+        .iter()
+        .filter(|f| !f.flow.profile.is_empty())
+        .map(|f| f.flow.flow_schema.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut assumptions = vec![
         format!(
-            "Each flow sends as it did in the window, at a steady rate with Poisson arrivals (open loop: a client \
+            "Each flow sends as it did in the window, at a steady rate with Poisson arrivals{} (open loop: a client \
              rejected does not slow down or retry), every request holding its seats for an execution time drawn \
              within ±{:.0} % of its flow's mean; no work estimator (a LIST costs what it cost in the window).",
+            if bursty.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", but for the flows of {} whose arrivals came in bursts (scrape by scrape, far beyond a Poisson \
+                     process's chance): they send as their flow schema did scrape by scrape, the window replayed in a \
+                     loop, Poisson within each scrape's interval (bursts shorter than a scrape interval are seen as \
+                     its mean)",
+                    bursty.join(", ")
+                )
+            },
             replay.execution_spread * 100.0
         ),
         format!(
@@ -247,6 +268,7 @@ pub fn predict(
         levels,
         flows,
         assumptions,
+        bursty_flow_schemas: bursty,
     })
 }
 
@@ -359,11 +381,19 @@ impl Prediction {
             parts.push(words);
         }
         format!(
-            "Predicted at {} under this replica's load of the window before (replayed {:.0} s, {} seeds; steady \
-             rates, as `plan --load` says): {}.",
+            "Predicted at {} under this replica's load of the window before (replayed {:.0} s, {} seeds; {}, as \
+             `plan --load` says): {}.",
             humantime::format_rfc3339_seconds(made_at),
             self.measured_seconds,
             self.seeds.len(),
+            if self.bursty_flow_schemas.is_empty() {
+                "steady rates".to_string()
+            } else {
+                format!(
+                    "{}'s bursts as they came scrape by scrape, other rates steady",
+                    self.bursty_flow_schemas.join(", ")
+                )
+            },
             parts.join("; ")
         )
     }
@@ -436,6 +466,7 @@ mod tests {
             ],
             flows: Vec::new(),
             assumptions: Vec::new(),
+            bursty_flow_schemas: Vec::new(),
         };
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_000_000);
         assert_eq!(

@@ -212,10 +212,11 @@ fn schema_flows(
                 requests_per_second: rate,
                 seats: whole_seats(seats),
                 execution: std::time::Duration::from_secs_f64(told.seconds),
+                profile: cost.arrival_profile.clone(),
             },
             priority_level: level.priority_level.clone(),
             users: f.users.clone(),
-            told_from: format!("{}; {identity}", told.how),
+            told_from: format!("{}; {identity}{}", told.how, bursts_words(cost)),
         });
     }
     // What the flow schema sent beyond its top flows (all of it, read through a Prometheus), over flows of its own.
@@ -246,13 +247,15 @@ fn schema_flows(
                 requests_per_second: left / unseen as f64,
                 seats: whole_seats(schema_seats),
                 execution: std::time::Duration::from_secs_f64(seconds),
+                profile: cost.arrival_profile.clone(),
             },
             priority_level: level.priority_level.clone(),
             users: Vec::new(),
             told_from: format!(
                 "its flow schema's counters less the flows shown, spread over {unseen} flow{} (the most flows \
-                 the dumps saw on the level at once, less those shown); kept in {schema} whatever the change",
-                if unseen == 1 { "" } else { "s" }
+                 the dumps saw on the level at once, less those shown); kept in {schema} whatever the change{}",
+                if unseen == 1 { "" } else { "s" },
+                bursts_words(cost)
             ),
         });
     }
@@ -314,6 +317,23 @@ fn whole_seats(mean: f64) -> u32 {
     }
 }
 
+/// What a flow says of its bursts, where its flow schema's arrivals came in them.
+fn bursts_words(cost: &SchemaCost) -> String {
+    if cost.arrival_profile.is_empty() {
+        return String::new();
+    }
+    let peak = cost
+        .arrival_profile
+        .iter()
+        .map(|(_, m)| *m)
+        .fold(0.0, f64::max);
+    format!(
+        "; in bursts, as its flow schema's arrivals came scrape by scrape (up to {}x its mean rate), replayed in a \
+         loop",
+        crate::analyze::round::shown(peak)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +364,7 @@ mod tests {
             seats_per_request: Some(190.0 / 37.0),
             dispatched_per_second: Some(32.0),
             rejected_per_second: 5.0,
+            ..Default::default()
         };
         let told = tell(&[&lists, &gets], &cost, 32.0, 25.0 / 32.0);
         assert!((told[0].rate - 17.0).abs() < 1e-9, "{}", told[0].rate);
@@ -361,6 +382,7 @@ mod tests {
             seats_per_request: Some(1.0),
             dispatched_per_second: Some(8.0),
             rejected_per_second: 1.0,
+            ..Default::default()
         };
         let told = tell(&[&a, &b], &cost, 8.0, 0.5);
         assert_eq!((told[0].rate, told[0].seconds), (7.0, 0.5));

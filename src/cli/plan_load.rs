@@ -42,6 +42,9 @@ struct ReplicaRow {
     measured_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     assumptions: Vec<String>,
+    /// The flow schemas whose bursts were replayed as they came, scrape by scrape.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    bursty_flow_schemas: Vec<String>,
     /// Why no prediction was made for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     unpredictable: Option<String>,
@@ -121,6 +124,7 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
                     warm_up_seconds: Some(p.warm_up_seconds),
                     measured_seconds: Some(p.measured_seconds),
                     assumptions: p.assumptions.clone(),
+                    bursty_flow_schemas: p.bursty_flow_schemas.clone(),
                     unpredictable: None,
                 });
                 predictions.push(p);
@@ -177,6 +181,7 @@ fn unpredictable(a: &ApiserverReport, why: String) -> ReplicaRow {
         warm_up_seconds: None,
         measured_seconds: None,
         assumptions: Vec::new(),
+        bursty_flow_schemas: Vec::new(),
         unpredictable: Some(why),
     }
 }

@@ -71,6 +71,10 @@ pub struct FlowPrediction {
     pub seconds_per_request: f64,
     /// How its rate, seats and execution time were told.
     pub told_from: String,
+    /// Where it came in bursts: its rate scrape by scrape as (seconds, multiple of `requests_per_second`), replayed
+    /// in a loop.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<(f64, f64)>,
     pub before: FlowExpectation,
     pub after: FlowExpectation,
 }
@@ -230,6 +234,12 @@ pub(super) fn compare(
             seats: f.flow.seats,
             seconds_per_request: round(f.flow.execution.as_secs_f64(), 3),
             told_from: f.told_from.clone(),
+            profile: f
+                .flow
+                .profile
+                .iter()
+                .map(|(s, m)| (round(*s, 3), round(*m, 3)))
+                .collect(),
             before: flow_expectation(&flow_outcomes(before, &f.flow.name)),
             after: flow_expectation(&flow_outcomes(after, &f.flow.name)),
         })

@@ -114,7 +114,14 @@ fn make(job: &Job) -> RemedyPrediction {
             &ReplaySettings::default(),
         )
         .map_err(|e| e.to_string())?;
-        Ok(p.summary(&job.key.1, std::time::SystemTime::now()))
+        // The window's end: the replay makes the change its lead-in after it.
+        let window_end = job
+            .report
+            .scraped_at
+            .as_deref()
+            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+            .unwrap_or_else(std::time::SystemTime::now);
+        Ok(p.summary(&job.key.1, window_end))
     })();
     RemedyPrediction {
         change_key: job.change_key.clone(),

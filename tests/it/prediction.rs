@@ -41,6 +41,25 @@ const WINDOW: &str = "60s";
 const SETTLE: Duration = Duration::from_secs(20);
 const MEASURE: Duration = Duration::from_secs(120);
 
+/// The agent's isolation among the manifests `check --output manifests` proposes: under the flood the controllers
+/// may keep workload-high busy enough for its alerts to propose isolating them too, which the proofs do not test.
+fn agent_isolation(manifests: &[u8]) -> String {
+    let text = String::from_utf8_lossy(manifests);
+    let mut docs: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (at, _) in text.match_indices("\n---\n") {
+        docs.push(&text[start..at]);
+        start = at + "\n---\n".len();
+    }
+    docs.push(&text[start..]);
+    let agent: Vec<&str> = docs
+        .into_iter()
+        .filter(|d| d.contains("isolate-monitoring-agent"))
+        .collect();
+    assert!(!agent.is_empty(), "no isolation of the agent in: {text}");
+    format!("{}\n", agent.join("\n---\n").trim_end())
+}
+
 /// What a level did between two scrapes of the replica's `/metrics`.
 #[derive(Debug, Clone, Copy, Default)]
 struct Measured {
@@ -114,6 +133,17 @@ async fn loaded_cluster(load: &str) -> (apf_sim::Cluster, tempfile::TempDir, Pat
     (cluster, dir, kubeconfig, metrics_url)
 }
 
+/// The replay makes the change [`LEAD_IN`] after the window it watched (the load through the objects in force, the
+/// queues and borrowing's memory of demand as they grow): the proofs make it then too, or at once where the
+/// prediction took longer.
+const LEAD_IN: Duration = Duration::from_secs(30);
+
+async fn until_lead_in_after(window_end: std::time::SystemTime) {
+    if let Ok(left) = (window_end + LEAD_IN).duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(left).await;
+    }
+}
+
 /// The change of `fix` applied with kubectl, then the replica's `/metrics` read [`SETTLE`] after it and again
 /// [`MEASURE`] later: both bodies, and the seconds between; and each level's limit, the mean of the samples taken
 /// every 2 s between (`current_limit_seats`).
@@ -154,17 +184,20 @@ async fn apply_and_measure(
 }
 
 /// Polls the daemon's status until `take` finds a remediation with a prediction made from a window of the steady
-/// load, as `plan --load` watches it in the proofs: made once the replica has run as long as the proofs' clusters
-/// when they change (the first predictions are made as soon as the level is under pressure, their window still
-/// holding the replica's start). `take` gives the remediation's sentence, and what it reads from it.
+/// load, as `plan --load` watches it in the proofs: a window to once the replica has run as long as the proofs'
+/// clusters when they change (the first predictions are made as soon as the level is under pressure, their window
+/// still holding the replica's start). `take` gives the remediation's sentence, and what it reads from it; with the
+/// end of the window the prediction replayed.
 async fn watch_remediation<T>(
     monitor: &impl std::fmt::Display,
     what: &str,
     take: impl Fn(&Value) -> Option<(String, T)>,
-) -> T {
+) -> (T, std::time::SystemTime) {
     let url = format!("{monitor}/api/v1/status");
     let since = std::time::SystemTime::now() + WARM + Duration::from_secs(60);
-    let made_at = regex::Regex::new(r"Predicted at (\S+) under").unwrap();
+    let made_at =
+        regex::Regex::new(r"Predicted under this replica's load of the window to (\S+) \(")
+            .unwrap();
     let started = std::time::Instant::now();
     let mut last = None;
     while started.elapsed() < Duration::from_secs(300) {
@@ -175,8 +208,8 @@ async fn watch_remediation<T>(
             let at = made_at
                 .captures(&sentence)
                 .and_then(|c| humantime::parse_rfc3339(&c[1]).ok());
-            if at.is_some_and(|at| at >= since) {
-                return found;
+            if let Some(at) = at.filter(|at| *at >= since) {
+                return (found, at);
             }
             last = Some(sentence);
         }
@@ -243,11 +276,11 @@ async fn set_proof(
     let monitor = monitor_of(&kubeconfig).await;
     let command =
         regex::Regex::new(r"To make it: `apf-monitor plan (.+?) --output manifests").unwrap();
-    let (flags, sentence) = watch_remediation(&monitor, label, |status| {
+    let ((flags, sentence), window_end) = watch_remediation(&monitor, label, |status| {
         status["alerts"].as_array()?.iter().find_map(|a| {
             let r = a["annotations"]["remediation"].as_str()?;
             if a["labels"]["priority_level"] != "workload-low"
-                || !r.contains("Predicted at ")
+                || !r.contains("Predicted under")
                 || !r.contains(kind)
             {
                 return None;
@@ -274,6 +307,7 @@ async fn set_proof(
     );
     let fix = dir.path().join("fix.yaml");
     std::fs::write(&fix, &out.stdout).unwrap();
+    until_lead_in_after(window_end).await;
     let (start, end, seconds, limits) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
     drop(cluster);
     let compared = std::iter::once(("workload-low".to_string(), low_rate, low_wait))
@@ -299,7 +333,7 @@ async fn set_proof(
 async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
     let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(LOAD).await;
     let monitor = monitor_of(&kubeconfig).await;
-    let (level, [new, low]) = watch_remediation(
+    let ((level, [new, low]), window_end) = watch_remediation(
         &monitor,
         "an isolation for workload-low",
         remediation_prediction,
@@ -308,7 +342,8 @@ async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
     drop(monitor);
     let manifests = common::proposed_manifests(&kubeconfig).await;
     let fix = dir.path().join("fix.yaml");
-    std::fs::write(&fix, &manifests.stdout).unwrap();
+    std::fs::write(&fix, agent_isolation(&manifests.stdout)).unwrap();
+    until_lead_in_after(window_end).await;
     let (start, end, seconds, _) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
     drop(cluster);
     [(level, new), ("workload-low".to_string(), low)]
@@ -344,7 +379,7 @@ type Isolated = (String, [(f64, f64); 2]);
 fn remediation_prediction(status: &Value) -> Option<(String, Isolated)> {
     let remediation = status["alerts"].as_array()?.iter().find_map(|a| {
         let r = a["annotations"]["remediation"].as_str()?;
-        (a["labels"]["priority_level"] == "workload-low" && r.contains("Predicted at "))
+        (a["labels"]["priority_level"] == "workload-low" && r.contains("Predicted under"))
             .then_some(r)
     })?;
     let new = regex::Regex::new(
@@ -426,7 +461,7 @@ impl Proof {
                 "{}",
                 String::from_utf8_lossy(&manifests.stderr)
             );
-            std::fs::write(&fix, &manifests.stdout).unwrap();
+            std::fs::write(&fix, agent_isolation(&manifests.stdout)).unwrap();
             args.extend(["--apply".into(), fix.display().to_string()]);
         }
         if let Some(set) = self.set {
@@ -445,6 +480,8 @@ impl Proof {
         }
         let kc = kubeconfig.clone();
         let args_ = args.clone();
+        // The window ends about WINDOW after `plan --load` starts (its first scrape at once).
+        let window_end = std::time::SystemTime::now() + humantime::parse_duration(WINDOW).unwrap();
         let predicted = tokio::task::spawn_blocking(move || {
             let refs: Vec<&str> = args_.iter().map(String::as_str).collect();
             run_binary(&refs, &kc)
@@ -458,6 +495,7 @@ impl Proof {
             String::from_utf8_lossy(&predicted.stderr)
         );
         let prediction: Value = serde_json::from_slice(&predicted.stdout).unwrap();
+        until_lead_in_after(window_end).await;
         let (start, end, seconds, _) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
         let levels = prediction["levels"].as_array().unwrap();
         // The level the change touches, and the level that gives up the most seats.

@@ -47,9 +47,7 @@ fn pressure(f: &FlowReport) -> f64 {
     apf::model::flow_pressure(f.waiting_requests, f.executing_seats)
 }
 
-/// The flow holding more than half of the level's waiting requests + executing seats, if one does, beside others
-/// (a seat's worth at least): isolating a flow protects the others of its level; a flow alone on its level would
-/// only be moved to a smaller one.
+/// The flow holding more than half of the level's waiting requests + executing seats, if one does.
 pub fn dominant_flow(level: &LevelReport) -> Option<&FlowReport> {
     let flows: f64 = level.top_flows.iter().map(pressure).sum();
     let level_total = level.inqueue_requests.unwrap_or(0.0) + level.executing_seats.unwrap_or(0.0);
@@ -59,8 +57,7 @@ pub fn dominant_flow(level: &LevelReport) -> Option<&FlowReport> {
         .top_flows
         .iter()
         .max_by(|a, b| pressure(a).total_cmp(&pressure(b)))?;
-    let others = total - pressure(top);
-    (total > 0.0 && pressure(top) > 0.5 * total && others >= 1.0).then_some(top)
+    (total > 0.0 && pressure(top) > 0.5 * total).then_some(top)
 }
 
 /// The proposal for one level of one replica; `replica_levels` are all levels of that replica (to find donors).
@@ -381,32 +378,6 @@ pub(crate) mod tests {
                 l
             })
             .collect()
-    }
-
-    /// A flow alone on its level (the controllers on workload-high): isolating it would protect nobody, only move
-    /// it to a smaller level; beside another flow, it is isolated.
-    #[test]
-    fn a_flow_alone_on_its_level_is_not_isolated() {
-        let mut l = level("workload-high", 98.0, 53.0, 40.0, 0.0);
-        l.top_flows = vec![flow(
-            "kube-controller-manager",
-            "kube-system",
-            0.0,
-            40.0,
-            "system:kube-controller-manager",
-            "list endpoints",
-        )];
-        assert!(dominant_flow(&l).is_none());
-        let r = remediate(&l, std::slice::from_ref(&l), &ListCosts::default(), None);
-        assert!(!r.sentence.starts_with("Isolate"), "{}", r.sentence);
-        l.top_flows
-            .push(flow("service-accounts", "bob", 2.0, 3.0, "bob", "get pods"));
-        l.executing_seats = Some(43.0);
-        l.inqueue_requests = Some(2.0);
-        assert_eq!(
-            dominant_flow(&l).map(|f| f.flow.as_str()),
-            Some("kube-system")
-        );
     }
 
     #[test]

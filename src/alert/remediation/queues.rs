@@ -5,9 +5,8 @@ use super::Remediation;
 use crate::analyze::{LevelReport, SchemaCost, FULL};
 use apf::model::FlowcontrolObjects;
 
-/// How long a request may wait in a queue: a quarter of the default 60 s request timeout (kube-apiserver's
-/// `apf_filter.go` bounds the queue wait by the request's context deadline, which the handler chain sets to a
-/// quarter of `--request-timeout`).
+/// How long a request may wait in a queue: a quarter of what is left of its deadline, 60 s by default
+/// (`--request-timeout`); kube-apiserver's `getRequestWaitContext`, `pkg/server/filters/priority-and-fairness.go`.
 pub const WAIT_LIMIT_SECONDS: f64 = 15.0;
 /// The room proposed beyond a burst's peak: bursts differ, and a queue at its limit refuses the next request.
 const MARGIN: f64 = 1.25;
@@ -109,8 +108,8 @@ pub(super) fn lengthen(
         sentence: format!(
             "{why}. Lengthen its queues: raise queueLengthLimit from {length} to {proposed}, so that a flow's {hand} \
              queues (handSize) hold a burst: {peak:.0} / {hand} = {each:.0} each, with a quarter to spare \
-             ({needed:.0}{}, in steps of {STEP:.0}). The last of a burst then waits about {drain:.1} s instead of a 429, under the \
-             {WAIT_LIMIT_SECONDS:.0} s a request may wait. To make it: `apf-monitor plan --set \
+             ({needed:.0}{}, in steps of {STEP:.0}). The last of a burst then waits about {drain:.1} s instead of \
+             a 429, under the {WAIT_LIMIT_SECONDS:.0} s a request may wait. To make it: `apf-monitor plan --set \
              {name}.queueLengthLimit={proposed} --output manifests | kubectl apply -f -`.",
             if 2.0 * f64::from(length) > needed {
                 format!(", and twice today's {length} at least")

@@ -304,7 +304,7 @@ fn moved(before: String, after: String) -> String {
 impl Prediction {
     /// What the change does to `level` (the alert's), to the levels it makes, and to the level that gives up the
     /// most seats, in one sentence: what a remediation ends with.
-    pub fn summary(&self, level: &str, made_at: std::time::SystemTime) -> String {
+    pub fn summary(&self, level: &str, window_end: std::time::SystemTime) -> String {
         let mut parts = Vec::new();
         if let Some(l) = self.levels.iter().find(|l| l.priority_level == level) {
             // What a share move gives, borrowing included: the remediation counts shares, this the seats.
@@ -381,9 +381,9 @@ impl Prediction {
             parts.push(words);
         }
         format!(
-            "Predicted at {} under this replica's load of the window before (replayed {:.0} s, {} seeds; {}, as \
-             `plan --load` says): {}.",
-            humantime::format_rfc3339_seconds(made_at),
+            "Predicted under this replica's load of the window to {} (replayed {:.0} s, {} seeds; {}, as `plan \
+             --load` says): {}.",
+            humantime::format_rfc3339_seconds(window_end),
             self.measured_seconds,
             self.seeds.len(),
             if self.bursty_flow_schemas.is_empty() {
@@ -471,8 +471,8 @@ mod tests {
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_000_000);
         assert_eq!(
             p.summary("workload-low", at),
-            "Predicted at 2026-11-30T00:53:20Z under this replica's load of the window before (replayed 60 s, 3 \
-             seeds; steady rates, as `plan --load` says): workload-low's 429s 12.8/s → 0, its mean wait 5.2 s → 0, p99 15.0 s → 0, its limit \
+            "Predicted under this replica's load of the window to 2026-11-30T00:53:20Z (replayed 60 s, 3 seeds; \
+             steady rates, as `plan --load` says): workload-low's 429s 12.8/s → 0, its mean wait 5.2 s → 0, p99 15.0 s → 0, its limit \
              360 → 300 seats; the new isolate-agent gets 57 seats, its 429s 17.7/s and mean wait 11.2 s; system \
              gives up 2 seats, its headroom 50 → 48 seats."
         );

@@ -135,7 +135,6 @@ pub async fn run(
     predictions: watch::Sender<Arc<Predictions>>,
 ) {
     let mut made = Made::new();
-    let mut published_from = Made::new();
     let mut running: Option<JoinHandle<((ReplicaKey, String), RemedyPrediction)>> = None;
     let mut ticker = tokio::time::interval(Duration::from_secs(5));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -168,14 +167,17 @@ pub async fn run(
         // What is no longer reported, or too old, goes.
         let latest = Arc::clone(&report.borrow());
         prune(&mut made, &latest, Instant::now());
-        if made != published_from {
-            let published: Predictions = made
-                .iter()
-                .map(|(k, m)| (k.clone(), m.iter().map(|(_, p)| Arc::clone(p)).collect()))
-                .collect();
-            predictions.send_replace(Arc::new(published));
-            published_from = made.clone();
-        }
+        let published: Predictions = made
+            .iter()
+            .map(|(k, m)| (k.clone(), m.iter().map(|(_, p)| Arc::clone(p)).collect()))
+            .collect();
+        predictions.send_if_modified(|p| {
+            let changed = **p != published;
+            if changed {
+                *p = Arc::new(published);
+            }
+            changed
+        });
         if running.is_none() {
             let latest = Arc::clone(&report.borrow());
             if let Some(job) = next_job(&latest, &made, Instant::now()) {

@@ -387,11 +387,7 @@ fn remediation_prediction(status: &Value) -> Option<(String, Isolated)> {
     )
     .unwrap()
     .captures(remediation)?;
-    let low = regex::Regex::new(
-        r"workload-low's 429s [^;]*?(?:→ )?(?:([\d.]+)/s|0), its mean wait (?:[^,]*→ )?([\d.]+|0)(?: (ms|s))?,",
-    )
-    .unwrap()
-    .captures(remediation)?;
+    let (low_rate, low_wait, _) = predicted_of(remediation, "workload-low")?;
     let rate = |m: Option<regex::Match<'_>>| m.map_or(0.0, |m| m.as_str().parse().unwrap());
     Some((
         remediation.to_string(),
@@ -402,10 +398,7 @@ fn remediation_prediction(status: &Value) -> Option<(String, Isolated)> {
                     rate(new.get(2)),
                     wait_seconds(&new[3], new.get(4).map(|m| m.as_str())),
                 ),
-                (
-                    rate(low.get(1)),
-                    wait_seconds(&low[2], low.get(3).map(|m| m.as_str())),
-                ),
+                (low_rate, low_wait),
             ],
         ),
     ))

@@ -14,6 +14,11 @@
 
 use super::{KubeVersion, PriorityLevelConfig};
 
+/// How long a request may wait in its queue by default: a quarter of what is left of its deadline, at most a minute
+/// (`getRequestWaitContext`, staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go), so 15 s of
+/// the default 60 s `--request-timeout`. Past it the request is rejected (`time-out`).
+pub const QUEUE_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The configured seat limits of one priority level, as `apiserver_flowcontrol_*_limit_seats` report them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeatLimits {

@@ -5,9 +5,6 @@ use super::Remediation;
 use crate::analyze::{LevelReport, SchemaCost, FULL};
 use apf::model::FlowcontrolObjects;
 
-/// How long a request may wait in a queue: a quarter of what is left of its deadline, 60 s by default
-/// (`--request-timeout`); kube-apiserver's `getRequestWaitContext`, `pkg/server/filters/priority-and-fairness.go`.
-pub const WAIT_LIMIT_SECONDS: f64 = 15.0;
 /// The room proposed beyond a burst's peak: bursts differ, and a queue at its limit refuses the next request.
 const MARGIN: f64 = 1.25;
 /// A proposed queueLengthLimit is a multiple of this (the default levels' is 50).
@@ -77,6 +74,7 @@ pub(super) fn lengthen(
     let proposed = ((needed.max(2.0 * f64::from(length)) / STEP).ceil() * STEP)
         .min(f64::from(u32::MAX)) as u32;
     let drain = peak / per_second;
+    let wait_limit = apf::limits::QUEUE_WAIT_LIMIT.as_secs_f64();
     let why = format!(
         "{name}'s 429s are queue-full ones ({} a second of {}), while it was full only {:.0}% of the window: its \
          queues fill in bursts. {schema}'s arrivals, scrape by scrape, leave about {peak:.0} requests waiting at a \
@@ -89,10 +87,10 @@ pub(super) fn lengthen(
         seats,
         if seats == 1.0 { "" } else { "s" },
     );
-    if drain > WAIT_LIMIT_SECONDS {
+    if drain > wait_limit {
         return Some(Remediation {
             sentence: format!(
-                "{why}; serving them takes about {drain:.0} s, more than the {WAIT_LIMIT_SECONDS:.0} s a request may \
+                "{why}; serving them takes about {drain:.0} s, more than the {wait_limit:.0} s a request may \
                  wait: no queue length holds such a burst. Its client must spread its requests (a lower client-side \
                  QPS and burst), or the level needs more seats."
             ),
@@ -109,7 +107,7 @@ pub(super) fn lengthen(
             "{why}. Lengthen its queues: raise queueLengthLimit from {length} to {proposed}, so that a flow's {hand} \
              queues (handSize) hold a burst: {peak:.0} / {hand} = {each:.0} each, with a quarter to spare \
              ({needed:.0}{}, in steps of {STEP:.0}). The last of a burst then waits about {drain:.1} s instead of \
-             a 429, under the {WAIT_LIMIT_SECONDS:.0} s a request may wait. To make it: `apf-monitor plan --set \
+             a 429, under the {wait_limit:.0} s a request may wait. To make it: `apf-monitor plan --set \
              {name}.queueLengthLimit={proposed} --output manifests | kubectl apply -f -`.",
             if 2.0 * f64::from(length) > needed {
                 format!(", and twice today's {length} at least")

@@ -10,8 +10,8 @@ use crate::scenario::FlowSpec;
 
 /// borrowingAdjustmentPeriod: CurrentCL is recomputed this often (1.26+).
 pub(crate) const ADJUST_NS: u64 = 10_000_000_000;
-/// requestWaitLimit = --request-timeout/4 with the default 60 s.
-pub(super) const QUEUE_WAIT_LIMIT_NS: u64 = 15_000_000_000;
+/// requestWaitLimit = --request-timeout/4 with the default 60 s ([`apf::limits::QUEUE_WAIT_LIMIT`]).
+pub(super) const QUEUE_WAIT_LIMIT_NS: u64 = apf::limits::QUEUE_WAIT_LIMIT.as_nanos() as u64;
 /// Buckets of request_queue_length_after_enqueue.
 pub(crate) const QUEUE_LENGTH_BUCKETS: [f64; 8] =
     [0.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];

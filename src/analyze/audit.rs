@@ -87,6 +87,34 @@ pub struct AuditReport {
     pub unmatched_requests: u64,
     /// Levels with the most rejections first.
     pub levels: Vec<AuditLevel>,
+    /// Per flow schema of each level, its flows: the load a prediction replays (not in the status API: a flow
+    /// schema has as many flows as clients).
+    #[serde(skip)]
+    pub flow_schemas: Vec<AuditedSchema>,
+}
+
+/// The flows at most listed per flow schema in [`AuditedSchema::flows`]: a prediction replays each as a flow of
+/// its own, the rest together.
+pub const AUDITED_FLOWS_PER_SCHEMA: usize = 40;
+
+/// What one flow schema of a level was sent, as the audit events of the window tell it: counts, not rates (audit
+/// events name no replica: a replica's share of them is its own counters').
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditedSchema {
+    pub priority_level: String,
+    pub flow_schema: String,
+    /// All its flows' requests, rejected and served (WATCHes left out of served), listed or not.
+    pub requests: u64,
+    pub rejected: u64,
+    pub served: u64,
+    /// Mean seconds a served request took, receipt to response less its queue wait.
+    pub seconds_per_request: Option<f64>,
+    pub list_requests: u64,
+    /// Most requests first, at most [`AUDITED_FLOWS_PER_SCHEMA`] (the flows past the ledger's cap, `(other
+    /// flows)`, are never listed).
+    pub flows: Vec<apf::audit::FlowRow>,
+    /// Flows not listed.
+    pub flows_not_listed: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -162,6 +190,7 @@ impl AuditReport {
                 .then_with(|| a.priority_level.cmp(&b.priority_level))
         });
         let counts = ledger.counts();
+        let flow_schemas = AuditedSchema::of(ledger);
         AuditReport {
             cluster: None,
             window_seconds: Some(seconds),
@@ -172,7 +201,15 @@ impl AuditReport {
             pending_requests: 0,
             unmatched_requests: counts.unmatched,
             levels,
+            flow_schemas,
         }
+    }
+
+    /// What the audit events tell of `flow_schema`'s flows on `priority_level`.
+    pub fn flow_schema(&self, priority_level: &str, flow_schema: &str) -> Option<&AuditedSchema> {
+        self.flow_schemas
+            .iter()
+            .find(|s| s.priority_level == priority_level && s.flow_schema == flow_schema)
     }
 
     /// The level's users, when any was audited.
@@ -180,6 +217,37 @@ impl AuditReport {
         self.levels
             .iter()
             .find(|l| l.priority_level == priority_level)
+    }
+}
+
+impl AuditedSchema {
+    /// Every flow schema of every level of `ledger`, its flows most requests first.
+    fn of(ledger: &Ledger) -> Vec<AuditedSchema> {
+        let mut schemas: BTreeMap<(String, String), AuditedSchema> = BTreeMap::new();
+        for f in ledger.flows() {
+            let s = schemas
+                .entry((f.priority_level.clone(), f.flow_schema.clone()))
+                .or_insert_with(|| AuditedSchema {
+                    priority_level: f.priority_level.clone(),
+                    flow_schema: f.flow_schema.clone(),
+                    ..Default::default()
+                });
+            let seconds = s.seconds_per_request.unwrap_or(0.0) * s.served as f64
+                + f.seconds_per_request.unwrap_or(0.0) * f.served as f64;
+            s.requests += f.requests;
+            s.rejected += f.rejected;
+            s.served += f.served;
+            s.seconds_per_request = (s.served > 0).then(|| seconds / s.served as f64);
+            s.list_requests += f.list_requests;
+            if s.flows.len() < AUDITED_FLOWS_PER_SCHEMA
+                && f.flow_distinguisher != apf::audit::OTHER_FLOWS
+            {
+                s.flows.push(f);
+            } else {
+                s.flows_not_listed += 1;
+            }
+        }
+        schemas.into_values().collect()
     }
 }
 

@@ -15,7 +15,7 @@ mod settings;
 mod status;
 
 pub use advice::{advise, ClientAdvice, ClientRecommendation, ReplicaRate, SchemaCost};
-pub use audit::{AuditLevel, AuditReport, AuditUser, ObjectsInForce};
+pub use audit::{AuditLevel, AuditReport, AuditUser, AuditedSchema, ObjectsInForce};
 pub use flows::{verb_and_resource, FLOWS_PER_SCHEMA};
 use history::{level_counter, level_present};
 pub use history::{LevelSample, Point, ReplicaHistory, WindowPoint};

@@ -47,6 +47,11 @@ pub struct PlanArgs {
     /// flowschemas,prioritylevelconfigurations -o yaml`), which a Prometheus does not hold. Repeatable.
     #[arg(long = "objects", value_name = "FILE", requires = "load")]
     pub objects: Vec<PathBuf>,
+    /// With --load: kube-apiserver audit logs (plain, gzipped or rotated) of the window: each flow's own share of
+    /// its flow schema's requests and 429s, execution time and user, where the dumps show only the top flows (or,
+    /// through a Prometheus, none). Repeatable; replaces the config's audit.files.
+    #[arg(long = "audit", value_name = "FILE", requires = "load")]
+    pub audit: Vec<PathBuf>,
     #[command(flatten)]
     pub source: SourceArgs,
     #[arg(long, value_enum, default_value = "table")]

@@ -75,7 +75,7 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
     let report = super::window::watch(&super::window::Watch {
         common: &args.common,
         source: &args.source,
-        audit: &[],
+        audit: &args.audit,
         objects: &args.objects,
         window: args.window,
         purpose: "--file FILE, without --load",
@@ -89,7 +89,13 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
                 let concurrency = args
                     .server_concurrency
                     .unwrap_or_else(|| predict::server_concurrency(a));
-                jobs.push((a.clone(), after, changed, concurrency));
+                // Audit events carry no replica: the cluster's.
+                let audit = report
+                    .audit
+                    .iter()
+                    .find(|r| r.cluster == a.cluster)
+                    .cloned();
+                jobs.push((a.clone(), audit, after, changed, concurrency));
             }
             Err(why) => rows.push(unpredictable(a, why.to_string())),
         }
@@ -97,9 +103,10 @@ pub(super) async fn plan_load(args: PlanArgs) -> Result<()> {
     // Each replica's replays are CPU-bound for about a second: off the runtime's workers.
     let results = tokio::task::spawn_blocking(move || {
         jobs.into_iter()
-            .map(|(a, after, changed, concurrency)| {
+            .map(|(a, audit, after, changed, concurrency)| {
                 let p = predict::predict(
                     &a,
+                    audit.as_ref(),
                     &after,
                     &changed,
                     concurrency,
@@ -223,6 +230,7 @@ pub(super) fn table(p: &Prediction) -> String {
     let header = [
         "",
         "PRIORITY LEVEL",
+        "COUNTED 429/S",
         "429/S",
         "MEAN WAIT",
         "P99 WAIT",
@@ -235,6 +243,8 @@ pub(super) fn table(p: &Prediction) -> String {
             vec![
                 if l.changed { "*" } else { "" }.to_string(),
                 l.priority_level.clone(),
+                l.window_rejected_per_second
+                    .map_or_else(|| "-".to_string(), shown),
                 moved(shown(b.rejected_per_second), shown(a.rejected_per_second)),
                 moved(wait(b.mean_wait_seconds), wait(a.mean_wait_seconds)),
                 moved(wait(b.p99_wait_seconds), wait(a.p99_wait_seconds)),
@@ -271,8 +281,9 @@ pub(super) fn table(p: &Prediction) -> String {
     out.push('\n');
     out.push_str(&columns(&rows));
     out.push_str(
-        "\n* the levels the change touches. LIMIT and HEADROOM in seats, time averages; 429/s and waits are means \
-         over the seeds (their ranges in --output json).\nAssumed:\n",
+        "\n* the levels the change touches. COUNTED: the 429s the replica counted over the window, which the replay \
+         before the change should give. LIMIT and HEADROOM in seats, time averages; 429/s and waits are means over \
+         the seeds (their ranges in --output json).\nAssumed:\n",
     );
     for a in &p.assumptions {
         out.push_str(&format!("  - {a}\n"));

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::alert::remediation::remediate;
 use crate::analyze::predict::{self, Predictions, RemedyPrediction, ReplaySettings};
-use crate::analyze::{ApiserverReport, LevelReport, StatusReport};
+use crate::analyze::{ApiserverReport, AuditReport, LevelReport, StatusReport};
 use apf::model::{FlowcontrolObjects, ReplicaKey};
 
 /// How often one level's prediction is made again.
@@ -31,6 +31,8 @@ struct Job {
     key: (ReplicaKey, String),
     change_key: String,
     report: Arc<ApiserverReport>,
+    /// The audit events of the replica's cluster over the window, where given.
+    audit: Option<AuditReport>,
     /// The remediation's manifest as objects; why not, if it does not read as them.
     applied: Result<FlowcontrolObjects, String>,
     set: Vec<apf::plan::Change>,
@@ -86,6 +88,12 @@ fn next_job(report: &StatusReport, made: &Made, now: Instant) -> Option<Job> {
                     key,
                     change_key,
                     report: Arc::clone(a),
+                    // Audit events carry no replica: the cluster's.
+                    audit: report
+                        .audit
+                        .iter()
+                        .find(|r| r.cluster == a.cluster)
+                        .cloned(),
                     applied,
                     set: remedy.set,
                 },
@@ -108,6 +116,7 @@ fn make(job: &Job) -> RemedyPrediction {
             predict::changed(before, applied, &job.set).map_err(|e| e.to_string())?;
         let p = predict::predict(
             &job.report,
+            job.audit.as_ref(),
             &after,
             &touched,
             predict::server_concurrency(&job.report),

@@ -13,6 +13,10 @@
 //! manifests`; the `plan --set ... --output manifests` it names), and its prediction is held to what happened, as
 //! `plan --load`'s are.
 //!
+//! The isolation is predicted twice from the same window: from the dumps, and from audit events with the dumps
+//! turned off (`scrape.debug_dumps: false`, `--audit`: the flows told by the events alone, as through a Prometheus),
+//! each held to what happened.
+//!
 //! For the level the change touches and the level with load that gives up the most seats, the measured 429s per
 //! second are within 30 % (or 0.5/s) of the prediction and the measured mean wait within 50 % (or 50 ms); the share
 //! move's level gets the limit predicted (borrowing included) within 10 %.
@@ -111,9 +115,12 @@ struct Proof {
     set: Option<&'static str>,
 }
 
-/// A simulated cluster of one 1.34 replica under `load`: it, the directory of its kubeconfig, the kubeconfig, and
-/// the replica's `/metrics`.
-async fn loaded_cluster(load: &str) -> (apf_sim::Cluster, tempfile::TempDir, PathBuf, String) {
+/// A simulated cluster of one 1.34 replica under `load` (its audit events written to `audit_log`, where given): it,
+/// the directory of its kubeconfig, the kubeconfig, and the replica's `/metrics`.
+async fn loaded_cluster(
+    load: &str,
+    audit_log: Option<&Path>,
+) -> (apf_sim::Cluster, tempfile::TempDir, PathBuf, String) {
     // A seed of its own each run: the measure is one draw of the load, the prediction a mean over seeds; a fixed
     // seed would hold every run to the same draw (seed 1's minute after the change rejects about 10 % less than
     // the mean). Printed, to run a failure again.
@@ -126,6 +133,15 @@ async fn loaded_cluster(load: &str) -> (apf_sim::Cluster, tempfile::TempDir, Pat
         replicas: 1,
         listen_port: 0,
         clock_tick: Some(Duration::from_millis(20)),
+        audit: audit_log.map(|path| apf_sim::AuditOptions {
+            log: Some(apf_sim::AuditLogOptions {
+                path: path.to_path_buf(),
+                max_size_mb: 0,
+                max_backups: 0,
+                compress: false,
+            }),
+            webhook: None,
+        }),
         ..ClusterOptions::new(KubeVersion::new(34, 0), Scenario::from_yaml(load).unwrap())
     })
     .await;
@@ -272,7 +288,7 @@ async fn set_proof(
     kind: &str,
     label: &str,
 ) -> (BTreeMap<String, (f64, f64, f64, f64)>, Option<(f64, f64)>) {
-    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(load).await;
+    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(load, None).await;
     let monitor = monitor_of(&kubeconfig).await;
     let command =
         regex::Regex::new(r"To make it: `apf-monitor plan (.+?) --output manifests").unwrap();
@@ -331,7 +347,7 @@ async fn set_proof(
 /// with kubectl (`check --output manifests`, the same manifests) at once, and measured as the proofs measure.
 /// (predicted, measured) of the new level and of workload-low.
 async fn remediation_proof() -> BTreeMap<String, (f64, f64, f64, f64)> {
-    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(LOAD).await;
+    let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(LOAD, None).await;
     let monitor = monitor_of(&kubeconfig).await;
     let ((level, [new, low]), window_end) = watch_remediation(
         &monitor,
@@ -431,9 +447,18 @@ fn kubectl_apply(kubeconfig: &Path, file: &Path) {
 
 impl Proof {
     async fn run(&self) -> Outcome {
-        let (cluster, dir, kubeconfig, metrics_url) = loaded_cluster(LOAD).await;
+        let log_dir = tempfile::tempdir().unwrap();
+        let audit_log = log_dir.path().join("audit.log");
+        let (cluster, dir, kubeconfig, metrics_url) =
+            loaded_cluster(LOAD, self.isolate.then_some(audit_log.as_path())).await;
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, "scrape: {interval: 1s, timeout: 1s}\n").unwrap();
+        let no_dumps = dir.path().join("no-dumps.yaml");
+        std::fs::write(
+            &no_dumps,
+            "scrape: {interval: 1s, timeout: 1s, debug_dumps: false}\n",
+        )
+        .unwrap();
         tokio::time::sleep(WARM).await;
         let fix = dir.path().join("fix.yaml");
         let mut args: Vec<String> = vec![
@@ -471,23 +496,40 @@ impl Proof {
             );
             std::fs::write(&fix, &out.stdout).unwrap();
         }
-        let kc = kubeconfig.clone();
-        let args_ = args.clone();
+        // The isolation from the same window told by audit events alone: the dumps off.
+        let audited_args = self.isolate.then(|| {
+            let mut a = args.clone();
+            for arg in a.iter_mut().filter(|a| **a == config.display().to_string()) {
+                *arg = no_dumps.display().to_string();
+            }
+            a.extend(["--audit".into(), audit_log.display().to_string()]);
+            a
+        });
+        let plan = |args: Vec<String>| {
+            let kc = kubeconfig.clone();
+            tokio::task::spawn_blocking(move || {
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                run_binary(&refs, &kc)
+            })
+        };
         // The window ends about WINDOW after `plan --load` starts (its first scrape at once).
         let window_end = std::time::SystemTime::now() + humantime::parse_duration(WINDOW).unwrap();
-        let predicted = tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = args_.iter().map(String::as_str).collect();
-            run_binary(&refs, &kc)
-        })
-        .await
-        .unwrap();
-        assert!(
-            predicted.status.success(),
-            "{}: {}",
-            self.name,
-            String::from_utf8_lossy(&predicted.stderr)
-        );
-        let prediction: Value = serde_json::from_slice(&predicted.stdout).unwrap();
+        let (predicted, audited) = tokio::join!(plan(args.clone()), async {
+            match audited_args {
+                Some(a) => Some(plan(a).await.unwrap()),
+                None => None,
+            }
+        });
+        let read = |out: std::process::Output, what: &str| -> Value {
+            assert!(
+                out.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice(&out.stdout).unwrap()
+        };
+        let prediction = read(predicted.unwrap(), self.name);
+        let audited = audited.map(|out| read(out, "the isolation told by audit events"));
         until_lead_in_after(window_end).await;
         let (start, end, seconds, _) = apply_and_measure(&kubeconfig, &fix, &metrics_url).await;
         let levels = prediction["levels"].as_array().unwrap();
@@ -516,7 +558,29 @@ impl Proof {
             let name = l["priority_level"].as_str().unwrap().to_string();
             let m = measured(&start, &end, seconds, &name);
             out.insert(
-                name,
+                name.clone(),
+                (
+                    l["after"]["rejected_per_second"].as_f64().unwrap(),
+                    m.rejected_per_second,
+                    l["after"]["mean_wait_seconds"].as_f64().unwrap(),
+                    m.mean_wait_seconds,
+                ),
+            );
+            // The same levels as the audit events told them.
+            let Some(audited) = &audited else { continue };
+            let told = audited["replicas"][0]["assumptions"].to_string();
+            assert!(
+                told.contains("Audit events of the window"),
+                "the audit events told no flow: {audited:#}"
+            );
+            let l = audited["levels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["priority_level"] == name.as_str())
+                .unwrap_or_else(|| panic!("no {name} in the audited prediction: {audited:#}"));
+            out.insert(
+                format!("{name} (audit events, no dumps)"),
                 (
                     l["after"]["rejected_per_second"].as_f64().unwrap(),
                     m.rejected_per_second,

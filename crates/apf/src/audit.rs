@@ -63,7 +63,15 @@ struct UserTally {
 struct FlowTally {
     requests: u64,
     rejected: u64,
+    /// As [`UserTally`]'s: served requests whose duration the event tells, and their seconds.
+    served: u64,
+    served_seconds: f64,
+    /// LIST requests: kube-apiserver's work estimator gives a LIST seats by the objects it may return, and any other
+    /// request one seat (k8s.io/apiserver `pkg/util/flowcontrol/request/list_work_estimator.go`).
+    lists: u64,
     users: BTreeMap<String, u64>,
+    /// The flow's first request, as APF matched it: what a change of FlowSchemas is tried on.
+    example: Option<crate::matching::Request>,
 }
 
 /// How much a ledger keeps.
@@ -213,7 +221,11 @@ impl Ledger {
         let flow = FlowTally {
             requests: 1,
             rejected: u64::from(rejected),
+            served: u64::from(served.is_some()),
+            served_seconds: served.unwrap_or(0.0),
+            lists: u64::from(request.verb == "list"),
             users: one(&request.user),
+            example: Some(request.request()),
         };
         let key = FlowKey {
             flow_schema: m.flow_schema.clone(),
@@ -268,6 +280,12 @@ impl Ledger {
         let f = self.flows.entry(key).or_default();
         f.requests += o.requests;
         f.rejected += o.rejected;
+        f.served += o.served;
+        f.served_seconds += o.served_seconds;
+        f.lists += o.lists;
+        if f.example.is_none() {
+            f.example.clone_from(&o.example);
+        }
         for (u, n) in &o.users {
             add_capped(&mut f.users, u, *n, MAX_FLOW_USERS);
         }
@@ -327,6 +345,10 @@ impl Ledger {
                 flow_distinguisher: k.flow_distinguisher.clone(),
                 requests: f.requests,
                 rejected: f.rejected,
+                served: f.served,
+                seconds_per_request: (f.served > 0).then(|| f.served_seconds / f.served as f64),
+                list_requests: f.lists,
+                example: f.example.clone(),
                 users: f.users.keys().filter(|u| *u != "(other)").count() as u64,
                 more_users: f.users.contains_key("(other)"),
                 top_users: by_count(&f.users)
@@ -400,6 +422,15 @@ pub struct FlowRow {
     pub flow_distinguisher: String,
     pub requests: u64,
     pub rejected: u64,
+    /// Served requests whose duration the events tell (WATCHes left out), and their mean seconds from receipt to
+    /// response less the queue wait.
+    pub served: u64,
+    pub seconds_per_request: Option<f64>,
+    /// LIST requests among `requests`.
+    pub list_requests: u64,
+    /// The flow's first request (with its user's groups), as APF matched it.
+    #[serde(skip)]
+    pub example: Option<crate::matching::Request>,
     /// Distinct users in the flow, told apart up to 100.
     pub users: u64,
     /// More users than `users` sent requests in the flow.

@@ -2,6 +2,7 @@
 //! ([`workload`]) replayed in the simulator's queueset (kube-apiserver's), in virtual time, through the objects in
 //! force and through the changed ones, over several seeds; per level and per flow, before and after
 //! ([`outcome`]). Pure: no I/O, no clock; CPU-bound (about a second), so callers run it off the async workers.
+mod audited;
 mod outcome;
 mod workload;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{ApiserverReport, StatusReport};
+use super::{ApiserverReport, AuditReport, StatusReport};
 use apf::model::{FlowcontrolObjects, ReplicaKey};
 use apf::plan::{Change, PlanError, DEFAULT_SERVER_CONCURRENCY};
 
@@ -174,9 +175,10 @@ pub struct Prediction {
 
 /// Replays the replica's load through its objects (`report.objects`) and through `after`; `changed` names the
 /// levels the change touches (listed first). `server_concurrency`: the replica's seats (inferred by the caller from
-/// the nominal limits it serves).
+/// the nominal limits it serves). `audit`: the audit events of the replica's cluster over the window, where given.
 pub fn predict(
     report: &ApiserverReport,
+    audit: Option<&AuditReport>,
     after: &FlowcontrolObjects,
     changed: &BTreeSet<String>,
     server_concurrency: u32,
@@ -188,7 +190,7 @@ pub fn predict(
         .as_deref()
         .and_then(|v| v.parse().ok())
         .ok_or(Unpredictable::NoVersion)?;
-    let load = observed_load(report, before)?;
+    let load = observed_load(report, before, audit)?;
     let replay = apf_sim::Replay {
         seeds: settings.seeds.clone(),
         lead_in: settings.lead_in,
@@ -256,7 +258,16 @@ pub fn predict(
         ),
     ];
     assumptions.extend(load.notes.iter().cloned());
-    let (levels, flows) = outcome::compare(&load, &runs_before, &runs_after, changed);
+    let (mut levels, flows) = outcome::compare(&load, &runs_before, &runs_after, changed);
+    let missed = window_check(report, &mut levels);
+    if !missed.is_empty() {
+        assumptions.push(format!(
+            "The replay through the objects in force does not give what the replica counted over the window \
+             ({}): the load was not told well enough (see how each flow was told; audit events or the dumps tell \
+             flows the counters cannot). Read the change's figures as a direction, not a measure.",
+            missed.join("; ")
+        ));
+    }
     Ok(Prediction {
         apiserver: report.apiserver.clone(),
         kubernetes_version: version.to_string(),
@@ -270,6 +281,37 @@ pub fn predict(
         assumptions,
         bursty_flow_schemas: bursty,
     })
+}
+
+/// Sets each level's 429s counted over the window beside its replay through the objects in force; the levels
+/// whose replay misses them (by more than half, and 1/s), in words.
+fn window_check(report: &ApiserverReport, levels: &mut [LevelPrediction]) -> Vec<String> {
+    let mut missed = Vec::new();
+    for l in levels.iter_mut() {
+        let counted = report
+            .levels
+            .iter()
+            .find(|r| r.priority_level == l.priority_level)
+            .and_then(|r| r.rejected_per_second.as_ref())
+            .map(|by_reason| by_reason.values().sum::<f64>());
+        l.window_rejected_per_second = counted.map(|c| super::round::round(c, 3));
+        if let Some(c) = counted {
+            if !replays(l.before.rejected_per_second, c) {
+                missed.push(format!(
+                    "{}'s 429s: {}/s replayed, {}/s counted",
+                    l.priority_level,
+                    super::round::shown(l.before.rejected_per_second),
+                    super::round::shown(c)
+                ));
+            }
+        }
+    }
+    missed
+}
+
+/// A replay of the window is near enough what was counted: within half of it, or 1/s.
+fn replays(replayed: f64, counted: f64) -> bool {
+    (replayed - counted).abs() <= (0.5 * counted).max(1.0)
 }
 
 /// `4.4/s`, `0`.
@@ -306,6 +348,22 @@ impl Prediction {
     /// most seats, in one sentence: what a remediation ends with.
     pub fn summary(&self, level: &str, window_end: std::time::SystemTime) -> String {
         let mut parts = Vec::new();
+        let missed = self
+            .levels
+            .iter()
+            .find(|l| l.priority_level == level)
+            .and_then(|l| {
+                let counted = l.window_rejected_per_second?;
+                (!replays(l.before.rejected_per_second, counted)).then(|| {
+                    format!(
+                        " Replayed through the objects in force, the window gives {level} {}/s of 429s where the \
+                         replica counted {}/s: the load was not told well enough, read these figures as a direction.",
+                        super::round::shown(l.before.rejected_per_second),
+                        super::round::shown(counted)
+                    )
+                })
+            })
+            .unwrap_or_default();
         if let Some(l) = self.levels.iter().find(|l| l.priority_level == level) {
             // What a share move gives, borrowing included: the remediation counts shares, this the seats.
             let limit = if (l.after.limit_seats - l.before.limit_seats).abs() >= 0.5 {
@@ -382,7 +440,7 @@ impl Prediction {
         }
         format!(
             "Predicted under this replica's load of the window to {} (replayed {:.0} s, {} seeds; {}, as `plan \
-             --load` says): {}.",
+             --load` says): {}.{missed}",
             humantime::format_rfc3339_seconds(window_end),
             self.measured_seconds,
             self.seeds.len(),
@@ -424,6 +482,7 @@ mod tests {
     fn level(name: &str, before: Expectation, after: Expectation) -> LevelPrediction {
         LevelPrediction {
             priority_level: name.into(),
+            window_rejected_per_second: None,
             changed: false,
             before,
             after,
@@ -482,6 +541,67 @@ mod tests {
         assert!(p.summary("workload-low", at).ends_with(
             "system gives up 2 seats, its headroom 50 → 48 seats, its mean wait 0 → 40 ms."
         ));
+        // A replay that gives what the window counted says nothing more; one that misses it says so.
+        p.levels[0].window_rejected_per_second = Some(13.5);
+        assert!(p.summary("workload-low", at).ends_with("40 ms."));
+        p.levels[0].window_rejected_per_second = Some(30.0);
+        assert!(p.summary("workload-low", at).ends_with(
+            "40 ms. Replayed through the objects in force, the window gives workload-low 12.8/s of 429s where the \
+             replica counted 30/s: the load was not told well enough, read these figures as a direction."
+        ));
+    }
+
+    /// Each level's count of the window is set beside its replay; the replays that miss it by more than half (and
+    /// 1/s) are named.
+    #[test]
+    fn the_replay_of_the_window_is_checked_against_what_was_counted() {
+        let report = ApiserverReport {
+            levels: [
+                ("workload-low", 11.9),
+                ("global-default", 0.4),
+                ("system", 0.0),
+            ]
+            .into_iter()
+            .map(|(name, rejected)| crate::analyze::LevelReport {
+                priority_level: name.into(),
+                rejected_per_second: Some(BTreeMap::from([("time-out".to_string(), rejected)])),
+                ..Default::default()
+            })
+            .collect(),
+            ..Default::default()
+        };
+        let mut levels = vec![
+            level(
+                "workload-low",
+                expectation(0.0, 0.0, 0.0, 360.0, 74.0),
+                expectation(0.0, 0.0, 0.0, 350.0, 64.0),
+            ),
+            level(
+                "global-default",
+                expectation(1.2, 0.0, 0.0, 24.0, 0.0),
+                expectation(1.2, 0.0, 0.0, 24.0, 0.0),
+            ),
+            level(
+                "system",
+                expectation(0.0, 0.0, 0.0, 50.0, 50.0),
+                expectation(0.0, 0.0, 0.0, 48.0, 48.0),
+            ),
+            level(
+                "isolate-agent",
+                expectation(0.0, 0.0, 0.0, 0.0, 0.0),
+                expectation(3.0, 1.0, 2.0, 60.0, 0.0),
+            ),
+        ];
+        let missed = window_check(&report, &mut levels);
+        assert_eq!(
+            missed,
+            ["workload-low's 429s: 0/s replayed, 11.9/s counted"]
+        );
+        let counted: Vec<Option<f64>> = levels
+            .iter()
+            .map(|l| l.window_rejected_per_second)
+            .collect();
+        assert_eq!(counted, [Some(11.9), Some(0.4), Some(0.0), None]);
     }
 
     /// `--apply`'s objects replace those of the same name, `--set` applies on top, and the levels touched are named.

@@ -42,6 +42,8 @@ pub struct LevelPrediction {
     pub priority_level: String,
     /// The change touches this level's own object.
     pub changed: bool,
+    /// What the replica counted over the window, 429s per second: `before` replays it, and is to be read beside it.
+    pub window_rejected_per_second: Option<f64>,
     pub before: Expectation,
     pub after: Expectation,
 }
@@ -193,6 +195,7 @@ pub(super) fn compare(
         .map(|name| LevelPrediction {
             priority_level: name.to_string(),
             changed: changed.contains(name),
+            window_rejected_per_second: None,
             before: level_expectation(&level_outcomes(before, name)),
             after: level_expectation(&level_outcomes(after, name)),
         })

@@ -1,8 +1,9 @@
 //! The load one replica carried over the window, as flows the simulator can replay: per flow schema what its
 //! counters say (requests dispatched and rejected per second, seats and execution time per request), split among the
 //! flows its dumps showed, the rest spread over flows the dumps did not show.
+use super::audited::{audited_flows, MIN_AUDITED_REQUESTS};
 use super::Unpredictable;
-use crate::analyze::{ApiserverReport, FlowReport, LevelReport, SchemaCost};
+use crate::analyze::{ApiserverReport, AuditReport, FlowReport, LevelReport, SchemaCost};
 use apf::matching::match_request;
 use apf::model::FlowcontrolObjects;
 use apf_sim::ObservedFlow;
@@ -35,13 +36,18 @@ pub struct Load {
 /// The flows behind each flow schema of each level, from the replica's window: every flow schema's requests per
 /// second (dispatched and rejected: a client that got 429s wanted more than it got), seats and execution time; the
 /// top flows' own rates as the rate advice tells them (their schema's counters when alone, else Little's law over
-/// the seats the dumps saw them hold plus their share of the schema's rejections).
+/// the seats the dumps saw them hold plus their share of the schema's rejections). Where `audit` (the events of
+/// the replica's cluster over the window) holds enough of a flow schema's requests, they tell its flows instead
+/// ([`super::audited`]).
 pub fn observed_load(
     report: &ApiserverReport,
     objects: &FlowcontrolObjects,
+    audit: Option<&AuditReport>,
 ) -> Result<Load, Unpredictable> {
     let mut load = Load::default();
     let mut any_rates = false;
+    let mut audited_schemas = Vec::new();
+    let mut told_schemas = 0;
     for level in &report.levels {
         for (schema, cost) in &level.flow_schema_costs {
             let Some(dispatched) = cost.dispatched_per_second else {
@@ -61,8 +67,41 @@ pub fn observed_load(
                 ));
                 continue;
             };
-            schema_flows(&mut load, level, schema, cost, total, seconds, objects);
+            told_schemas += 1;
+            let audited = audit
+                .and_then(|a| a.flow_schema(&level.priority_level, schema))
+                .filter(|a| a.requests >= MIN_AUDITED_REQUESTS);
+            match audited {
+                Some(a) => {
+                    audited_schemas.push(schema.clone());
+                    audited_flows(
+                        &mut load, level, schema, cost, dispatched, seconds, a, objects,
+                    );
+                }
+                None => schema_flows(&mut load, level, schema, cost, total, seconds, objects),
+            }
         }
+    }
+    if let Some(a) = audit.filter(|_| !audited_schemas.is_empty()) {
+        load.notes.push(format!(
+            "Audit events of the window ({} requests{}) tell the flows of {}: each flow's share of its flow \
+             schema's audited requests, served and rejected apart, times what this replica's counters say the \
+             schema was sent (audit events name no replica: every replica is taken to carry the same mix); its \
+             execution time its audited mean (receipt to response less queue wait) scaled to the schema's \
+             request_execution_seconds; a LIST as many seats as makes the schema's estimated seats add up, any other \
+             request one.{}",
+            a.requests,
+            a.cluster
+                .as_deref()
+                .map(|c| format!(" of cluster {c}"))
+                .unwrap_or_default(),
+            audited_schemas.join(", "),
+            if audited_schemas.len() < told_schemas {
+                " The other flow schemas are told by their counters and the dumps."
+            } else {
+                ""
+            }
+        ));
     }
     if !any_rates {
         return Err(Unpredictable::NoRates);
@@ -281,26 +320,38 @@ fn identity(
             "no example request seen: kept in its flow schema whatever the change".into(),
         );
     };
+    matched(
+        user,
+        request,
+        f.example_request.as_deref().unwrap_or("requests"),
+        schema,
+        objects,
+    )
+}
+
+/// `request` (the flow's one user's `what`, e.g. `list pods`) when it matches the flow schema it was seen in on the
+/// objects in force: a change of FlowSchemas then moves it as it would move the client. Otherwise the flow stays in
+/// its flow schema, and why.
+pub(super) fn matched(
+    user: &str,
+    request: apf::matching::Request,
+    what: &str,
+    schema: &str,
+    objects: &FlowcontrolObjects,
+) -> (Option<apf::matching::Request>, String) {
     match match_request(&objects.flow_schemas, &objects.priority_levels, &request) {
-        Ok(m) if m.flow_schema == schema => (
-            Some(request),
-            format!(
-                "matched as {user}'s {}",
-                f.example_request.as_deref().unwrap_or("requests")
-            ),
-        ),
+        Ok(m) if m.flow_schema == schema => (Some(request), format!("matched as {user}'s {what}")),
         _ => (
             None,
             format!(
-                "{user}'s {} would not match {schema} without groups the dumps do not show: kept in it whatever \
-                 the change",
-                f.example_request.as_deref().unwrap_or("requests")
+                "{user}'s {what} would not match {schema} as seen (a group or detail of the request not shown): \
+                 kept in it whatever the change"
             ),
         ),
     }
 }
 
-fn flow_name(schema: &str, flow: &str) -> String {
+pub(super) fn flow_name(schema: &str, flow: &str) -> String {
     if flow.is_empty() {
         schema.to_string()
     } else {
@@ -309,7 +360,7 @@ fn flow_name(schema: &str, flow: &str) -> String {
 }
 
 /// Seats a request holds, whole (kube-apiserver counts whole seats): a mean of 1.4 is mostly 1-seat requests.
-fn whole_seats(mean: f64) -> u32 {
+pub(super) fn whole_seats(mean: f64) -> u32 {
     if mean.is_finite() {
         mean.round().clamp(1.0, f64::from(u32::MAX)) as u32
     } else {
@@ -318,7 +369,7 @@ fn whole_seats(mean: f64) -> u32 {
 }
 
 /// What a flow says of its bursts, where its flow schema's arrivals came in them.
-fn bursts_words(cost: &SchemaCost) -> String {
+pub(super) fn bursts_words(cost: &SchemaCost) -> String {
     if cost.arrival_profile.is_empty() {
         return String::new();
     }

@@ -293,6 +293,8 @@ pub struct Analysis {
     pub top_flows: usize,
     /// Seconds over which the episodes of saturation are counted (at least the window).
     pub lookback_seconds: f64,
+    /// The daemon predicts what each remediation's change does (`analysis.predictions`).
+    pub predictions: bool,
 }
 
 impl Default for Analysis {
@@ -301,6 +303,7 @@ impl Default for Analysis {
             window_seconds: 60.0,
             top_flows: 10,
             lookback_seconds: 300.0,
+            predictions: true,
         }
     }
 }

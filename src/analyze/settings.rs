@@ -17,6 +17,10 @@ pub struct AnalysisConfig {
     /// lookback: the `APFSaturationRecurring` rule and `apf_priority_level_saturated_ratio` read them. At least
     /// `window`.
     pub lookback: Interval,
+    /// Replay each remediation's change in the simulator and end the remediation with its predicted effect (about
+    /// a second of one core per level under pressure, each at most once a minute, off the scrape path). `false`:
+    /// the remediations carry no prediction (`plan --load` still makes one on demand).
+    pub predictions: bool,
 }
 
 impl Default for AnalysisConfig {
@@ -25,6 +29,7 @@ impl Default for AnalysisConfig {
             window: Interval(Duration::from_secs(60)),
             top_flows: 10,
             lookback: Interval(Duration::from_secs(300)),
+            predictions: true,
         }
     }
 }

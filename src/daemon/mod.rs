@@ -197,7 +197,7 @@ impl Daemon {
             scraping.clone(),
         ));
         tasks.spawn(
-            AnalysisStage::new(analysis_rx, report_tx, ready_tx)
+            AnalysisStage::new(analysis_rx.clone(), report_tx, ready_tx)
                 .with_audit_max_users(setup.config.audit.max_users)
                 .run(updates_rx, audit_rx),
         );
@@ -217,7 +217,11 @@ impl Daemon {
             TokioClock::new(),
             view_tx,
         );
-        tasks.spawn(prediction::run(report_rx.clone(), predictions_tx));
+        tasks.spawn(prediction::run(
+            report_rx.clone(),
+            analysis_rx,
+            predictions_tx,
+        ));
         tasks.spawn(stage.run(report_rx.clone(), predictions_rx, commands_rx, silences_rx));
         let reloader = tasks.spawn(
             reload::Reloader {

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::alert::remediation::remediate;
 use crate::analyze::predict::{self, Predictions, RemedyPrediction, ReplaySettings};
-use crate::analyze::{ApiserverReport, AuditReport, LevelReport, StatusReport};
+use crate::analyze::{Analysis, ApiserverReport, AuditReport, LevelReport, StatusReport};
 use apf::model::{FlowcontrolObjects, ReplicaKey};
 
 /// How often one level's prediction is made again.
@@ -138,9 +138,11 @@ fn make(job: &Job) -> RemedyPrediction {
     }
 }
 
-/// Until the analysis stops: a prediction at a time for the level most overdue, each published as it ends.
+/// Until the analysis stops: a prediction at a time for the level most overdue, each published as it ends; none
+/// while `settings` say `analysis.predictions: false` (a reload may turn them on and off).
 pub async fn run(
     mut report: watch::Receiver<Arc<StatusReport>>,
+    mut settings: watch::Receiver<Analysis>,
     predictions: watch::Sender<Arc<Predictions>>,
 ) {
     let mut made = Made::new();
@@ -150,6 +152,12 @@ pub async fn run(
     loop {
         tokio::select! {
             changed = report.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            // A reload that turns predictions on or off takes effect at once; the sender goes with the daemon.
+            changed = settings.changed() => {
                 if changed.is_err() {
                     return;
                 }
@@ -173,9 +181,13 @@ pub async fn run(
             }
             _ = ticker.tick() => {}
         }
-        // What is no longer reported, or too old, goes.
+        // What is no longer reported, or too old, goes; everything, when predictions are turned off.
+        let on = settings.borrow().predictions;
         let latest = Arc::clone(&report.borrow());
         prune(&mut made, &latest, Instant::now());
+        if !on {
+            made.clear();
+        }
         let published: Predictions = made
             .iter()
             .map(|(k, m)| (k.clone(), m.iter().map(|(_, p)| Arc::clone(p)).collect()))
@@ -187,7 +199,7 @@ pub async fn run(
             }
             changed
         });
-        if running.is_none() {
+        if on && running.is_none() {
             let latest = Arc::clone(&report.borrow());
             if let Some(job) = next_job(&latest, &made, Instant::now()) {
                 running = Some(tokio::task::spawn_blocking(move || {
@@ -228,6 +240,77 @@ mod tests {
             change_key: change.into(),
             outcome: Ok(format!("Predicted for {change}.")),
         }
+    }
+
+    /// `analysis.predictions` turns the task's predictions on and off, a reload at a time: on, the remediation's
+    /// change is predicted (here, why not: the replica's version is unknown); off, what was published goes.
+    #[tokio::test]
+    async fn predictions_follow_the_setting() {
+        use crate::alert::remediation::tests::{flow, level};
+        let objects = apf::model::parse_flowcontrol_documents(
+            r#"{"kind": "FlowSchemaList", "items": [
+              {"metadata": {"name": "service-accounts"}, "spec": {"matchingPrecedence": 9000,
+                "priorityLevelConfiguration": {"name": "workload-low"}, "distinguisherMethod": {"type": "ByUser"},
+                "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}],
+                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true,
+                    "namespaces": ["*"]}]}]}}]}
+---
+            {"kind": "PriorityLevelConfigurationList", "items": [
+              {"metadata": {"name": "workload-low"}, "spec": {"type": "Limited", "limited":
+                {"nominalConcurrencyShares": 100, "limitResponse": {"type": "Queue",
+                  "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}}]}"#,
+        )
+        .unwrap();
+        let mut low = level("workload-low", 245.0, 245.0, 230.0, 40.0);
+        low.top_flows = vec![flow(
+            "service-accounts",
+            "system:serviceaccount:ci:runner",
+            35.0,
+            200.0,
+            "system:serviceaccount:ci:runner",
+            "list pods",
+        )];
+        let report = StatusReport {
+            apiservers: vec![Arc::new(ApiserverReport {
+                apiserver: "a".into(),
+                levels: vec![low],
+                objects: Some(Arc::new(objects)),
+                ..Default::default()
+            })],
+            ..Default::default()
+        };
+        let (_report_tx, report_rx) = watch::channel(Arc::new(report));
+        let (settings_tx, settings_rx) = watch::channel(Analysis {
+            predictions: false,
+            ..Default::default()
+        });
+        let (tx, mut published) = watch::channel(Arc::new(Predictions::default()));
+        let task = tokio::spawn(run(report_rx, settings_rx, tx));
+        settings_tx.send_modify(|s| s.predictions = true);
+        let words: Vec<String> = {
+            let p = tokio::time::timeout(
+                Duration::from_secs(60),
+                published.wait_for(|p| !p.is_empty()),
+            )
+            .await
+            .expect("a prediction within 60 s of turning them on")
+            .expect("the task runs");
+            p.values().flatten().map(|p| p.words()).collect()
+        };
+        assert_eq!(
+            words,
+            ["No prediction of this change: the replica's Kubernetes version is not known (kubernetes_build_info \
+              is absent from its /metrics)."]
+        );
+        settings_tx.send_modify(|s| s.predictions = false);
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            published.wait_for(|p| p.is_empty()),
+        )
+        .await
+        .expect("none within 60 s of turning them off")
+        .expect("the task runs");
+        task.abort();
     }
 
     /// A remediation that proposes a few changes in turn keeps a prediction of each, newest first, one per change,

@@ -491,6 +491,7 @@ pub fn analysis_of(config: &Config) -> Analysis {
         window_seconds: config.analysis.window.0.as_secs_f64(),
         top_flows: config.analysis.top_flows,
         lookback_seconds: config.analysis.lookback.0.as_secs_f64(),
+        predictions: config.analysis.predictions,
     }
 }
 

@@ -25,6 +25,7 @@ mod docs;
 mod exposition_formats;
 mod failover;
 mod fuzz_corpus;
+mod helm_chart;
 mod lead_time;
 mod leader_gate;
 mod match_cli;

@@ -2,7 +2,9 @@
 //! rejected apart) times what this replica's counters say the schema was sent (audit events name no replica), its
 //! own execution time, and seats that add up to the schema's estimated seats. Counts over the whole window, where
 //! the dumps give the top flows as sampled.
-use super::workload::{bursts_words, flow_name, matched, whole_seats, Load, LoadFlow};
+use super::workload::{
+    bursts_words, execution_time, flow_name, matched, whole_seats, Load, LoadFlow,
+};
 use crate::analyze::{AuditedSchema, LevelReport, SchemaCost};
 use apf::model::FlowcontrolObjects;
 use apf_sim::ObservedFlow;
@@ -127,7 +129,7 @@ pub(super) fn audited_flows(
                 request,
                 requests_per_second: part.rate,
                 seats: whole_seats(*seats),
-                execution: std::time::Duration::from_secs_f64(execution.max(1e-3)),
+                execution: execution_time(execution),
                 profile: cost.arrival_profile.clone(),
             },
             priority_level: level.priority_level.clone(),
@@ -167,7 +169,7 @@ pub(super) fn audited_flows(
                 request: None,
                 requests_per_second: rest.rate / flows as f64,
                 seats: whole_seats(*rest_seats),
-                execution: std::time::Duration::from_secs_f64(seconds),
+                execution: execution_time(seconds),
                 profile: cost.arrival_profile.clone(),
             },
             priority_level: level.priority_level.clone(),

@@ -250,7 +250,7 @@ fn schema_flows(
                 request,
                 requests_per_second: rate,
                 seats: whole_seats(seats),
-                execution: std::time::Duration::from_secs_f64(told.seconds),
+                execution: execution_time(told.seconds),
                 profile: cost.arrival_profile.clone(),
             },
             priority_level: level.priority_level.clone(),
@@ -285,7 +285,7 @@ fn schema_flows(
                 request: None,
                 requests_per_second: left / unseen as f64,
                 seats: whole_seats(schema_seats),
-                execution: std::time::Duration::from_secs_f64(seconds),
+                execution: execution_time(seconds),
                 profile: cost.arrival_profile.clone(),
             },
             priority_level: level.priority_level.clone(),
@@ -357,6 +357,21 @@ pub(super) fn flow_name(schema: &str, flow: &str) -> String {
     } else {
         format!("{schema}/{flow}")
     }
+}
+
+/// The longest a replayed request holds its seats: kube-apiserver times a request out after a minute by default
+/// (`--request-timeout`); a mean past ten of them is a reading gone wrong, not a request.
+const LONGEST_EXECUTION: f64 = 600.0;
+
+/// A mean execution time as the replay takes it: at least a millisecond, at most [`LONGEST_EXECUTION`] (the figures
+/// come from outside: a counter or an event's timestamps).
+pub(super) fn execution_time(seconds: f64) -> std::time::Duration {
+    let s = if seconds.is_finite() {
+        seconds
+    } else {
+        LONGEST_EXECUTION
+    };
+    std::time::Duration::from_secs_f64(s.clamp(1e-3, LONGEST_EXECUTION))
 }
 
 /// Seats a request holds, whole (kube-apiserver counts whole seats): a mean of 1.4 is mostly 1-seat requests.

@@ -2,11 +2,12 @@
 behind a C ABI: `helm template` and `helm lint` without the binary). tests/install-deps.sh installs it in a virtual
 environment of the tests' own; docs/development/testing.md says why it is trusted.
 
-    render.py CHART RELEASE NAMESPACE [VALUES.yaml ...]
+    render.py [--package DIR] CHART RELEASE NAMESPACE [VALUES.yaml ...]
 
 prints one JSON object: "manifests" (every rendered template, by path, as `helm template` renders them), "notes",
 "lint" (`helm lint --strict` with the same values), or "error" (the values refused, e.g. by values.schema.json, or a
-template that fails). Values files merge in order, as `helm -f a.yaml -f b.yaml` merges them.
+template that fails). Values files merge in order, as `helm -f a.yaml -f b.yaml` merges them. With --package, the
+chart is first packaged into DIR (`helm package`) and the archive rendered, as a release's chart would be.
 """
 import json
 import sys
@@ -26,7 +27,13 @@ def merged(base, over):
 
 
 def main():
-    chart, release, namespace, *files = sys.argv[1:]
+    args = sys.argv[1:]
+    package = None
+    if args[0] == "--package":
+        package, args = args[1], args[2:]
+    chart, release, namespace, *files = args
+    if package:
+        chart = helm.package(chart, destination=package)
     values = {}
     for path in files:
         with open(path, encoding="utf-8") as f:

@@ -57,8 +57,19 @@ struct Rendered {
 /// The chart rendered as release `release` in `namespace` with `values` files (merged in order, as `helm -f`
 /// merges them); `Err`: the engine's refusal (the values schema, a template that fails).
 fn helm(release: &str, namespace: &str, values: &[PathBuf]) -> Result<Rendered, String> {
+    engine(&[], release, namespace, values)
+}
+
+/// [`helm`], with render.py's leading flags (`--package DIR`).
+fn engine(
+    flags: &[&std::ffi::OsStr],
+    release: &str,
+    namespace: &str,
+    values: &[PathBuf],
+) -> Result<Rendered, String> {
     let out = Command::new(helm_python())
         .arg(root().join("tests/helm/render.py"))
+        .args(flags)
         .arg(chart())
         .args([release, namespace])
         .args(values)
@@ -223,30 +234,37 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap()
 }
 
-#[test]
-fn the_chart_installs_what_deploy_installs() {
-    let mut differences = Vec::new();
-    for (name, values, dir) in variants() {
-        let chart = normalized(&rendered(&values).objects);
-        let deploy = normalized(&kustomized(dir));
-        for (key, d) in &deploy {
-            match chart.get(key) {
-                None => differences.push(format!("{name}: {key} of {dir} is not in the chart")),
-                Some(c) if c != d => differences.push(format!(
-                    "{name}: {key} differs from {dir}'s.\nthe chart's: {}\n{dir}'s: {}",
-                    pretty(c),
-                    pretty(d)
-                )),
-                Some(_) => {}
-            }
-        }
-        for key in chart.keys().filter(|k| !deploy.contains_key(*k)) {
-            differences.push(format!(
-                "{name}: the chart makes {key}, which {dir} does not"
-            ));
+/// How the chart's objects differ from those `kubectl kustomize dir` renders, in words (none: the same).
+fn differences(name: &str, objects: &[Value], dir: &str) -> Vec<String> {
+    let chart = normalized(objects);
+    let deploy = normalized(&kustomized(dir));
+    let mut out = Vec::new();
+    for (key, d) in &deploy {
+        match chart.get(key) {
+            None => out.push(format!("{name}: {key} of {dir} is not in the chart")),
+            Some(c) if c != d => out.push(format!(
+                "{name}: {key} differs from {dir}'s.\nthe chart's: {}\n{dir}'s: {}",
+                pretty(c),
+                pretty(d)
+            )),
+            Some(_) => {}
         }
     }
-    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+    for key in chart.keys().filter(|k| !deploy.contains_key(*k)) {
+        out.push(format!(
+            "{name}: the chart makes {key}, which {dir} does not"
+        ));
+    }
+    out
+}
+
+#[test]
+fn the_chart_installs_what_deploy_installs() {
+    let mut found = Vec::new();
+    for (name, values, dir) in variants() {
+        found.extend(differences(name, &rendered(&values).objects, dir));
+    }
+    assert!(found.is_empty(), "{}", found.join("\n\n"));
 }
 
 #[test]
@@ -365,6 +383,96 @@ fn a_release_of_another_name_and_namespace_keeps_its_objects_consistent() {
         "{}",
         r.notes
     );
+}
+
+/// The fleet in three shards, as the book installs it: three releases of values-fleet.yaml in one namespace, with
+/// `shard` set. Each reads its shard, holds a Lease of its own (and may touch only that one), and no object of one
+/// is another's.
+#[test]
+fn shards_of_a_fleet_are_releases_that_stay_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for index in 0..3 {
+        let shard = dir.path().join(format!("shard-{index}.yaml"));
+        std::fs::write(&shard, format!("shard: {{index: {index}, total: 3}}\n")).unwrap();
+        let release = format!("apf-monitor-shard-{index}");
+        let r = helm(
+            &release,
+            NAMESPACE,
+            &[values_file("values-fleet.yaml"), shard],
+        )
+        .unwrap();
+        let text = r
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap")
+            .and_then(|c| c["data"]["apf-monitor.yaml"].as_str())
+            .unwrap()
+            .to_string();
+        let config: Value = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(
+            config["targets"]["prometheus"][0]["shard"],
+            serde_json::json!({"index": index, "total": 3})
+        );
+        assert_eq!(
+            config["targets"]["prometheus"][0]["url"],
+            "http://prometheus-operated.monitoring.svc:9090"
+        );
+        let lease = format!("{release}-notifier");
+        assert_eq!(
+            config["alerting"]["leader_election"]["lease_name"],
+            lease.as_str()
+        );
+        let role = r
+            .objects
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == format!("{release}-lease"))
+            .unwrap();
+        assert_eq!(
+            role["rules"][0]["resourceNames"],
+            serde_json::json!([lease])
+        );
+        apf_monitor::config::Config::from_yaml(&text).unwrap_or_else(|e| panic!("{release}: {e}"));
+        for o in &r.objects {
+            let key = format!(
+                "{} {}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                o["metadata"]["name"].as_str().unwrap()
+            );
+            assert!(seen.insert(key.clone()), "{release} makes {key} again");
+        }
+    }
+    // A shard by hash needs both numbers.
+    let half = dir.path().join("half.yaml");
+    std::fs::write(&half, "shard: {index: 1}\n").unwrap();
+    let refused = helm(
+        RELEASE,
+        NAMESPACE,
+        &[values_file("values-fleet.yaml"), half],
+    )
+    .err()
+    .expect("a shard without its total was rendered");
+    assert!(refused.contains("/shard"), "{refused}");
+}
+
+/// The chart as a release ships it: `helm package`d (what .helmignore leaves out is not in the archive), the archive
+/// installs what deploy/ does too.
+#[test]
+fn the_packaged_chart_renders_what_the_directory_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, values, dir_of) in variants() {
+        let packaged = engine(
+            &["--package".as_ref(), dir.path().as_os_str()],
+            RELEASE,
+            NAMESPACE,
+            &values,
+        )
+        .unwrap_or_else(|e| panic!("{name}: the package does not render: {e}"));
+        let found = differences(&format!("{name}, packaged"), &packaged.objects, dir_of);
+        assert!(found.is_empty(), "{}", found.join("\n\n"));
+    }
+    assert!(dir.path().join("apf-monitor-0.1.0.tgz").is_file());
 }
 
 /// The book's example of values (docs/guides/helm.md, `# my-values.yaml`), as a file.
@@ -540,56 +648,66 @@ fn values_rows(schema: &Value, defaults: &Value, prefix: &str, rows: &mut Vec<St
     }
 }
 
-/// The chart's FlowSchema and priority level, applied with kubectl to a simulated 1.34 cluster, are served back.
+/// The chart's FlowSchema and priority level, applied with kubectl to a simulated cluster, are served back: on 1.34
+/// as flowcontrol.apiserver.k8s.io/v1 (the default where the cluster serves it), on 1.27 as v1beta3
+/// (`flowcontrol.apiVersion`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_apf_objects_apply_to_the_simulator() {
-    let r = rendered(&[]);
-    let apf: Vec<&Value> = r
-        .objects
-        .iter()
-        .filter(|o| o["kind"] == "FlowSchema" || o["kind"] == "PriorityLevelConfiguration")
-        .collect();
-    assert_eq!(apf.len(), 2, "{apf:#?}");
-    assert!(apf
-        .iter()
-        .all(|o| o["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"));
-    let (_cluster, dir, kubeconfig) = crate::common::sim_cluster(apf_sim::ClusterOptions {
-        replicas: 1,
-        ..apf_sim::ClusterOptions::new(
-            apf_sim::KubeVersion::new(34, 0),
-            apf_sim::Scenario::load(&apf_sim::ScenarioSource::Idle).unwrap(),
-        )
-    })
-    .await;
-    let file = dir.path().join("apf.yaml");
-    let text: String = apf
-        .iter()
-        .map(|o| format!("---\n{}", serde_saphyr::to_string(o).unwrap()))
-        .collect();
-    std::fs::write(&file, text).unwrap();
-    let (served, applied) = tokio::task::spawn_blocking(move || {
-        let applied = kubectl(&kubeconfig, &["apply", "-f", &file.display().to_string()]);
-        let served = kubectl(
-            &kubeconfig,
-            &["get", "flowschema", "apf-monitor", "-o", "json"],
-        );
-        (served, applied)
-    })
-    .await
+    let dir = tempfile::tempdir().unwrap();
+    let beta = dir.path().join("v1beta3.yaml");
+    std::fs::write(
+        &beta,
+        "flowcontrol: {apiVersion: flowcontrol.apiserver.k8s.io/v1beta3}\n",
+    )
     .unwrap();
-    assert!(
-        applied.contains("flowschema.flowcontrol.apiserver.k8s.io/apf-monitor created")
-            && applied.contains(
-                "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/apf-monitor created"
-            ),
-        "{applied}"
-    );
-    let served: Value = serde_json::from_str(&served).unwrap();
-    assert_eq!(
-        served["spec"]["priorityLevelConfiguration"]["name"],
-        "apf-monitor"
-    );
-    assert_eq!(served["spec"]["matchingPrecedence"], 1000);
+    for (minor, values, api) in [(34, vec![], "v1"), (27, vec![beta], "v1beta3")] {
+        let r = rendered(&values);
+        let apf: Vec<&Value> = r
+            .objects
+            .iter()
+            .filter(|o| o["kind"] == "FlowSchema" || o["kind"] == "PriorityLevelConfiguration")
+            .collect();
+        assert_eq!(apf.len(), 2, "{apf:#?}");
+        let api_version = format!("flowcontrol.apiserver.k8s.io/{api}");
+        assert!(apf.iter().all(|o| o["apiVersion"] == api_version.as_str()));
+        let (_cluster, dir, kubeconfig) = crate::common::sim_cluster(apf_sim::ClusterOptions {
+            replicas: 1,
+            ..apf_sim::ClusterOptions::new(
+                apf_sim::KubeVersion::new(minor, 0),
+                apf_sim::Scenario::load(&apf_sim::ScenarioSource::Idle).unwrap(),
+            )
+        })
+        .await;
+        let file = dir.path().join("apf.yaml");
+        let text: String = apf
+            .iter()
+            .map(|o| format!("---\n{}", serde_saphyr::to_string(o).unwrap()))
+            .collect();
+        std::fs::write(&file, text).unwrap();
+        let (served, applied) = tokio::task::spawn_blocking(move || {
+            let applied = kubectl(&kubeconfig, &["apply", "-f", &file.display().to_string()]);
+            let served = kubectl(
+                &kubeconfig,
+                &["get", "flowschema", "apf-monitor", "-o", "json"],
+            );
+            (served, applied)
+        })
+        .await
+        .unwrap();
+        assert!(
+            applied.contains("flowschema.flowcontrol.apiserver.k8s.io/apf-monitor created")
+                && applied.contains(
+                    "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/apf-monitor created"
+                ),
+            "1.{minor}: {applied}"
+        );
+        let served: Value = serde_json::from_str(&served).unwrap();
+        assert_eq!(
+            served["spec"]["priorityLevelConfiguration"]["name"], "apf-monitor",
+            "1.{minor}"
+        );
+        assert_eq!(served["spec"]["matchingPrecedence"], 1000, "1.{minor}");
+    }
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {

@@ -47,28 +47,40 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 
 {{/*
 The daemon's config: `config` as given, with what the chart knows filled in where it is not set: the listen
-address (the container's port), web.tls (the mounted Secret) with tls.enabled, and alerting.external_url (the
-Service). A key given in `config` always wins.
+address (the container's port), web.tls (the mounted Secret) with tls.enabled, alerting.external_url (the Service)
+and the Lease's name (after the release, so that shards in one namespace each hold their own); and `shard` in every
+`targets.prometheus` entry that names none. A key given in `config` always wins.
 */}}
 {{- define "apf-monitor.config" -}}
+{{- $fullname := include "apf-monitor.fullname" . }}
 {{- $scheme := ternary "https" "http" .Values.tls.enabled }}
 {{- $known := dict
   "listen" (printf "0.0.0.0:%v" .Values.port)
-  "alerting" (dict "external_url" (printf "%s://%s:%v" $scheme (include "apf-monitor.serviceHost" .) .Values.port)) }}
+  "alerting" (dict
+    "external_url" (printf "%s://%s:%v" $scheme (include "apf-monitor.serviceHost" .) .Values.port)
+    "leader_election" (dict "lease_name" (printf "%s-notifier" $fullname))) }}
 {{- if .Values.tls.enabled }}
 {{- $dir := include "apf-monitor.tlsDir" . }}
 {{- $_ := set $known "web" (dict "tls" (dict "cert_file" (printf "%s/tls.crt" $dir) "key_file" (printf "%s/tls.key" $dir))) }}
 {{- end }}
-{{- mergeOverwrite $known (deepCopy (.Values.config | default dict)) | toYaml }}
+{{- $config := mergeOverwrite $known (deepCopy (.Values.config | default dict)) }}
+{{- if .Values.shard }}
+{{- range (dig "targets" "prometheus" list $config) }}
+{{- if not (hasKey . "shard") }}
+{{- $_ := set . "shard" (deepCopy $.Values.shard) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $config }}
 {{- end }}
 
 {{/* The replicas are read from a Prometheus (the fleet mode): no apiserver is scraped, nor its replicas discovered. */}}
 {{- define "apf-monitor.fleet" -}}
-{{- if dig "targets" "prometheus" list (.Values.config | default dict) }}true{{ end }}
+{{- if dig "targets" "prometheus" list (include "apf-monitor.config" . | fromYaml) }}true{{ end }}
 {{- end }}
 
 {{/* The Lease only the notifier holds (alerting.leader_election), when leader election is on. */}}
 {{- define "apf-monitor.leaseName" -}}
-{{- $le := dig "alerting" "leader_election" dict (.Values.config | default dict) }}
-{{- if $le.enabled }}{{ required "config.alerting.leader_election.lease_name is needed with leader election (the Role grants that Lease alone)" $le.lease_name }}{{ end }}
+{{- $le := dig "alerting" "leader_election" dict (include "apf-monitor.config" . | fromYaml) }}
+{{- if $le.enabled }}{{ $le.lease_name }}{{ end }}
 {{- end }}

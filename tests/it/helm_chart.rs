@@ -456,6 +456,23 @@ fn shards_of_a_fleet_are_releases_that_stay_apart() {
     assert!(refused.contains("/shard"), "{refused}");
 }
 
+/// The chart's version and appVersion are the crate's, and the image tag deploy/ pins: a release ships the three
+/// together.
+#[test]
+fn the_charts_version_is_the_crates() {
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap())
+            .unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(chart["version"], version);
+    assert_eq!(chart["appVersion"], version);
+    let kustomization: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("deploy/base/kustomization.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(kustomization["images"][0]["newTag"], version);
+}
+
 /// The chart as a release ships it: `helm package`d (what .helmignore leaves out is not in the archive), the archive
 /// installs what deploy/ does too.
 #[test]

@@ -246,30 +246,9 @@ mod tests {
     /// change is predicted (here, why not: the replica's version is unknown); off, what was published goes.
     #[tokio::test]
     async fn predictions_follow_the_setting() {
-        use crate::alert::remediation::tests::{flow, level};
-        let objects = apf::model::parse_flowcontrol_documents(
-            r#"{"kind": "FlowSchemaList", "items": [
-              {"metadata": {"name": "service-accounts"}, "spec": {"matchingPrecedence": 9000,
-                "priorityLevelConfiguration": {"name": "workload-low"}, "distinguisherMethod": {"type": "ByUser"},
-                "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}],
-                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true,
-                    "namespaces": ["*"]}]}]}}]}
----
-            {"kind": "PriorityLevelConfigurationList", "items": [
-              {"metadata": {"name": "workload-low"}, "spec": {"type": "Limited", "limited":
-                {"nominalConcurrencyShares": 100, "limitResponse": {"type": "Queue",
-                  "queuing": {"queues": 128, "handSize": 6, "queueLengthLimit": 50}}}}}]}"#,
-        )
-        .unwrap();
-        let mut low = level("workload-low", 245.0, 245.0, 230.0, 40.0);
-        low.top_flows = vec![flow(
-            "service-accounts",
-            "system:serviceaccount:ci:runner",
-            35.0,
-            200.0,
-            "system:serviceaccount:ci:runner",
-            "list pods",
-        )];
+        // A CI runner's flow floods workload-low: the remediation proposes its isolation.
+        use crate::alert::remediation::isolate::tests::{cluster_objects, runner_on_workload_low};
+        let (objects, low) = (cluster_objects(), runner_on_workload_low());
         let report = StatusReport {
             apiservers: vec![Arc::new(ApiserverReport {
                 apiserver: "a".into(),

@@ -231,7 +231,7 @@ pub fn isolation_manifest(flow: &FlowReport, user: &str, today: Option<(&str, u3
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::remediate;
     use super::super::tests::{flow, level};
     use super::*;
@@ -241,7 +241,7 @@ mod tests {
     }
 
     /// service-accounts (precedence 9000, to workload-low) and a schema of its own for CI runners ahead of it.
-    fn cluster_objects() -> FlowcontrolObjects {
+    pub(crate) fn cluster_objects() -> FlowcontrolObjects {
         apf::model::parse_flowcontrol_documents(
             r#"{"kind": "FlowSchemaList", "items": [
               {"metadata": {"name": "service-accounts"}, "spec": {"matchingPrecedence": 9000,
@@ -260,7 +260,7 @@ mod tests {
         .unwrap()
     }
 
-    fn runner_on_workload_low() -> LevelReport {
+    pub(crate) fn runner_on_workload_low() -> LevelReport {
         let mut l = level("workload-low", 245.0, 245.0, 230.0, 40.0);
         l.top_flows = vec![flow(
             "service-accounts",

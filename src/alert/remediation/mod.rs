@@ -3,7 +3,7 @@
 //! slow down the one client a level already holds alone; paginate a LIST; or move shares to the level from levels
 //! that can spare them. Pure functions of the report; numbers that are not known are said to be unknown, never
 //! guessed.
-mod isolate;
+pub(crate) mod isolate;
 mod own_level;
 mod queues;
 mod shares;

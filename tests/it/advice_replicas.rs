@@ -41,6 +41,8 @@ fn each_replica_tells_the_clients_own_rate_and_the_client_gets_one_recommendatio
         .args(["demo", "--listen", "127.0.0.1:0", "--interval", "1s"])
         .args(["--duration", "300s", "--scenario"])
         .arg(&scenario)
+        // Killed at the end, it cannot remove its kubeconfig: written here, it goes with the directory.
+        .env("TMPDIR", dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -92,6 +92,8 @@ impl Running {
         let child = Command::new(env!("CARGO_BIN_EXE_apf-monitor"))
             .args(args)
             .current_dir(dir)
+            // Killed when dropped, it cannot remove its temporary files: written in `dir`, they go with it.
+            .env("TMPDIR", dir)
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdout(Stdio::from(out.try_clone().unwrap()))

@@ -292,6 +292,35 @@ mod tests {
         task.abort();
     }
 
+    /// A job replays its replica's load with the audit events of the replica's cluster (audit events name no
+    /// replica), and none of another cluster's.
+    #[test]
+    fn a_job_takes_the_audit_events_of_its_replicas_cluster() {
+        use crate::alert::remediation::isolate::tests::{cluster_objects, runner_on_workload_low};
+        let audit = |cluster: Option<&str>, requests: u64| AuditReport {
+            cluster: cluster.map(str::to_string),
+            requests,
+            ..Default::default()
+        };
+        let report = |cluster: Option<&str>| StatusReport {
+            apiservers: vec![Arc::new(ApiserverReport {
+                apiserver: "a".into(),
+                cluster: cluster.map(str::to_string),
+                levels: vec![runner_on_workload_low()],
+                objects: Some(Arc::new(cluster_objects())),
+                ..Default::default()
+            })],
+            audit: vec![audit(Some("other"), 1), audit(Some("east"), 2)],
+            ..Default::default()
+        };
+        let job = |r: &StatusReport| next_job(r, &Made::new(), Instant::now()).expect("a job");
+        assert_eq!(
+            job(&report(Some("east"))).audit.map(|a| a.requests),
+            Some(2)
+        );
+        assert!(job(&report(Some("west"))).audit.is_none());
+    }
+
     /// A remediation that proposes a few changes in turn keeps a prediction of each, newest first, one per change,
     /// for as long as [`KEPT`] says, and none of a level no longer reported.
     #[test]

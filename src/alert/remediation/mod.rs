@@ -123,19 +123,57 @@ fn with_rate(mut r: Remediation, culprit: Option<&FlowReport>) -> Remediation {
     r
 }
 
-/// Seats the level's load asks for now: in use, plus what its waiting requests will hold (1.28+ reports their
-/// seats; before, each waiting request counts as one). `None` when seats in use are not known. Each part is rounded
-/// as [`demand_words`] writes it, so that what a sentence derives from it adds up as written.
-fn demand_seats(l: &LevelReport) -> Option<f64> {
-    let queued = l.inqueue_seats.or(l.inqueue_requests).unwrap_or(0.0);
-    Some(l.executing_seats?.round() + queued.round())
+/// Seats the level's load holds once served: per flow schema over the window, its requests a second (dispatched
+/// and rejected: a client that got 429s wanted more than it got) × their seats × their seconds each (Little's law).
+/// `None` where no flow schema's rates and execution time are known (one scrape; read before 1.24's counters).
+fn offered_seats(l: &LevelReport) -> Option<f64> {
+    let mut offered = None;
+    for cost in l.flow_schema_costs.values() {
+        let (Some(dispatched), Some(seconds)) =
+            (cost.dispatched_per_second, cost.seconds_per_request)
+        else {
+            continue;
+        };
+        let seats = cost.seats_per_request.unwrap_or(1.0).max(1.0);
+        *offered.get_or_insert(0.0) += (dispatched + cost.rejected_per_second) * seats * seconds;
+    }
+    offered.filter(|o: &f64| o.is_finite())
 }
 
-/// Seats in use and waiting, summed as a sentence says them: `116 in use + 392 for 196 requests waiting = 508 seats`
-/// (before 1.28, `116 in use + 196 requests waiting, a seat each = 312 seats`), or `116 in use` with none waiting.
-/// Every figure is rounded before the sum, so that the sum is the one written.
+/// Seats the level's load asks for: what its requests of the window hold once served ([`offered_seats`]), or the
+/// seats in use now where more; without the window's rates, in use now plus what its waiting requests will hold
+/// (1.28+ reports their seats; before, each waiting request counts as one). A queue is not the load's size: under
+/// sustained overload it holds up to 15 s of arrivals, and grows and empties as they time out. `None` when seats in
+/// use are not known. Each part is rounded as [`demand_words`] writes it, so that what a sentence derives from it
+/// adds up as written.
+fn demand_seats(l: &LevelReport) -> Option<f64> {
+    let executing = l.executing_seats?.round();
+    if let Some(offered) = offered_seats(l) {
+        return Some(offered.round().max(executing));
+    }
+    let queued = l.inqueue_seats.or(l.inqueue_requests).unwrap_or(0.0);
+    Some(executing + queued.round())
+}
+
+/// The load [`demand_seats`] counts, as a sentence says it: `412 seats its requests of the window hold once served:
+/// requests a second, 429s included, × seats × seconds each, by flow schema`, with `; 430 in use now` where that is
+/// more; without the window's rates `116 in use + 392 for 196 requests waiting = 508 seats` (before 1.28, `116 in use +
+/// 196 requests waiting, a seat each = 312 seats`), or `116 in use` with none waiting. Every figure is rounded before
+/// the sum, so that the sum is the one written.
 fn demand_words(l: &LevelReport) -> String {
     let executing = l.executing_seats.unwrap_or(0.0).round();
+    if let Some(offered) = offered_seats(l) {
+        let offered = offered.round();
+        let now = if executing > offered {
+            format!("; {executing:.0} in use now, more")
+        } else {
+            String::new()
+        };
+        return format!(
+            "{offered:.0} seats its requests of the window hold once served: requests a second, 429s included, × \
+             seats × seconds each, by flow schema{now}"
+        );
+    }
     match (l.inqueue_requests, l.inqueue_seats) {
         (Some(q), Some(s)) if q > 0.0 => {
             let (q, s) = (q.round(), s.round());
@@ -466,5 +504,43 @@ pub(crate) mod tests {
         );
         l.executing_seats = None;
         assert_eq!(demand_seats(&l), None);
+    }
+
+    /// With the window's rates, the load is what its requests hold once served, not the queue of the last scrape:
+    /// 20 LISTs a second of 10 seats for 2 s (5 of them 429s) and 30 GETs of 1 seat for 0.1 s hold 403 seats, while
+    /// 300 requests of 10 seats wait (a queue of 15 s of arrivals, 3000 seats).
+    #[test]
+    fn with_the_window_s_rates_the_load_is_what_its_requests_hold_once_served() {
+        use crate::analyze::SchemaCost;
+        let mut l = level("global-default", 24.0, 49.0, 49.0, 300.0);
+        l.inqueue_seats = Some(3000.0);
+        l.flow_schema_costs = [
+            ("lists", 15.0, 5.0, 10.0, 2.0),
+            ("gets", 30.0, 0.0, 1.0, 0.1),
+        ]
+        .into_iter()
+        .map(|(name, dispatched, rejected, seats, seconds)| {
+            (
+                name.to_string(),
+                SchemaCost {
+                    dispatched_per_second: Some(dispatched),
+                    rejected_per_second: rejected,
+                    seats_per_request: Some(seats),
+                    seconds_per_request: Some(seconds),
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+        assert_eq!(demand_seats(&l), Some(403.0));
+        assert_eq!(
+            demand_words(&l),
+            "403 seats its requests of the window hold once served: requests a second, 429s included, × seats × \
+             seconds each, by flow schema"
+        );
+        // More in use now than the window's mean: the larger.
+        l.executing_seats = Some(420.0);
+        assert_eq!(demand_seats(&l), Some(420.0));
+        assert!(demand_words(&l).ends_with("; 420 in use now, more"));
     }
 }

@@ -125,7 +125,7 @@ fn bigger_share(
     let limit = level.limit_seats.unwrap_or(0.0).round();
     let (need, need_words) = quarter_free(s.demand);
     let short = format!(
-        " Its load now ({load}) needs {need_words}, {:.0} more than the level's {limit:.0}",
+        " Its load ({load}) needs {need_words}, {:.0} more than the level's {limit:.0}",
         need - limit
     );
     let no_move = format!(
@@ -134,7 +134,7 @@ fn bigger_share(
     );
     if let Some(server) = s.server_seats.filter(|&(_, high)| need > f64::from(high)) {
         return format!(
-            " Its load now ({load}) needs {need_words}, more than this replica has ({}){no_move}",
+            " Its load ({load}) needs {need_words}, more than this replica has ({}){no_move}",
             server_words(server)
         );
     }
@@ -264,7 +264,7 @@ mod tests {
         // share move is proposed at all (the one proposed before took 234 shares of workload-low's 100).
         assert!(
             r.sentence.contains(
-                "Its load now (116 in use + 392 for 196 requests waiting = 508 seats) needs 677 seats to keep a \
+                "Its load (116 in use + 392 for 196 requests waiting = 508 seats) needs 677 seats to keep a \
                  quarter free (508 / 0.75), more than this replica has (598 to 600): no share move carries it; the \
                  client must send less, or the server needs more concurrency (--max-requests-inflight + \
                  --max-mutating-requests-inflight, 598 to 600 seats on this replica today)"
@@ -304,7 +304,7 @@ mod tests {
         let r = remediate(&l, &replica(&l), &ListCosts::default(), Some(&objects));
         assert!(
             r.sentence.contains(
-                "Its load now (100 in use + 200 for 100 requests waiting = 300 seats) needs 400 seats to keep a \
+                "Its load (100 in use + 200 for 100 requests waiting = 300 seats) needs 400 seats to keep a \
                  quarter free (300 / 0.75), 300 more than the level's 100: if that load is honest, isolate-monitoring-agent is too small for it, and \
                  shares for it come from more than 3 levels (336 seats spare in all beyond their own load); 90 \
                  shares from workload-low, 20 from workload-high and 10 from global-default give about 288."

@@ -594,6 +594,39 @@ mod tests {
         );
     }
 
+    /// The same 300 requests of 10 seats waiting, but the window's rates say what they hold once served: 4 LISTs a
+    /// second of 10 seats for 1.5 s (2 of them 429s) is 60 seats. The queue is a backlog of 15 s of arrivals, not
+    /// the load: a move carries it.
+    #[test]
+    fn a_queue_is_not_the_load_where_the_window_tells_its_rates() {
+        let mut low = global_default(49.0, 300.0);
+        low.inqueue_seats = Some(3000.0);
+        low.flow_schema_costs.insert(
+            "global-default".into(),
+            crate::analyze::SchemaCost {
+                dispatched_per_second: Some(2.0),
+                rejected_per_second: 2.0,
+                seats_per_request: Some(10.0),
+                seconds_per_request: Some(1.5),
+                ..Default::default()
+            },
+        );
+        let levels = replica(low.clone());
+        let r = remediate(&low, &levels, &ListCosts::default(), None);
+        assert!(
+            r.sentence.starts_with(
+                "Raise the shares of global-default: move 13 shares from workload-low (what it spares beyond its own \
+                 load) so it gets about 32 more seats (1 share ≈ 2.45 seats): 49 + 32 = 81 in all, enough for its \
+                 load (60 seats its requests of the window hold once served: requests a second, 429s included, × \
+                 seats × seconds each, by flow schema), which needs 80 seats to keep a quarter free (60 / 0.75)."
+            ),
+            "{}",
+            r.sentence
+        );
+        assert!(r.sentence.contains("shares from"), "{}", r.sentence);
+        crate::alert::remediation::tests::assert_adds_up(&r.sentence);
+    }
+
     #[test]
     fn a_need_past_the_donors_spare_is_partly_moved_and_the_rest_said() {
         // Every other level busy to its limit but workload-high (49 spare seats: 20 shares) and node-high (25: 10).

@@ -306,6 +306,17 @@ fn window_check(report: &ApiserverReport, levels: &mut [LevelPrediction]) -> Vec
             }
         }
     }
+    // A level that rejected, where the replay put no load at all: not listed, and missed all the same.
+    for r in &report.levels {
+        let counted: f64 = r.rejected_per_second.iter().flat_map(|m| m.values()).sum();
+        if !replays(0.0, counted) && !levels.iter().any(|l| l.priority_level == r.priority_level) {
+            missed.push(format!(
+                "{}'s 429s: 0/s replayed, {}/s counted",
+                r.priority_level,
+                super::round::shown(counted)
+            ));
+        }
+    }
     missed
 }
 
@@ -602,6 +613,12 @@ mod tests {
             .map(|l| l.window_rejected_per_second)
             .collect();
         assert_eq!(counted, [Some(11.9), Some(0.4), Some(0.0), None]);
+        // A level that rejected and is not replayed at all is missed too.
+        levels.remove(0);
+        assert_eq!(
+            window_check(&report, &mut levels),
+            ["workload-low's 429s: 0/s replayed, 11.9/s counted"]
+        );
     }
 
     /// `--apply`'s objects replace those of the same name, `--set` applies on top, and the levels touched are named.

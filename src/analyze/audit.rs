@@ -110,8 +110,8 @@ pub struct AuditedSchema {
     /// Mean seconds a served request took, receipt to response less its queue wait.
     pub seconds_per_request: Option<f64>,
     pub list_requests: u64,
-    /// Most requests first, at most [`AUDITED_FLOWS_PER_SCHEMA`] (the flows past the ledger's cap, `(other
-    /// flows)`, are never listed).
+    /// Worst first (most 429s, then most requests), at most [`AUDITED_FLOWS_PER_SCHEMA`] (the flows past the
+    /// ledger's cap, `(other flows)`, are never listed).
     pub flows: Vec<apf::audit::FlowRow>,
     /// Flows not listed.
     pub flows_not_listed: usize,
@@ -221,7 +221,7 @@ impl AuditReport {
 }
 
 impl AuditedSchema {
-    /// Every flow schema of every level of `ledger`, its flows most requests first.
+    /// Every flow schema of every level of `ledger`, its flows worst first.
     fn of(ledger: &Ledger) -> Vec<AuditedSchema> {
         let mut schemas: BTreeMap<(String, String), AuditedSchema> = BTreeMap::new();
         for f in ledger.flows() {

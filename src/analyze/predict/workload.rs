@@ -1,6 +1,7 @@
 //! The load one replica carried over the window, as flows the simulator can replay: per flow schema what its
 //! counters say (requests dispatched and rejected per second, seats and execution time per request), split among the
-//! flows its dumps showed, the rest spread over flows the dumps did not show.
+//! flows its dumps showed, the rest spread over flows the dumps did not show; where audit events of the window hold
+//! enough of a flow schema's requests, its flows as they tell them ([`super::audited`]).
 use super::audited::{audited_flows, MIN_AUDITED_REQUESTS};
 use super::Unpredictable;
 use crate::analyze::{ApiserverReport, AuditReport, FlowReport, LevelReport, SchemaCost};

@@ -41,25 +41,29 @@ fn deploy_dir() -> PathBuf {
     root().join("deploy")
 }
 
+/// `kubectl kustomize DIR` (the repository's `deploy/`, `deploy/fleet/`, ...), parsed.
+pub(crate) fn kustomize(dir: &str) -> Vec<Value> {
+    let out = Command::new(binary("kubectl", "kubernetes-client"))
+        .arg("kustomize")
+        .arg(root().join(dir))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_saphyr::from_multiple::<Value>(&String::from_utf8(out.stdout).unwrap())
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
 /// `kubectl kustomize deploy/`, parsed: rendered once for every test.
 fn rendered() -> &'static [Value] {
     static DOCS: OnceLock<Vec<Value>> = OnceLock::new();
-    DOCS.get_or_init(|| {
-        let kubectl = binary("kubectl", "kubernetes-client");
-        let out = Command::new(kubectl)
-            .arg("kustomize")
-            .arg(deploy_dir())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl kustomize deploy/: {stderr}");
-        let text = String::from_utf8(out.stdout).unwrap();
-        serde_saphyr::from_multiple::<Value>(&text)
-            .unwrap()
-            .into_iter()
-            .filter(|v| !v.is_null())
-            .collect()
-    })
+    DOCS.get_or_init(|| kustomize("deploy"))
 }
 
 fn kind(v: &Value) -> &str {
@@ -712,8 +716,8 @@ fn the_prometheus_rule_carries_the_built_in_alerts() {
     }
 }
 
-/// Runs promtool; its output on failure.
-fn promtool(args: &[&str], dir: &Path) {
+/// Runs promtool in `dir`; its output on failure; what it printed.
+pub(crate) fn promtool(args: &[&str], dir: &Path) -> String {
     let out = Command::new(binary("promtool", "prometheus"))
         .args(args)
         .current_dir(dir)
@@ -725,6 +729,7 @@ fn promtool(args: &[&str], dir: &Path) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The PrometheusRule's `spec` (its groups) as a Prometheus rule file.
@@ -1285,23 +1290,7 @@ fn the_dockerfile_builds_every_crate_of_the_workspace() {
 /// what `serve --check-config` accepts and reads every replica from that Prometheus.
 #[test]
 fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
-    let kubectl = binary("kubectl", "kubernetes-client");
-    let out = Command::new(kubectl)
-        .arg("kustomize")
-        .arg(deploy_dir().join("fleet"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/fleet/: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text)
-        .unwrap()
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .collect();
+    let docs = kustomize("deploy/fleet");
     let of = |k: &str| docs.iter().filter(|d| kind(d) == k).collect::<Vec<_>>();
     // No apiserver read is granted: what stays is the API's guard (its reviews, and the roles for its callers).
     let bindings: Vec<&str> = of("ClusterRoleBinding").iter().map(|b| name(b)).collect();
@@ -1370,25 +1359,7 @@ fn the_fleet_overlay_reads_a_prometheus_with_least_privilege() {
 /// `kubectl kustomize deploy/tls/`: the base served over HTTPS with a certificate cert-manager renews.
 #[test]
 fn the_tls_overlay_serves_https_with_the_certificate_it_mounts() {
-    let out = Command::new(crate::common::external::binary(
-        "kubectl",
-        "kubernetes-client",
-    ))
-    .arg("kustomize")
-    .arg(deploy_dir().join("tls"))
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/tls/: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text)
-        .unwrap()
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .collect();
+    let docs = kustomize("deploy/tls");
     let of = |k: &str| docs.iter().find(|d| kind(d) == k).unwrap();
     let config_text = of("ConfigMap")["data"]["apf-monitor.yaml"]
         .as_str()

@@ -16,8 +16,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::external::binary;
-
 const RELEASE: &str = "apf-monitor";
 const NAMESPACE: &str = "apf-monitor";
 
@@ -123,24 +121,6 @@ fn rendered(values: &[PathBuf]) -> Rendered {
     helm(RELEASE, NAMESPACE, values).unwrap_or_else(|e| panic!("the chart does not render: {e}"))
 }
 
-fn kustomized(dir: &str) -> Vec<Value> {
-    let out = Command::new(binary("kubectl", "kubernetes-client"))
-        .arg("kustomize")
-        .arg(root().join(dir))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_saphyr::from_multiple::<Value>(&String::from_utf8(out.stdout).unwrap())
-        .unwrap()
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
 /// What Helm adds to every object's labels (and the selectors), and the pods' checksum of their config: not what an
 /// object does.
 const HELM_ONLY: [&str; 5] = [
@@ -237,7 +217,7 @@ fn pretty(v: &Value) -> String {
 /// How the chart's objects differ from those `kubectl kustomize dir` renders, in words (none: the same).
 fn differences(name: &str, objects: &[Value], dir: &str) -> Vec<String> {
     let chart = normalized(objects);
-    let deploy = normalized(&kustomized(dir));
+    let deploy = normalized(&crate::deploy::kustomize(dir));
     let mut out = Vec::new();
     for (key, d) in &deploy {
         match chart.get(key) {
@@ -549,22 +529,8 @@ fn promtool_checks_the_charts_rules() {
         serde_saphyr::to_string(&rule["spec"]).unwrap(),
     )
     .unwrap();
-    let out = Command::new(binary("promtool", "prometheus"))
-        .args(["check", "rules", "rules.yaml"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 7 rules found"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let printed = crate::deploy::promtool(&["check", "rules", "rules.yaml"], dir.path());
+    assert!(printed.contains("SUCCESS: 7 rules found"), "{printed}");
 }
 
 /// files/prometheus-rules.yaml is deploy/base/prometheusrule.yaml's spec, as written (with its comments); written
@@ -701,16 +667,16 @@ async fn the_charts_apf_objects_apply_to_the_simulator() {
             .map(|o| format!("---\n{}", serde_saphyr::to_string(o).unwrap()))
             .collect();
         std::fs::write(&file, text).unwrap();
-        let (served, applied) = tokio::task::spawn_blocking(move || {
-            let applied = kubectl(&kubeconfig, &["apply", "-f", &file.display().to_string()]);
-            let served = kubectl(
-                &kubeconfig,
-                &["get", "flowschema", "apf-monitor", "-o", "json"],
-            );
-            (served, applied)
-        })
-        .await
-        .unwrap();
+        let file = file.display().to_string();
+        let (applied_ok, applied, err) =
+            crate::sim_cluster::kubectl(&kubeconfig, &["apply", "-f", &file]).await;
+        assert!(applied_ok, "1.{minor}: kubectl apply: {applied}{err}");
+        let (served_ok, served, err) = crate::sim_cluster::kubectl(
+            &kubeconfig,
+            &["get", "flowschema", "apf-monitor", "-o", "json"],
+        )
+        .await;
+        assert!(served_ok, "1.{minor}: kubectl get: {err}");
         assert!(
             applied.contains("flowschema.flowcontrol.apiserver.k8s.io/apf-monitor created")
                 && applied.contains(
@@ -725,20 +691,4 @@ async fn the_charts_apf_objects_apply_to_the_simulator() {
         );
         assert_eq!(served["spec"]["matchingPrecedence"], 1000, "1.{minor}");
     }
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = Command::new(binary("kubectl", "kubernetes-client"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
